@@ -1,0 +1,63 @@
+"""The ``inference-watchdog`` command line: one module per subcommand, registered here.
+
+Each module in :data:`COMMAND_MODULES` defines ``register(subparsers) -> None``, which adds its
+subparser and sets ``func`` (``args -> int exit code``) via ``set_defaults``. Heavy imports stay inside
+the handlers so that ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from watchdog import __version__
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "run",
+    "demo",
+    "check",
+    "query",
+    "rules",
+    "kmsg",
+    "xid",
+    "runbooks",
+    "config",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="inference-watchdog",
+        description="Per-node agent for GPU LLM inference hosts.",
+    )
+    parser.add_argument("--version", action="version", version=f"inference-watchdog {__version__}")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"watchdog.cli.{name}_cmd")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen subcommand; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from watchdog.logs import setup_logging
+
+    setup_logging(args.log_level)
+    try:
+        code: int = args.func(args)
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The collector contract, the registry, and the isolating runner.
+
+A collector is anything with a ``name`` and ``collect() -> Iterable[Sample]`` (see :class:`Collector`).
+Collectors are registered by kind (``@register("nvml")``) with a factory ``(config, context) -> list of
+collectors`` so that one config section can yield several instances (one per engine endpoint).
+
+The runner calls each collector in a worker thread with a deadline. A collector that raises, or does not
+finish by its deadline, yields ``watchdog_collector_success{collector} 0`` and its previous series go
+stale; the others are unaffected. :class:`NoData` ("no such hardware here") is quiet: success 1, no
+series. A hung collector keeps its worker thread; the runner does not start a second call of that
+collector until the first returns, so a hang cannot pile up threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from watchdog.model import Sample, metric
+
+log = logging.getLogger(__name__)
+
+
+class NoData(Exception):
+    """Raised by a collector when its subject is absent here (no driver, no kmsg): quiet, not a failure."""
+
+
+class Collector(Protocol):
+    """One source of samples. ``name`` is the same in config, logs and self-metrics."""
+
+    name: str
+    timeout_seconds: float
+
+    def collect(self) -> Iterable[Sample]:
+        """Read the subject once and return its samples (no timestamps: the runner stamps them)."""
+        ...
+
+
+Factory = Callable[[dict[str, Any], "CollectorContext"], list[Collector]]
+REGISTRY: dict[str, Factory] = {}
+
+
+@dataclass
+class CollectorContext:
+    """What factories may need beyond their config section: injected I/O for tests and the demo."""
+
+    config: dict[str, Any] = field(default_factory=dict)
+    nvml: Any = None  # a pynvml-compatible module (real or watchdog.fakes.pynvml)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def register(kind: str) -> Callable[[Factory], Factory]:
+    """Class/function decorator registering a collector factory under ``kind``."""
+
+    def wrap(factory: Factory) -> Factory:
+        REGISTRY[kind] = factory
+        return factory
+
+    return wrap
+
+
+@dataclass(frozen=True)
+class CollectResult:
+    """The outcome of one collector in one tick."""
+
+    name: str
+    samples: list[Sample]
+    success: bool
+    duration_seconds: float
+    error: str = ""
+
+
+class CollectorRunner:
+    """Runs collectors concurrently, each bounded by its own timeout. See the module docstring."""
+
+    def __init__(self, collectors: list[Collector], max_workers: int = 8) -> None:
+        self.collectors = collectors
+        self._pool = ThreadPoolExecutor(max_workers=max(2, max_workers), thread_name_prefix="collector")
+        self._inflight: dict[str, Future[list[Sample]]] = {}
+
+    def run_once(self) -> list[CollectResult]:
+        """Collect from every collector once; never raises for a collector's fault."""
+        started: dict[str, tuple[Future[list[Sample]], float]] = {}
+        results: list[CollectResult] = []
+        for collector in self.collectors:
+            previous = self._inflight.get(collector.name)
+            if previous is not None and not previous.done():
+                results.append(CollectResult(collector.name, [], False, 0.0, "previous call still running"))
+                continue
+            future = self._pool.submit(lambda c=collector: list(c.collect()))
+            self._inflight[collector.name] = future
+            started[collector.name] = (future, time.monotonic())
+        for collector in self.collectors:
+            if collector.name not in started:
+                continue
+            future, t0 = started[collector.name]
+            remaining = max(0.0, collector.timeout_seconds - (time.monotonic() - t0))
+            try:
+                samples = future.result(timeout=remaining)
+                results.append(CollectResult(collector.name, samples, True, time.monotonic() - t0))
+            except FutureTimeout:
+                log.warning("collector timed out", extra={"collector": collector.name,
+                                                          "timeout_seconds": collector.timeout_seconds})
+                results.append(CollectResult(collector.name, [], False, time.monotonic() - t0, "timeout"))
+            except NoData:
+                results.append(CollectResult(collector.name, [], True, time.monotonic() - t0, "no data"))
+            except Exception as exc:  # the boundary that owns a collector: isolate and report
+                log.warning("collector failed", extra={"collector": collector.name, "error": repr(exc)})
+                results.append(CollectResult(collector.name, [], False, time.monotonic() - t0, repr(exc)))
+        return results
+
+    def close(self) -> None:
+        """Stop accepting work; hung workers are abandoned (daemon threads of the pool)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def self_metrics(results: Iterable[CollectResult]) -> list[Sample]:
+    """``watchdog_collector_success`` and ``watchdog_collector_duration_seconds`` per collector."""
+    out: list[Sample] = []
+    for r in results:
+        out.append(Sample(metric("watchdog_collector_success", collector=r.name), 1.0 if r.success else 0.0))
+        out.append(Sample(metric("watchdog_collector_duration_seconds", collector=r.name), r.duration_seconds))
+    return out

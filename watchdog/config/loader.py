@@ -1,0 +1,160 @@
+"""Load, validate and default the agent's YAML config. See :mod:`watchdog.config` for the contract."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+DEFAULT_CONFIG_PATH = Path("/etc/inference-watchdog/config.yaml")
+
+
+class ConfigError(Exception):
+    """A config problem, with the file, the key path (``engines[0].url``) and what is wrong."""
+
+    def __init__(self, file: str, key_path: str, problem: str, line: int | None = None) -> None:
+        self.file, self.key_path, self.problem, self.line = file, key_path, problem, line
+        where = f"{file}:{line}" if line else file
+        super().__init__(f"{where}: {key_path or '(top level)'}: {problem}")
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    """The merged JSON Schema (draft 2020-12) of the whole config file."""
+    merged: dict[str, Any] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://inference-watchdog.invalid/config.schema.json",
+        "title": "inference-watchdog configuration",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {},
+        "$defs": {},
+    }
+    folder = resources.files("watchdog.config") / "schema"
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if not entry.name.endswith(".json"):
+            continue
+        fragment = json.loads(entry.read_text(encoding="utf-8"))
+        merged["properties"].update(fragment.get("properties", {}))
+        merged["$defs"].update(fragment.get("$defs", {}))
+        merged.setdefault("required", []).extend(fragment.get("required", []))
+    if not merged.get("required"):
+        merged.pop("required", None)
+    return merged
+
+
+def _key_path(path: Any) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _apply_defaults(node: Any, sub: dict[str, Any], root: dict[str, Any]) -> Any:
+    """Fill schema ``default`` values into ``node`` recursively (objects and arrays of objects)."""
+    if "$ref" in sub:
+        ref = sub["$ref"].split("/")[-1]
+        sub = root["$defs"][ref]
+    if node is None and "default" in sub:
+        node = copy.deepcopy(sub["default"])
+    if isinstance(node, dict):
+        for key, prop in sub.get("properties", {}).items():
+            resolved = root["$defs"][prop["$ref"].split("/")[-1]] if "$ref" in prop else prop
+            if key not in node and "default" in resolved:
+                node[key] = copy.deepcopy(resolved["default"])
+            if key in node:
+                node[key] = _apply_defaults(node[key], prop, root)
+        extra = sub.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key in node:
+                if key not in sub.get("properties", {}):
+                    node[key] = _apply_defaults(node[key], extra, root)
+    elif isinstance(node, list) and isinstance(sub.get("items"), dict):
+        node = [_apply_defaults(item, sub["items"], root) for item in node]
+    return node
+
+
+class _LineLoader(yaml.SafeLoader):
+    """SafeLoader that remembers the line of every mapping key, for error messages."""
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str, Any]:
+    mapping = loader.construct_mapping(node, deep=True)
+    lines = {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
+    mapping["__lines__"] = lines
+    return mapping
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _strip_lines(node: Any) -> Any:
+    if isinstance(node, dict):
+        node.pop("__lines__", None)
+        for value in node.values():
+            _strip_lines(value)
+    elif isinstance(node, list):
+        for item in node:
+            _strip_lines(item)
+    return node
+
+
+def _line_of(doc: Any, path: Any) -> int | None:
+    line = None
+    node = doc
+    for part in path:
+        if isinstance(node, dict):
+            line = node.get("__lines__", {}).get(str(part), line)
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            break
+    return line
+
+
+def load_config_text(text: str, file: str = "<config>") -> dict[str, Any]:
+    """Parse, validate and default config text; raises :class:`ConfigError` naming file, line and key."""
+    try:
+        raw = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(file, "", f"invalid YAML: {getattr(exc, 'problem', exc)}",
+                          mark.line + 1 if mark else None) from exc
+    if raw is None:
+        raw = {"__lines__": {}}
+    if not isinstance(raw, dict):
+        raise ConfigError(file, "", "the config must be a mapping")
+    plain = _strip_lines(copy.deepcopy(raw))
+    root = schema()
+    validator = jsonschema.Draft202012Validator(root)
+    errors = sorted(validator.iter_errors(plain), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    if errors:
+        err = errors[0]
+        path = list(err.absolute_path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            allowed = set(err.schema.get("properties", {}))
+            unknown = sorted(k for k in err.instance if k not in allowed)
+            if unknown:
+                path = [*path, unknown[0]]
+        raise ConfigError(file, _key_path(path), err.message, _line_of(raw, path))
+    result: dict[str, Any] = _apply_defaults(plain, root, root)
+    return result
+
+
+def load_config(path: str | Path | None) -> dict[str, Any]:
+    """Load the config file at ``path``; ``None`` means all defaults (no file)."""
+    if path is None:
+        return load_config_text("", "<defaults>")
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(p), "", f"cannot read: {exc.strerror}") from exc
+    return load_config_text(text, str(p))

@@ -1,0 +1,76 @@
+"""Plain data shared by every stage: labels, samples and the staleness marker.
+
+Labels are an immutable, sorted tuple of ``(name, value)`` pairs that include ``__name__``; they are
+hashable, cheap to compare, and identical for identical label sets. Timestamps are integer
+milliseconds since the epoch, as in Prometheus, so range boundaries are exact.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+Labels = tuple[tuple[str, str], ...]
+
+METRIC_NAME = "__name__"
+
+# Prometheus' staleness marker: a NaN with a distinct bit pattern (value.StaleNaN).
+STALE_NAN_BITS = 0x7FF0000000000002
+STALE_NAN: float = struct.unpack("<d", struct.pack("<Q", STALE_NAN_BITS))[0]
+
+
+def is_stale(value: float) -> bool:
+    """True only for the staleness marker, not for an ordinary NaN."""
+    return math.isnan(value) and struct.unpack("<Q", struct.pack("<d", value))[0] == STALE_NAN_BITS
+
+
+def make_labels(mapping: Mapping[str, str] | Iterable[tuple[str, str]]) -> Labels:
+    """Canonical Labels from a mapping or pairs; empty values are dropped as Prometheus does."""
+    items = mapping.items() if isinstance(mapping, Mapping) else mapping
+    return tuple(sorted((k, v) for k, v in items if v != ""))
+
+
+def metric(name: str, **labels: str) -> Labels:
+    """Labels for a metric name plus keyword labels: ``metric("up", job="vllm")``."""
+    return make_labels({METRIC_NAME: name, **labels})
+
+
+def label_value(labels: Labels, name: str) -> str:
+    """The value of one label, or "" when absent (Prometheus' convention)."""
+    for key, value in labels:
+        if key == name:
+            return value
+    return ""
+
+
+def metric_name(labels: Labels) -> str:
+    """The ``__name__`` of a label set, or "" for a nameless (computed) series."""
+    return label_value(labels, METRIC_NAME)
+
+
+def without_name(labels: Labels) -> Labels:
+    """The label set without ``__name__``."""
+    return tuple(pair for pair in labels if pair[0] != METRIC_NAME)
+
+
+def format_labels(labels: Labels) -> str:
+    """Prometheus text form: ``name{a="1",b="2"}``."""
+    name = metric_name(labels)
+    rest = ",".join(
+        f'{k}="{v}"'.replace("\n", "\\n") for k, v in labels if k != METRIC_NAME
+    )
+    return f"{name}{{{rest}}}" if rest or not name else name
+
+
+class Sample(NamedTuple):
+    """One value of one series at collection time (the collector does not stamp time)."""
+
+    labels: Labels
+    value: float
+
+
+def now_ms(seconds: float) -> int:
+    """Seconds since the epoch (float) to integer milliseconds."""
+    return int(round(seconds * 1000))

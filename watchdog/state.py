@@ -1,0 +1,88 @@
+"""The agent's SQLite state database (``<state_dir>/state.db``).
+
+Contract: one connection per process, WAL mode, ``synchronous=FULL`` (a committed notification or audit
+row survives a power cut), every access serialised by one lock. Each component owns its tables and
+creates them with :meth:`StateDB.ensure_schema` (idempotent DDL, versioned per component), so no
+component edits another's schema.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+class StateDB:
+    """A thread-safe handle on the state database. ``path=":memory:"`` for tests that need no file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        self._lock = threading.RLock()
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA busy_timeout=5000")
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, version INTEGER)"
+            )
+
+    @classmethod
+    def in_dir(cls, state_dir: str | Path) -> StateDB:
+        """The database file ``state.db`` inside ``state_dir``."""
+        return cls(Path(state_dir) / "state.db")
+
+    def ensure_schema(self, component: str, version: int, ddl: Sequence[str]) -> None:
+        """Run ``ddl`` once per (component, version); statements must be idempotent (IF NOT EXISTS)."""
+        with self.transaction() as cur:
+            row = cur.execute(
+                "SELECT version FROM schema_versions WHERE component = ?", (component,)
+            ).fetchone()
+            if row is not None and row["version"] >= version:
+                return
+            for statement in ddl:
+                cur.execute(statement)
+            cur.execute(
+                "INSERT INTO schema_versions(component, version) VALUES (?, ?) "
+                "ON CONFLICT(component) DO UPDATE SET version = excluded.version",
+                (component, version),
+            )
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Cursor]:
+        """An immediate transaction: committed on normal exit, rolled back on exception."""
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            else:
+                cur.execute("COMMIT")
+            finally:
+                cur.close()
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Run a read query and return all rows."""
+        with self._lock:
+            return list(self._conn.execute(sql, params).fetchall())
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one write statement in its own transaction; returns ``lastrowid``."""
+        with self.transaction() as cur:
+            cur.execute(sql, params)
+            return int(cur.lastrowid or 0)
+
+    def close(self) -> None:
+        """Close the connection (checkpointing the WAL)."""
+        with self._lock:
+            self._conn.close()
