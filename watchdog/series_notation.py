@@ -1,0 +1,63 @@
+"""promtool's expanding notation for input series values (``'0+10x5 _x2 stale 1e3'``).
+
+Contract (same as Prometheus 2.42's ``promtool test rules``):
+- ``a`` one value; ``_`` one omitted sample; ``stale`` one staleness marker;
+- ``a+bxn`` / ``a-bxn``: n+1 values a, a±b, ..., a±n·b; ``axn``: a repeated n+1 times;
+- ``_xn``: n omitted samples; ``stalexn`` is not accepted (promtool rejects it too);
+- numbers accept ``Inf``/``+Inf``/``-Inf``/``NaN`` and exponents.
+Omitted samples are ``None``; the staleness marker is :data:`watchdog.model.STALE_NAN`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from watchdog.model import STALE_NAN
+
+_NUMBER = r"[-+]?(?:Inf|inf|NaN|nan|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|0x[0-9a-fA-F]+)"
+_TOKEN = re.compile(
+    rf"^(?:(?P<blank>_)(?:x(?P<blank_n>\d+))?"
+    rf"|(?P<stale>stale)"
+    rf"|(?P<start>{_NUMBER})(?:(?P<sign>[-+])(?P<step>{_NUMBER}))?(?:x(?P<times>\d+))?)$"
+)
+
+
+class SeriesNotationError(ValueError):
+    """A values string that promtool would reject; names the offending token."""
+
+
+def _number(text: str) -> float:
+    lowered = text.lower().lstrip("+")
+    if lowered in ("inf",):
+        return float("inf")
+    if lowered == "-inf":
+        return float("-inf")
+    if lowered.lstrip("-") == "nan":
+        return float("nan")
+    if "0x" in lowered:
+        return float(int(text, 16))
+    return float(text)
+
+
+def expand_values(text: str) -> list[float | None]:
+    """Expand a promtool values string into one entry per interval step (None = omitted)."""
+    out: list[float | None] = []
+    for token in str(text).split():
+        match = _TOKEN.match(token)
+        if match is None:
+            raise SeriesNotationError(f"invalid series value {token!r} in {text!r}")
+        if match.group("blank"):
+            out.extend([None] * int(match.group("blank_n") or 1))
+        elif match.group("stale"):
+            out.append(STALE_NAN)
+        else:
+            start = _number(match.group("start"))
+            times = match.group("times")
+            if match.group("step") is not None and times is None:
+                raise SeriesNotationError(f"invalid series value {token!r}: a+b needs xN")
+            step = _number(match.group("step")) if match.group("step") else 0.0
+            if match.group("sign") == "-":
+                step = -step
+            count = int(times) + 1 if times is not None else 1
+            out.extend(start + i * step for i in range(count))
+    return out
