@@ -1,0 +1,246 @@
+"""Parser of the Prometheus text exposition format (version 0.0.4), built for per-tick scrapes.
+
+Contract:
+
+- :func:`parse_exposition` yields ``(labels, value, timestamp_ms_or_None)`` for every sample line, in
+  file order. ``labels`` is canonical :data:`watchdog.model.Labels` (sorted, ``__name__`` included, empty
+  label values dropped, as :func:`watchdog.model.make_labels` builds them).
+- Accepted: ``# HELP`` / ``# TYPE`` lines (TYPE is checked: known type, valid name), other comments,
+  blank lines, ``\\r\\n`` line ends, label escapes ``\\\\``, ``\\"`` and ``\\n`` (an unknown escape is
+  kept verbatim, as Prometheus does), a trailing comma inside ``{...}``, values ``NaN``, ``+Inf``,
+  ``-Inf`` (any case), optional integer millisecond timestamps, an OpenMetrics exemplar after the value
+  (``# {trace_id="..."} 1.0``: ignored) and an OpenMetrics ``# EOF`` line (stops parsing).
+- Anything else raises :class:`ExpositionError` with the 1-based line number. Because the function is a
+  generator, the error surfaces while iterating: callers that need all-or-nothing must consume it fully
+  before using the samples (:func:`parse_samples` does that).
+- ``drop_created=True`` skips the ``<family>_created`` samples of counter, histogram and summary families
+  (creation timestamps that client libraries export; no rule may use them).
+
+Speed: a scrape repeats the same series text every tick, so the parsed labels of each series text
+(``name{...}``) are cached in a bounded module-level table (the idea of Prometheus' scrape cache). A
+cache hit costs one dictionary lookup; a cold parse goes through a small hand-written lexer. See
+``benchmarks/parse.py`` for figures against ``prometheus_client.parser``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+
+from watchdog.model import METRIC_NAME, Labels
+
+__all__ = [
+    "ExpositionError",
+    "ParsedSample",
+    "clear_cache",
+    "parse_exposition",
+    "parse_samples",
+    "parse_types",
+]
+
+ParsedSample = tuple[Labels, float, "int | None"]
+
+METRIC_TYPES = frozenset({"counter", "gauge", "histogram", "summary", "untyped", "unknown",
+                          "info", "stateset", "gaugehistogram"})
+_CREATED_FAMILIES = frozenset({"counter", "histogram", "summary", "gaugehistogram"})
+
+_NAME_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL_NAME_RE = re.compile(r"[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*\"")
+_LABEL_VALUE_RE = re.compile(r'((?:[^"\\\n]|\\.)*)"')
+_ESCAPE_RE = re.compile(r"\\(.)")
+_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
+
+_CACHE_LIMIT = 200_000
+_series_cache: dict[str, Labels] = {}
+
+
+class ExpositionError(ValueError):
+    """A line that is not valid exposition text. ``line_no`` is 1-based."""
+
+    def __init__(self, line_no: int, message: str) -> None:
+        self.line_no = line_no
+        self.message = message
+        super().__init__(f"line {line_no}: {message}")
+
+
+def clear_cache() -> None:
+    """Forget every cached series text (tests and benchmarks use it to measure cold parses)."""
+    _series_cache.clear()
+
+
+def _unescape(value: str) -> str:
+    return _ESCAPE_RE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(0)), value)
+
+
+def _parse_value(text: str, line_no: int) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ExpositionError(line_no, f"invalid sample value {text!r}") from None
+    if "_" in text:  # Python accepts 1_000; the format does not
+        raise ExpositionError(line_no, f"invalid sample value {text!r}")
+    return value
+
+
+def _parse_timestamp(text: str, line_no: int) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        as_float = float(text)
+    except ValueError:
+        raise ExpositionError(line_no, f"invalid timestamp {text!r}") from None
+    if "_" in text or not math.isfinite(as_float):
+        raise ExpositionError(line_no, f"invalid timestamp {text!r}")
+    return int(as_float)
+
+
+def _parse_series(line: str, line_no: int) -> tuple[Labels, int]:
+    """Lex ``name{labels}`` at the start of ``line``: the labels and the index just past the series."""
+    m = _NAME_RE.match(line)
+    if m is None:
+        raise ExpositionError(line_no, "expected a metric name")
+    name = m.group(0)
+    pos = m.end()
+    pairs: dict[str, str] = {METRIC_NAME: name}
+    n = len(line)
+    if pos < n and line[pos] == "{":
+        pos += 1
+        while True:
+            while pos < n and line[pos] in " \t":
+                pos += 1
+            if pos < n and line[pos] == "}":
+                pos += 1
+                break
+            lm = _LABEL_NAME_RE.match(line, pos)
+            if lm is None:
+                raise ExpositionError(line_no, f"expected a label name at column {pos + 1}")
+            label = lm.group(1)
+            vm = _LABEL_VALUE_RE.match(line, lm.end())
+            if vm is None:
+                raise ExpositionError(line_no, f"unterminated value of label {label!r}")
+            raw = vm.group(1)
+            if label in pairs:
+                raise ExpositionError(line_no, f"duplicate label {label!r}")
+            pairs[label] = _unescape(raw) if "\\" in raw else raw
+            pos = vm.end()
+            while pos < n and line[pos] in " \t":
+                pos += 1
+            if pos < n and line[pos] == ",":
+                pos += 1
+            elif pos < n and line[pos] == "}":
+                pos += 1
+                break
+            else:
+                raise ExpositionError(line_no, f"expected ',' or '}}' after label {label!r}")
+    labels: Labels = tuple(sorted(item for item in pairs.items() if item[1] != ""))
+    return labels, pos
+
+
+def _check_comment(line: str, line_no: int, types: dict[str, str] | None) -> bool:
+    """Validate a ``#`` line; record TYPE into ``types``. Returns False at ``# EOF``."""
+    parts = line.split(None, 3)
+    if len(parts) >= 2 and parts[0] == "#":
+        keyword = parts[1]
+        if keyword == "EOF" and len(parts) == 2:
+            return False
+        if keyword in ("HELP", "TYPE"):
+            if len(parts) < 3 or _NAME_RE.fullmatch(parts[2]) is None:
+                raise ExpositionError(line_no, f"# {keyword} needs a valid metric name")
+            if keyword == "TYPE":
+                kind = parts[3].strip().lower() if len(parts) == 4 else ""
+                if kind not in METRIC_TYPES:
+                    raise ExpositionError(line_no, f"unknown metric type {kind!r} for {parts[2]}")
+                if types is not None:
+                    types[parts[2]] = kind
+    return True
+
+
+def _cache_put(key: str, labels: Labels) -> None:
+    if len(_series_cache) >= _CACHE_LIMIT:
+        _series_cache.clear()
+    _series_cache[key] = labels
+
+
+def parse_exposition(text: str, *, drop_created: bool = False) -> Iterator[ParsedSample]:
+    """Yield ``(labels, value, timestamp_ms | None)`` per sample line; see the module contract."""
+    cache = _series_cache
+    types: dict[str, str] | None = {} if drop_created else None
+    line_no = 0
+    for line in text.split("\n"):
+        line_no += 1
+        if not line or line.isspace():
+            continue
+        if line[-1] == "\r":
+            line = line[:-1]
+        if line[0] in " \t":
+            line = line.lstrip(" \t")
+        if line[0] == "#":
+            if not _check_comment(line, line_no, types):
+                return
+            continue
+        brace = line.find("{")
+        labels: Labels | None
+        if brace != -1 and " " not in line[:brace] and "\t" not in line[:brace]:
+            # A label block: the cache is keyed by the text up to the first '}' (see module docstring).
+            close = line.find("}", brace)
+            labels = cache.get(line[: close + 1]) if close != -1 else None
+            if labels is not None:
+                rest = line[close + 1:]
+            else:
+                labels, end = _parse_series(line, line_no)
+                _cache_put(line[:end], labels)
+                rest = line[end:]
+            if rest and rest[0] not in " \t":
+                raise ExpositionError(line_no, "expected whitespace after the label set")
+        else:
+            parts = line.split(None, 1)
+            key = parts[0]
+            rest = parts[1] if len(parts) == 2 else ""
+            labels = cache.get(key)
+            if labels is None:
+                labels, end = _parse_series(key, line_no)
+                if end != len(key):
+                    raise ExpositionError(line_no, f"unexpected character {key[end]!r} in the metric name")
+                _cache_put(key, labels)
+        if types is not None:
+            name = _name_of(labels)
+            if name.endswith("_created") and types.get(name[:-8]) in _CREATED_FAMILIES:
+                continue
+        if "#" in rest:
+            rest, _, exemplar = rest.partition("#")
+            if not exemplar.lstrip().startswith("{"):
+                raise ExpositionError(line_no, "unexpected '#' after the sample value")
+        fields = rest.split()
+        if len(fields) == 1:
+            yield labels, _parse_value(fields[0], line_no), None
+        elif len(fields) == 2:
+            yield labels, _parse_value(fields[0], line_no), _parse_timestamp(fields[1], line_no)
+        elif not fields:
+            raise ExpositionError(line_no, "missing sample value")
+        else:
+            raise ExpositionError(line_no, f"unexpected text after the sample: {' '.join(fields[2:])!r}")
+
+
+def _name_of(labels: Labels) -> str:
+    for key, value in labels:
+        if key == METRIC_NAME:
+            return value
+    return ""
+
+
+def parse_samples(text: str, *, drop_created: bool = False) -> list[ParsedSample]:
+    """All samples of ``text`` as a list: all or nothing (raises :class:`ExpositionError` on garbage)."""
+    return list(parse_exposition(text, drop_created=drop_created))
+
+
+def parse_types(text: str) -> dict[str, str]:
+    """``{family name: type}`` from the ``# TYPE`` lines of ``text`` (lower-case type names)."""
+    types: dict[str, str] = {}
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        stripped = line.strip()
+        if stripped.startswith("#") and "TYPE" in stripped and not _check_comment(stripped, line_no, types):
+            break
+    return types
