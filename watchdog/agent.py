@@ -1,0 +1,229 @@
+"""The agent: one tick = collect → store → rules → alert lifecycle → runbooks → notify; plus reload.
+
+Contract:
+- :meth:`Agent.tick` never raises for a component's fault: each stage is the boundary that owns its
+  unit, logs the failure and counts it (``watchdog_tick_stage_failures_total{stage}``), and the later
+  stages still run on what is there.
+- :meth:`Agent.reload` builds the new config, rule set and runbooks completely before swapping them in;
+  a broken file leaves the running set untouched and ``watchdog_config_reload_success`` at 0.
+- Time comes from the injected ``clock`` (seconds); the demo and tests pass their own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from watchdog import __version__
+from watchdog.collectors.base import REGISTRY, Collector, CollectorContext, CollectorRunner, self_metrics
+from watchdog.config import load_config
+from watchdog.model import Sample, metric
+from watchdog.rules.alert import Alert, AlertState
+from watchdog.state import StateDB
+from watchdog.store import Store
+
+log = logging.getLogger(__name__)
+
+# Collector modules register themselves on import; the agent imports every one that exists.
+COLLECTOR_MODULES = ("nvml", "host", "engine", "kmsg", "processes")
+GC_EVERY_TICKS = 30
+
+
+def import_collector_modules() -> None:
+    """Import the collector modules so their ``@register`` factories are in the registry."""
+    for name in COLLECTOR_MODULES:
+        importlib.import_module(f"watchdog.collectors.{name}")
+
+
+def build_collectors(config: dict[str, Any], context: CollectorContext) -> list[Collector]:
+    """Every collector the config enables, from the registry (each factory reads its own section)."""
+    import_collector_modules()
+    collectors: list[Collector] = []
+    for kind, factory in sorted(REGISTRY.items()):
+        collectors.extend(factory(config, context))
+    return collectors
+
+
+@dataclass
+class TickStats:
+    """Counters about the loop itself, exported as self-metrics."""
+
+    ticks_total: int = 0
+    overruns_total: int = 0
+    last_duration_seconds: float = 0.0
+    last_tick_ms: int = 0
+    stage_failures: dict[str, int] = field(default_factory=dict)
+    reload_success: bool = True
+    last_reload_seconds: float = 0.0
+
+
+class Agent:
+    """The whole per-node pipeline. Construct, then call :meth:`tick` on a schedule (see scheduler)."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        *,
+        config_path: str | Path | None = None,
+        clock: Callable[[], float] = time.time,
+        context: CollectorContext | None = None,
+        db: StateDB | None = None,
+    ) -> None:
+        self.config = config
+        self.config_path = str(config_path) if config_path else None
+        self.clock = clock
+        self.node = config.get("node") or socket.gethostname()
+        self.stats = TickStats(last_reload_seconds=clock())
+        tick_s = float(config["tick_interval_seconds"])
+        retention_s = float(config["retention_seconds"])
+        self.store = Store(
+            retention_ms=int(retention_s * 1000),
+            max_points=int(retention_s / tick_s) + 60,
+            max_series=int(config["max_series"]),
+        )
+        self.context = context or CollectorContext(config=config)
+        self.context.config = config
+        self.db = db if db is not None else StateDB.in_dir(config["state_dir"])
+        self.collectors = build_collectors(config, self.context)
+        self.runner = CollectorRunner(self.collectors, max_workers=len(self.collectors) + 2)
+        self._lock = threading.RLock()
+        self.ready = False
+        self.after_tick: list[Callable[[], None]] = []
+        self.rule_engine = self._build_rule_engine(config, restored=self._restored_rule_state())
+        self.runbooks = self._build_runbooks(config)
+        self.dispatcher = self._build_dispatcher(config)
+        self.alerts: list[Alert] = []
+
+    # -- construction -------------------------------------------------------------------------------
+
+    def _build_rule_engine(self, config: dict[str, Any], restored: list[dict[str, Any]] | None) -> Any:
+        from watchdog.rules.engine import RuleEngine
+        from watchdog.rules.loader import load_ruleset
+
+        ruleset = load_ruleset(config)
+        return RuleEngine(ruleset, self.store, restored_state=restored)
+
+    def _restored_rule_state(self) -> list[dict[str, Any]] | None:
+        from watchdog.notify.state_store import AlertStateStore
+
+        return AlertStateStore(self.db).load()
+
+    def _build_runbooks(self, config: dict[str, Any]) -> Any:
+        from watchdog.runbooks.manager import RunbookManager
+
+        return RunbookManager(config, self.db, self.store, clock=self.clock)
+
+    def _build_dispatcher(self, config: dict[str, Any]) -> Any:
+        from watchdog.notify.dispatcher import NotificationDispatcher
+
+        return NotificationDispatcher(config, self.db, self.node, clock=self.clock)
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    def _stage(self, name: str, fn: Callable[[], Any], default: Any = None) -> Any:
+        """Run one stage; a failure is logged, counted and replaced by ``default``."""
+        try:
+            return fn()
+        except Exception:  # the boundary that owns a stage
+            log.exception("tick stage failed", extra={"stage": name})
+            self.stats.stage_failures[name] = self.stats.stage_failures.get(name, 0) + 1
+            return default
+
+    def tick(self) -> list[Alert]:
+        """One evaluation cycle at ``clock()``; returns the alerts the rule engine reports."""
+        with self._lock:
+            started = time.monotonic()
+            now_ms = int(self.clock() * 1000)
+            results = self._stage("collect", self.runner.run_once, [])
+            for result in results:
+                self.store.ingest(f"collector:{result.name}", result.samples, now_ms)
+            self.store.ingest("self:collectors", self_metrics(results), now_ms)
+            alerts: list[Alert] = self._stage("rules", lambda: self.rule_engine.evaluate(now_ms), [])
+            events = self._stage("runbooks", lambda: self.runbooks.on_alerts(alerts, now_ms), [])
+            self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms))
+            self._stage("persist", lambda: self._persist_alert_state())
+            self.stats.ticks_total += 1
+            if self.stats.ticks_total % GC_EVERY_TICKS == 0:
+                self._stage("gc", lambda: self.store.gc(now_ms))
+            self.stats.last_duration_seconds = time.monotonic() - started
+            self.stats.last_tick_ms = now_ms
+            self.store.ingest("self:agent", self.self_samples(), now_ms)
+            self.alerts = alerts
+            self.ready = True
+        for hook in self.after_tick:
+            self._stage("after_tick", hook)
+        return alerts
+
+    def _persist_alert_state(self) -> None:
+        from watchdog.notify.state_store import AlertStateStore
+
+        AlertStateStore(self.db).save(self.rule_engine.export_state())
+
+    def note_overrun(self) -> None:
+        """Called by the scheduler when a tick was due while the previous one still ran."""
+        self.stats.overruns_total += 1
+        log.warning("tick overran its interval; next tick skipped",
+                    extra={"tick_interval_seconds": self.config["tick_interval_seconds"],
+                           "last_duration_seconds": round(self.stats.last_duration_seconds, 3)})
+
+    def firing(self) -> list[Alert]:
+        """Alerts currently firing."""
+        return [a for a in self.alerts if a.state is AlertState.FIRING]
+
+    # -- self-metrics -------------------------------------------------------------------------------
+
+    def self_samples(self) -> list[Sample]:
+        """The loop's own series plus those of rule engine, runbooks and notifiers."""
+        s = self.stats
+        out = [
+            Sample(metric("watchdog_build_info", version=__version__, node=self.node), 1.0),
+            Sample(metric("watchdog_ticks_total"), float(s.ticks_total)),
+            Sample(metric("watchdog_tick_overruns_total"), float(s.overruns_total)),
+            Sample(metric("watchdog_tick_duration_seconds"), s.last_duration_seconds),
+            Sample(metric("watchdog_store_series"), float(len(self.store))),
+            Sample(metric("watchdog_store_dropped_series_total"), float(self.store.dropped_series_total)),
+            Sample(metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
+            Sample(metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
+        ]
+        for stage, count in sorted(s.stage_failures.items()):
+            out.append(Sample(metric("watchdog_tick_stage_failures_total", stage=stage), float(count)))
+        for component in (self.rule_engine, self.runbooks, self.dispatcher):
+            provider = getattr(component, "self_samples", None)
+            if provider is not None:
+                out.extend(self._stage("self_samples", provider, []))
+        return out
+
+    # -- reload and shutdown ------------------------------------------------------------------------
+
+    def reload(self) -> bool:
+        """Re-read config, rules and runbooks; swap only if all load. Returns success."""
+        try:
+            config = load_config(self.config_path) if self.config_path else self.config
+            rule_engine = self._build_rule_engine(config, restored=self.rule_engine.export_state())
+            runbooks = self._build_runbooks(config)
+        except Exception as exc:  # reload boundary: report, keep the last good set
+            log.error("reload failed; keeping the running configuration", extra={"error": str(exc)})
+            self.stats.reload_success = False
+            return False
+        with self._lock:
+            self.config = config
+            self.rule_engine = rule_engine
+            self.runbooks = runbooks
+            self.stats.reload_success = True
+            self.stats.last_reload_seconds = self.clock()
+        log.info("reloaded configuration, rules and runbooks")
+        return True
+
+    def close(self, timeout_seconds: float = 10.0) -> None:
+        """Flush alert state and the outbox, stop collectors' pool; safe to call twice."""
+        with self._lock:
+            self._stage("persist", self._persist_alert_state)
+            self._stage("notify_close", lambda: self.dispatcher.close(timeout_seconds))
+            self.runner.close()

@@ -1,0 +1,39 @@
+"""``inference-watchdog config schema | check PATH``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``config`` command."""
+    parser = sub.add_parser("config", help="print the config JSON Schema or validate a config file")
+    inner = parser.add_subparsers(dest="config_command", metavar="ACTION")
+    inner.required = True
+    schema = inner.add_parser("schema", help="print the JSON Schema of the config file")
+    schema.set_defaults(func=_schema)
+    check = inner.add_parser("check", help="validate a config file (exit 1 on error)")
+    check.add_argument("path")
+    check.set_defaults(func=_check)
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from watchdog.config import schema
+
+    json.dump(schema(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from watchdog.config import ConfigError, load_config
+
+    try:
+        load_config(args.path)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.path}: ok")
+    return 0

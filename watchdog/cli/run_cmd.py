@@ -1,0 +1,45 @@
+"""``inference-watchdog run [--config PATH] [--listen HOST:PORT]``: the daemon systemd runs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+log = logging.getLogger("watchdog.run")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``run`` command."""
+    parser = sub.add_parser("run", help="run the agent (the daemon systemd starts)")
+    parser.add_argument("--config", default=None,
+                        help="config file (default /etc/inference-watchdog/config.yaml if it exists)")
+    parser.add_argument("--listen", default=None, help="exporter address HOST:PORT (default from config)")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from watchdog.agent import Agent
+    from watchdog.config import ConfigError, load_config
+    from watchdog.config.loader import DEFAULT_CONFIG_PATH
+    from watchdog.daemon import serve
+    from watchdog.systemd_hooks import systemd_hooks
+
+    path = args.config or (str(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else None)
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        agent = Agent(config, config_path=path)
+    except Exception as exc:  # start-up boundary: a clear message and a non-zero exit
+        log.exception("cannot start the agent")
+        print(f"error: cannot start: {exc}", file=sys.stderr)
+        return 2
+    listen = args.listen or config["listen"]
+    log.info("agent starting", extra={"config": path or "(defaults)", "listen": listen,
+                                      "collectors": [c.name for c in agent.collectors]})
+    return serve(agent, listen, hooks=systemd_hooks(agent))
