@@ -95,7 +95,9 @@ class Agent:
         self.runner = CollectorRunner(self.collectors, max_workers=len(self.collectors) + 2)
         self._lock = threading.RLock()
         self.ready = False
+        self.before_tick: list[Callable[[float], None]] = []
         self.after_tick: list[Callable[[], None]] = []
+        self.history_fired: list[Alert] = []
         self.rule_engine = self._build_rule_engine(config, restored=self._restored_rule_state())
         self.runbooks = self._build_runbooks(config)
         self.dispatcher = self._build_dispatcher(config)
@@ -140,7 +142,10 @@ class Agent:
         """One evaluation cycle at ``clock()``; returns the alerts the rule engine reports."""
         with self._lock:
             started = time.monotonic()
-            now_ms = int(self.clock() * 1000)
+            now = self.clock()
+            now_ms = int(now * 1000)
+            for hook in self.before_tick:
+                self._stage("before_tick", lambda h=hook: h(now))  # type: ignore[misc]
             results = self._stage("collect", self.runner.run_once, [])
             for result in results:
                 self.store.ingest(f"collector:{result.name}", result.samples, now_ms)
@@ -155,6 +160,9 @@ class Agent:
             self.stats.last_duration_seconds = time.monotonic() - started
             self.stats.last_tick_ms = now_ms
             self.store.ingest("self:agent", self.self_samples(), now_ms)
+            known = {a.fingerprint for a in self.history_fired}
+            self.history_fired.extend(a for a in alerts
+                                      if a.state is AlertState.FIRING and a.fingerprint not in known)
             self.alerts = alerts
             self.ready = True
         for hook in self.after_tick:

@@ -1,0 +1,125 @@
+"""``inference-watchdog demo``: the real pipeline against simulated GPUs and engines.
+
+What runs is the production agent (collectors, store, rules, lifecycle, runbooks in suggest mode,
+notifiers, exporter); only the hardware is simulated:
+- each scenario engine is a separate process (:mod:`watchdog.demo.engine_sim`) serving vLLM or SGLang
+  `/metrics` on a loopback port, so the engine collector scrapes real HTTP and the process collector sees
+  a real process tree;
+- the GPUs are the fake ``pynvml`` loaded with the scenario's profile, driven each tick by
+  :class:`watchdog.demo.gpu_sim.GpuSimulator` (knobs and faults), which also appends the kernel-log lines
+  a fault prints to a file the kernel-log collector follows.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from watchdog.collectors.base import CollectorContext
+from watchdog.config import load_config_text
+from watchdog.demo.scenario import Scenario
+from watchdog.paths import asset_dir
+
+log = logging.getLogger("watchdog.demo")
+
+
+@dataclass
+class EngineProcess:
+    """A running engine simulator."""
+
+    job: str
+    port: int
+    process: subprocess.Popen[str]
+
+
+def start_engines(scenario: Scenario, start: float) -> list[EngineProcess]:
+    """Start one simulator process per scenario engine and wait until each listens."""
+    started: list[EngineProcess] = []
+    for spec in scenario.engines:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "watchdog.demo.engine_sim", "--scenario", scenario.source,
+             "--job", spec.job, "--start", repr(start)],
+            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        if not line.startswith("PORT "):
+            proc.kill()
+            stop_engines(started)
+            raise RuntimeError(f"engine simulator for {spec.job} did not start: {line!r}")
+        started.append(EngineProcess(spec.job, int(line.split()[1]), proc))
+    return started
+
+
+def stop_engines(engines: list[EngineProcess]) -> None:
+    """Terminate simulator processes (kill after 3 s)."""
+    for engine in engines:
+        engine.process.terminate()
+    for engine in engines:
+        try:
+            engine.process.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            engine.process.kill()
+
+
+def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path, listen: str) -> dict[str, Any]:
+    """The agent config of a demo run: loopback engines, fake NVML, a kmsg file, suggest-only runbooks."""
+    rules_dir = asset_dir("rules")
+    runbooks_dir = asset_dir("runbooks")
+    doc: dict[str, Any] = {
+        "node": "demo-node",
+        "tick_interval_seconds": 1,
+        "state_dir": str(workdir / "state"),
+        "listen": listen,
+        "rules": {"paths": [str(rules_dir / "*.yaml")] if rules_dir else []},
+        "engines": [
+            {"job": e.job, "url": f"http://127.0.0.1:{e.port}/metrics",
+             "process": {"port": e.port}}
+            for e in engines
+        ],
+        "kmsg": {"source": str(workdir / "kmsg.log")},
+        "remediation": {"mode": "suggest"},
+        "notifiers": {"log": {"enabled": True}},
+    }
+    if runbooks_dir:
+        doc["runbooks"] = {"paths": [str(runbooks_dir)]}
+    return load_config_text(yaml.safe_dump(doc), "<demo config>")
+
+
+def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None) -> int:
+    """Run the scenario for ``duration_seconds`` (default: the scenario's); returns the exit code."""
+    from watchdog.agent import Agent
+    from watchdog.daemon import serve
+    from watchdog.demo.gpu_sim import GpuSimulator
+
+    duration = duration_seconds if duration_seconds is not None else scenario.duration_seconds
+    with tempfile.TemporaryDirectory(prefix="inference-watchdog-demo-") as tmp:
+        workdir = Path(tmp)
+        (workdir / "kmsg.log").touch()
+        start = time.time()
+        engines = start_engines(scenario, start)
+        try:
+            gpus = GpuSimulator(scenario, workdir / "kmsg.log", start,
+                                engine_pids={e.job: e.process.pid for e in engines})
+            config = demo_config(scenario, engines, workdir, listen)
+            agent = Agent(config, context=CollectorContext(config=config, nvml=gpus.nvml))
+            agent.before_tick.append(gpus.advance)
+            log.info("demo started", extra={
+                "scenario": scenario.name, "listen": listen, "duration_seconds": duration,
+                "engines": {e.job: f"http://127.0.0.1:{e.port}/metrics" for e in engines}})
+            print(f"scenario {scenario.name}: {scenario.description}", file=sys.stderr, flush=True)
+            code = serve(agent, listen, duration_seconds=duration)
+            fired = sorted({a.name for a in agent.history_fired})
+            print(f"demo finished: alerts that fired: {', '.join(fired) or 'none'}", file=sys.stderr)
+            return code
+        finally:
+            stop_engines(engines)
