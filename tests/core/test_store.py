@@ -1,0 +1,113 @@
+"""The series store: windows, staleness, retention, the series cap."""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+
+from watchdog.model import Sample, is_stale, metric
+from watchdog.store import Store, matches
+
+
+def _names(store: Store, *matchers: tuple[str, str, str]) -> list[str]:
+    return sorted(dict(s.labels).get("job", "") for s in store.select(list(matchers)))
+
+
+def test_window_is_closed_on_both_ends() -> None:
+    store = Store()
+    labels = metric("x")
+    for t in range(0, 10_000, 1000):
+        store.append(labels, t, float(t))
+    (series,) = store.select([("__name__", "=", "x")])
+    ts, vs = series.window(2000, 5000)
+    assert ts == [2000, 3000, 4000, 5000]
+    assert vs == [2000.0, 3000.0, 4000.0, 5000.0]
+
+
+def test_ingest_marks_vanished_series_stale_only_for_that_source() -> None:
+    store = Store()
+    a, b = metric("up", job="a"), metric("up", job="b")
+    store.ingest("src1", [Sample(a, 1), Sample(b, 1)], 1000)
+    store.ingest("src2", [Sample(metric("other"), 5)], 1000)
+    store.ingest("src1", [Sample(a, 1)], 2000)
+    store.ingest("src2", [Sample(metric("other"), 6)], 2000)
+    latest = {s.labels: s.latest() for s in store.all_series()}
+    assert latest[a] == (2000, 1.0)
+    t, value = latest[b]  # type: ignore[misc]
+    assert t == 2000 and is_stale(value)
+    assert latest[metric("other")] == (2000, 6.0)
+    exported = {lbl for lbl, _, _ in store.latest_values(2000)}
+    assert b not in exported and a in exported
+
+
+def test_ordinary_nan_is_not_stale() -> None:
+    assert not is_stale(float("nan"))
+    assert math.isnan(float("nan"))
+
+
+def test_out_of_order_points_are_ignored_and_duplicates_replace() -> None:
+    store = Store()
+    labels = metric("x")
+    store.append(labels, 2000, 1.0)
+    store.append(labels, 1000, 9.0)
+    store.append(labels, 2000, 3.0)
+    (series,) = store.select([("__name__", "=", "x")])
+    assert list(series.timestamps) == [2000]
+    assert list(series.values) == [3.0]
+
+
+def test_regex_matchers_are_anchored() -> None:
+    labels = metric("up", job="vllm-70b")
+    assert matches(labels, [("job", "=~", "vllm.*")])
+    assert not matches(labels, [("job", "=~", "vllm")])
+    assert matches(labels, [("job", "!~", "sglang.*"), ("missing", "=", "")])
+    assert not matches(labels, [("missing", "!=", "")])
+
+
+def test_select_without_name_scans_all() -> None:
+    store = Store()
+    store.ingest("s", [Sample(metric("a", job="x"), 1), Sample(metric("b", job="y"), 1)], 1000)
+    assert _names(store, ("job", "=~", ".+")) == ["x", "y"]
+
+
+def test_gc_drops_old_points_and_dead_series() -> None:
+    store = Store(retention_ms=10_000)
+    store.append(metric("old"), 0, 1.0)
+    for t in range(0, 30_000, 1000):
+        store.append(metric("live"), t, 1.0)
+    removed = store.gc(30_000)
+    assert removed == 1
+    (live,) = store.select([("__name__", "=", "live")])
+    assert live.timestamps[0] >= 20_000
+    assert len(store) == 1
+
+
+def test_series_cap_drops_and_counts_new_series() -> None:
+    store = Store(max_series=100)
+    samples = [Sample(metric("flood", id=str(i)), 1.0) for i in range(150)]
+    stored = store.ingest("engine", samples, 1000)
+    assert stored == 100
+    assert len(store) == 100
+    assert store.dropped_series_total == 50
+
+
+def test_memory_stays_flat_over_many_ticks() -> None:
+    """A day of 1 s ticks in miniature: memory after 3 000 ticks ≈ after 1 000 (retention 600 points)."""
+    store = Store(retention_ms=600_000, max_points=660)
+    series = [metric("m", i=str(i)) for i in range(50)]
+
+    def run(ticks: range) -> None:
+        for tick in ticks:
+            t = tick * 1000
+            store.ingest("s", [Sample(lbl, float(tick)) for lbl in series], t)
+            if tick % 30 == 0:
+                store.gc(t)
+
+    tracemalloc.start()
+    run(range(0, 1000))
+    first = tracemalloc.get_traced_memory()[0]
+    run(range(1000, 3000))
+    second = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    assert second < first * 1.5, (first, second)
+    assert all(len(s.timestamps) <= 2 * 660 for s in store.all_series())
