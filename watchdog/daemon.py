@@ -30,9 +30,10 @@ log = logging.getLogger(__name__)
 class Hooks:
     """Callbacks around the daemon's life: ready (after the first tick), reloading/reloaded, stopping."""
 
-    on_ready: list[Callable[[], None]] = field(default_factory=list)
-    on_reload: list[Callable[[bool], None]] = field(default_factory=list)
-    on_stopping: list[Callable[[], None]] = field(default_factory=list)
+    on_ready: list[Callable[[], object]] = field(default_factory=list)
+    on_reloading: list[Callable[[], object]] = field(default_factory=list)
+    on_reload: list[Callable[[bool], object]] = field(default_factory=list)
+    on_stopping: list[Callable[[], object]] = field(default_factory=list)
 
 
 def build_exporter(agent: Agent, listen: str) -> ExporterServer:
@@ -71,6 +72,8 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
                     hook()
             if reload_requested.is_set():
                 reload_requested.clear()
+                for reloading_hook in hooks.on_reloading:
+                    reloading_hook()
                 ok = agent.reload()
                 for reload_hook in hooks.on_reload:
                     reload_hook(ok)
