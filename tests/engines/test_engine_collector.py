@@ -53,7 +53,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server API
+    def do_GET(self) -> None:
         path = self.path
         if path == "/ok":
             self._send(PAYLOAD.encode())
@@ -182,7 +182,9 @@ def test_gzip_body_is_accepted(server: str) -> None:
         ("/nope", {}),
     ],
 )
-def test_failing_endpoint_is_up_zero_with_no_other_series(server: str, path: str, kw: dict[str, object]) -> None:
+def test_failing_endpoint_is_up_zero_with_no_other_series(
+    server: str, path: str, kw: dict[str, object]
+) -> None:
     c = collector(server, path, **kw)
     samples = c.collect()
     names = sorted(metric_name(s.labels) for s in samples)
