@@ -1,0 +1,366 @@
+"""The notification dispatcher: turns each tick's alerts and runbook events into durable outbox rows,
+and runs one delivery thread per notifier.
+
+Contract with the agent loop:
+
+- ``handle(alerts, events, now_ms)`` every tick, with ALL alerts the rule engine returns (pending, firing,
+  resolved). It derives transitions against the persisted state (newly firing → notified once, resolved
+  → notified once, pending → nothing), writes the outbox rows and state changes in ONE transaction, wakes
+  the delivery threads and returns; it never touches the network.
+- ``reconcile_on_start(alerts)`` once after a restart, with the first alerts of a rule engine rebuilt
+  from ``state_store.load_rule_state()``: alerts still firing are not announced again, alerts that
+  resolved while the agent was down are resolved (Slack message updated, thread reply).
+- ``self_samples()``: ``watchdog_notifications_total{notifier,outcome}``, ``watchdog_outbox_pending``,
+  ``watchdog_notifier_up``, ``watchdog_notification_attempt_failures_total``.
+- A notifier failing for ``outbox.failing_alert_after_seconds`` raises ``WatchdogNotifierFailing``
+  (labels ``notifier``, ``node``), delivered through the other notifiers only.
+- ``close(timeout_seconds)``: deliver what can be delivered in time, stop the threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, TextIO
+
+from watchdog.model import Sample, metric
+from watchdog.notify.alertmanager import AlertmanagerNotifier
+from watchdog.notify.base import Notifier, PlanContext
+from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS, group_transitions
+from watchdog.notify.log import LogNotifier
+from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.outbox import Outbox
+from watchdog.notify.secrets import SecretError, read_secret
+from watchdog.notify.slack import SlackNotifier
+from watchdog.notify.state_store import AlertStateStore
+from watchdog.notify.transitions import KnownAlert, derive_transitions
+from watchdog.notify.worker import Backoff, DeliveryWorker
+from watchdog.rules.alert import Alert, AlertState
+from watchdog.runbooks.events import RunbookEvent
+from watchdog.state import StateDB
+
+log = logging.getLogger("watchdog.notify")
+
+NOTIFIER_FAILING = "WatchdogNotifierFailing"
+GC_EVERY_MS = 3_600_000
+
+
+def notifier_failing_alert(
+    notifier: str, node: str, since_ms: int, fired_at_ms: int, failures: int, error: str
+) -> Alert:
+    """The internal alert about a notifier that keeps failing (pure)."""
+    labels = {"alertname": NOTIFIER_FAILING, "severity": "warning", "notifier": notifier, "node": node}
+    since = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(since_ms / 1000))
+    fingerprint = hashlib.sha256(repr(sorted(labels.items())).encode()).hexdigest()[:16]
+    return Alert(
+        name=NOTIFIER_FAILING,
+        labels=labels,
+        state=AlertState.FIRING,
+        value=float(failures),
+        fingerprint=fingerprint,
+        active_at_ms=since_ms,
+        fired_at_ms=fired_at_ms,
+        annotations={
+            "summary": f"Notifier {notifier} on {node} keeps failing; its notifications are queued",
+            "description": f"{failures} failed attempts since {since}. Last error: {error}",
+            "runbook": "notifier-failing",
+        },
+    )
+
+
+def _default_generator_url(config: dict[str, Any], node: str) -> str:
+    port = str(config.get("listen", "0.0.0.0:9847")).rsplit(":", 1)[-1]
+    return f"http://{node}:{port}/alerts"
+
+
+class NotificationDispatcher:
+    """See the module docstring. ``notifiers`` overrides the ones built from config (tests)."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        db: StateDB,
+        node: str,
+        clock: Callable[[], float] = time.time,
+        *,
+        notifiers: Sequence[Notifier] | None = None,
+        stream: TextIO | None = None,
+        runbook_title: Callable[[str], str] | None = None,
+        start_threads: bool = True,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.config = config
+        self.node = node or socket.gethostname()
+        self.clock = clock
+        self.db = db
+        ncfg: dict[str, Any] = dict(config.get("notifiers") or {})
+        outbox_cfg: dict[str, Any] = dict(ncfg.get("outbox") or {})
+        grouping: dict[str, Any] = dict(ncfg.get("grouping") or {})
+        self.group_enabled = bool(grouping.get("enabled", True))
+        self.member_labels = tuple(grouping.get("member_labels") or DEFAULT_MEMBER_LABELS)
+        self.failing_after_ms = int(float(outbox_cfg.get("failing_alert_after_seconds", 300)) * 1000)
+        self.keep_ms = int(float(outbox_cfg.get("keep_delivered_days", 7)) * 86_400_000)
+        self.state_store = AlertStateStore(db)
+        self.outbox = Outbox(db)
+        self._lock = threading.Lock()
+        self._known: dict[str, KnownAlert] = self.state_store.load_alerts()
+        self._firing: dict[str, AlertSnapshot] = {
+            fp: k.snapshot for fp, k in self._known.items() if k.state == FIRING
+        }
+        self._sticky_failing = {
+            k.snapshot.labels.get("notifier", "")
+            for k in self._known.values()
+            if k.state == FIRING and k.snapshot.name == NOTIFIER_FAILING
+        }
+        self._last_gc_ms = 0
+        built = (
+            list(notifiers) if notifiers is not None else self._build_notifiers(ncfg, stream, runbook_title)
+        )
+        self.notifiers: dict[str, Notifier] = {n.name: n for n in built}
+        backoff = Backoff(
+            float(outbox_cfg.get("initial_backoff_seconds", 1)),
+            float(outbox_cfg.get("max_backoff_seconds", 300)),
+        )
+        poll = float(outbox_cfg.get("poll_interval_seconds", 1))
+        self.workers = {
+            name: DeliveryWorker(n, self.outbox, backoff, clock=clock, poll_seconds=poll, rand=rand)
+            for name, n in self.notifiers.items()
+        }
+        self._approvals: Any = None
+        if start_threads:
+            for worker in self.workers.values():
+                worker.start()
+
+    # -- construction ------------------------------------------------------------------------------
+    def _build_notifiers(
+        self, ncfg: dict[str, Any], stream: TextIO | None, runbook_title: Callable[[str], str] | None
+    ) -> list[Notifier]:
+        out: list[Notifier] = []
+        log_cfg = dict(ncfg.get("log") or {})
+        if log_cfg.get("enabled", True):
+            out.append(LogNotifier(stream, str(log_cfg.get("format", "auto"))))
+        slack_cfg = dict(ncfg.get("slack") or {})
+        if slack_cfg.get("enabled", False):
+            token = webhook = None
+            try:
+                if slack_cfg.get("mode", "bot") == "webhook":
+                    webhook = read_secret(
+                        str(slack_cfg.get("webhook_url_env", "")), str(slack_cfg.get("webhook_url_file", ""))
+                    )
+                else:
+                    token = read_secret(
+                        str(slack_cfg.get("token_env", "")), str(slack_cfg.get("token_file", ""))
+                    )
+            except SecretError as exc:
+                log.error(
+                    "slack secret unavailable; slack notifications queue until it is fixed",
+                    extra={"error": str(exc)},
+                )
+            if token is None and webhook is None:
+                log.error("slack is enabled but has no token / webhook URL; notifications will queue")
+            mode = str((self.config.get("remediation") or {}).get("mode", "suggest"))
+            out.append(
+                SlackNotifier(
+                    slack_cfg,
+                    self.state_store,
+                    self.node,
+                    token=token,
+                    webhook_url=webhook,
+                    approve_mode=mode == "approve",
+                    runbook_title=runbook_title,
+                    member_labels=self.member_labels,
+                )
+            )
+        am_cfg = dict(ncfg.get("alertmanager") or {})
+        if am_cfg.get("enabled", True) and am_cfg.get("urls"):
+            out.append(
+                AlertmanagerNotifier(
+                    am_cfg,
+                    self.node,
+                    tick_seconds=float(self.config.get("tick_interval_seconds", 1)),
+                    default_generator_url=_default_generator_url(self.config, self.node),
+                    firing_source=self.firing_alerts,
+                    clock=self.clock,
+                )
+            )
+        return out
+
+    def attach_runbooks(self, manager: Any) -> bool:
+        """Wire Slack's Approve / Skip buttons to ``manager`` (approve mode + app token); True if started."""
+        slack_cfg = dict((self.config.get("notifiers") or {}).get("slack") or {})
+        mode = str((self.config.get("remediation") or {}).get("mode", "suggest"))
+        if not slack_cfg.get("enabled") or mode != "approve":
+            return False
+        try:
+            app_token = read_secret(
+                str(slack_cfg.get("app_token_env", "")), str(slack_cfg.get("app_token_file", ""))
+            )
+        except SecretError as exc:
+            log.error("slack app token unavailable; approval buttons disabled", extra={"error": str(exc)})
+            return False
+        if not app_token:
+            log.warning("approve mode without a Slack app token: buttons are shown but cannot be received")
+            return False
+        from watchdog.notify.approvals import ApprovalListener
+
+        self._approvals = ApprovalListener(
+            app_token,
+            slack_cfg.get("approvers") or [],
+            manager,
+            base_url=str(slack_cfg.get("base_url", "https://slack.com/api/")),
+        )
+        self._approvals.start()
+        return True
+
+    # -- the tick ----------------------------------------------------------------------------------
+    def firing_alerts(self) -> list[AlertSnapshot]:
+        """The alerts firing now (latest values), for Alertmanager's periodic re-send."""
+        with self._lock:
+            return list(self._firing.values())
+
+    def _internal_alerts(self, now_ms: int) -> list[Alert]:
+        out = []
+        for name, worker in self.workers.items():
+            _, failures, since_ms = worker.stats.snapshot()
+            sticky = name in self._sticky_failing and worker.stats.successes == 0
+            if sticky and not since_ms:
+                since_ms = now_ms - self.failing_after_ms
+            if since_ms and (now_ms - since_ms >= self.failing_after_ms or sticky):
+                out.append(
+                    notifier_failing_alert(
+                        name,
+                        self.node,
+                        since_ms,
+                        since_ms + self.failing_after_ms,
+                        failures,
+                        worker.stats.last_error,
+                    )
+                )
+        return out
+
+    @staticmethod
+    def _excluded(group: GroupNotification) -> str:
+        lead = group.lead
+        return lead.labels.get("notifier", "") if lead.name == NOTIFIER_FAILING else ""
+
+    def handle(self, alerts: list[Alert], events: list[RunbookEvent], now_ms: int) -> None:
+        """Record this tick's transitions and events in the outbox (one transaction); never blocks on I/O."""
+        with self._lock:
+            derivation = derive_transitions(self._known, [*alerts, *self._internal_alerts(now_ms)], now_ms)
+            groups = group_transitions(derivation.transitions, now_ms, self.member_labels, self.group_enabled)
+            new_known = dict(self._known)
+            changed: dict[str, KnownAlert] = {}
+            for row in derivation.upserts:
+                new_known[row.fingerprint] = changed[row.fingerprint] = row
+            for fp in derivation.deletes:
+                new_known.pop(fp, None)
+            notes = [
+                EventNotification(
+                    ev,
+                    new_known[ev.fingerprint].snapshot if ev.fingerprint in new_known else None,
+                    step=str(getattr(ev, "step", "") or ""),
+                )
+                for ev in events
+            ]
+            enqueued = 0
+            if groups or notes or changed or derivation.deletes:
+                with self.db.transaction() as cur:
+                    ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known)
+                    for name, notifier in self.notifiers.items():
+                        mine = [g for g in groups if self._excluded(g) != name]
+                        for item in notifier.plan(mine, notes, ctx):
+                            enqueued += Outbox.enqueue(cur, name, item, now_ms)
+                    for fp, key in ctx.message_keys.items():
+                        if fp in new_known:
+                            new_known[fp] = changed[fp] = replace(new_known[fp], slack_message_key=key)
+                    for row in changed.values():
+                        AlertStateStore.upsert_alert(cur, row, now_ms)
+                    for fp in derivation.deletes:
+                        AlertStateStore.delete_alert(cur, fp)
+                    AlertStateStore.mark_sent(
+                        cur, [t.alert.fingerprint for t in derivation.transitions], now_ms
+                    )
+            self._known = new_known
+            self._firing = self._current_firing(alerts, new_known)
+        for transition in derivation.transitions:
+            log.debug(
+                "alert transition",
+                extra={
+                    "alertname": transition.alert.name,
+                    "transition": transition.kind,
+                    "fingerprint": transition.alert.fingerprint,
+                },
+            )
+        if enqueued:
+            for worker in self.workers.values():
+                worker.wake()
+        if now_ms - self._last_gc_ms >= GC_EVERY_MS:
+            self._last_gc_ms = now_ms
+            self.outbox.gc(now_ms - self.keep_ms)
+            self.state_store.gc(now_ms - self.keep_ms)
+
+    @staticmethod
+    def _current_firing(alerts: list[Alert], known: dict[str, KnownAlert]) -> dict[str, AlertSnapshot]:
+        out = {fp: k.snapshot for fp, k in known.items() if k.state == FIRING}
+        for alert in alerts:
+            k = known.get(alert.fingerprint)
+            if alert.state is AlertState.FIRING and k is not None and k.state == FIRING:
+                out[alert.fingerprint] = AlertSnapshot.from_alert(alert, fired_at_ms=k.fired_at_ms)
+        return out
+
+    def reconcile_on_start(self, alerts_after_restore: list[Alert]) -> dict[str, int]:
+        """After a restart: keep alerts still firing quiet, resolve those gone; returns counts for the log."""
+        before = {fp for fp, k in self._known.items() if k.state == FIRING}
+        now_ms = int(self.clock() * 1000)
+        self.handle(alerts_after_restore, [], now_ms)
+        after = {fp for fp, k in self._known.items() if k.state == FIRING}
+        counts = {
+            "still_firing": len(before & after),
+            "resolved_while_down": len(before - after),
+            "newly_firing": len(after - before),
+            "queued": sum(self.outbox.pending_counts().values()),
+        }
+        log.info("notification state reconciled after start", extra=counts)
+        return counts
+
+    # -- self-metrics and shutdown -----------------------------------------------------------------
+    def self_samples(self) -> list[Sample]:
+        """Self-metrics of every notifier (see module docstring)."""
+        pending = self.outbox.pending_counts()
+        out: list[Sample] = []
+        for name, worker in self.workers.items():
+            outcomes, failures, _ = worker.stats.snapshot()
+            for outcome, count in sorted(outcomes.items()):
+                out.append(
+                    Sample(metric("watchdog_notifications_total", notifier=name, outcome=outcome), count)
+                )
+            out.append(Sample(metric("watchdog_outbox_pending", notifier=name), pending.get(name, 0)))
+            out.append(Sample(metric("watchdog_notifier_up", notifier=name), 0.0 if failures else 1.0))
+            out.append(
+                Sample(
+                    metric("watchdog_notification_attempt_failures_total", notifier=name),
+                    worker.stats.attempt_failures,
+                )
+            )
+        return out
+
+    def close(self, timeout_seconds: float = 5.0) -> None:
+        """Deliver what can be delivered within ``timeout_seconds``, then stop threads and notifiers."""
+        deadline = time.monotonic() + max(0.0, timeout_seconds)
+        for worker in self.workers.values():
+            worker.request_stop(timeout_seconds)
+        for name, worker in self.workers.items():
+            if not worker.join(max(0.0, deadline - time.monotonic()) + 0.5):
+                log.warning(
+                    "notifier thread still busy at shutdown; its rows stay queued", extra={"notifier": name}
+                )
+        for notifier in self.notifiers.values():
+            notifier.close()
+        if self._approvals is not None:
+            self._approvals.close()

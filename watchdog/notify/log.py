@@ -1,0 +1,144 @@
+"""The log notifier: firing and resolved alerts (and runbook events) as one structured line each.
+
+JSON lines when the stream is not a terminal (journald, files, pipes), aligned human lines on a terminal.
+It goes through the outbox like every notifier, so a line is printed at least once (a crash between the
+write and the commit prints it again: the log is the one notifier where that is acceptable).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+from watchdog.logs import redact
+from watchdog.notify.base import Delivered, PlanContext
+from watchdog.notify.grouping import member_description
+from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.outbox import OutboxItem, OutboxRow
+
+
+def _iso(ms: int) -> str:
+    if not ms:
+        return ""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
+
+
+def alert_fields(kind: str, alert: AlertSnapshot, node: str, group: GroupNotification) -> dict[str, Any]:
+    """The structured fields of one alert line (pure)."""
+    fields: dict[str, Any] = {
+        "event": f"alert_{kind}",
+        "alertname": alert.name,
+        "severity": alert.severity,
+        "node": alert.labels.get("node", node),
+        "summary": alert.annotations.get("summary", ""),
+        "description": alert.annotations.get("description", ""),
+        "value": alert.value,
+        "labels": alert.labels,
+        "fingerprint": alert.fingerprint,
+        "fired_at": _iso(alert.fired_at_ms),
+    }
+    if kind != FIRING:
+        fields["resolved_at"] = _iso(alert.resolved_at_ms)
+    if alert.annotations.get("runbook"):
+        fields["runbook"] = alert.annotations["runbook"]
+    if len(group.members) > 1:
+        fields["group_size"] = len(group.members)
+    return fields
+
+
+def format_text(fields: dict[str, Any]) -> str:
+    """Human form: ``FIRING critical GpuHot node=n1 gpu=3 - summary``."""
+    event = str(fields.get("event", ""))
+    if event.startswith("alert_"):
+        head = f"{event[6:].upper():<8} {fields.get('severity') or '-':<8} {fields.get('alertname')}"
+        labels = fields.get("labels", {})
+        who = " ".join(f"{k}={v}" for k, v in labels.items() if k not in ("alertname", "severity"))
+        line = (
+            f"{head} node={fields.get('node')} {who} - {fields.get('summary') or fields.get('description')}"
+        )
+        if fields.get("resolved_at"):
+            line += f" (resolved {fields['resolved_at']})"
+        return line
+    return f"RUNBOOK  {fields.get('kind', ''):<8} {fields.get('alertname')} {fields.get('title')}: " + str(
+        fields.get("text", "")
+    ).replace("\n", " | ")
+
+
+class LogNotifier:
+    """Writes one line per alert transition and runbook event to ``stream`` (default stdout)."""
+
+    name = "log"
+    batch_size = 50
+
+    def __init__(self, stream: TextIO | None = None, fmt: str = "auto") -> None:
+        self.stream = stream or sys.stdout
+        if fmt == "auto":
+            fmt = "text" if hasattr(self.stream, "isatty") and self.stream.isatty() else "json"
+        self.json_lines = fmt == "json"
+        self._lock = threading.Lock()
+
+    def plan(
+        self, groups: list[GroupNotification], events: list[EventNotification], ctx: PlanContext
+    ) -> list[OutboxItem]:
+        """One row per member of each group and per runbook event."""
+        items = [
+            OutboxItem(
+                f"{group.kind}:{m.fingerprint}:{m.fired_at_ms}",
+                "line",
+                alert_fields(group.kind, m, ctx.node, group),
+            )
+            for group in groups
+            for m in group.members
+        ]
+        for ev in events:
+            e = ev.event
+            items.append(
+                OutboxItem(
+                    ev.key,
+                    "line",
+                    {
+                        "event": f"runbook_{e.kind}",
+                        "kind": e.kind,
+                        "alertname": e.alertname,
+                        "runbook": e.runbook,
+                        "fingerprint": e.fingerprint,
+                        "title": e.title,
+                        "text": e.text,
+                        "node": ctx.node,
+                        "member": member_description(ev.alert) if ev.alert else "",
+                    },
+                )
+            )
+        return items
+
+    def verify(self, row: OutboxRow) -> Delivered | None:
+        """A log line cannot be looked up again: always resend."""
+        return None
+
+    def deliver(self, rows: list[OutboxRow]) -> list[Delivered]:
+        """Write the lines and flush."""
+        with self._lock:
+            for row in rows:
+                fields = row.payload
+                if self.json_lines:
+                    stamp = {"ts": _iso(row.created_ms), "level": "warning", "logger": "watchdog.alerts"}
+                    line = json.dumps({**stamp, **fields}, default=str)
+                else:
+                    line = (
+                        time.strftime("%H:%M:%S", time.localtime(row.created_ms / 1000))
+                        + " "
+                        + format_text(fields)
+                    )
+                self.stream.write(redact(line) + "\n")
+            self.stream.flush()
+        return [Delivered(row.id) for row in rows]
+
+    def periodic(self, now_ms: int) -> None:
+        """Nothing periodic."""
+
+    def close(self) -> None:
+        """Flush the stream."""
+        self.stream.flush()

@@ -1,0 +1,459 @@
+"""The Slack notifier: Block Kit messages through slack-sdk, bot-token mode or incoming-webhook mode.
+
+Bot-token mode (``chat.postMessage``): one message per group of alerts; its ``ts`` is kept so that a
+resolve edits the message (``chat.update``) and replies in its thread, and runbook events (diagnostics,
+suggestions, decisions, results) go in the thread too. Webhook mode (``slack_sdk.webhook``) posts every
+notification as its own message (webhooks can neither edit nor thread).
+
+Shown once: every post carries its idempotency key in message ``metadata``
+(``event_type=inference_watchdog_notification``). When an attempt's outcome is unknown (the agent died
+mid-send, or the request timed out after Slack may have acted on it) the row is *verified* before it is
+sent again: ``conversations.history`` (or ``conversations.replies`` for thread replies) is searched for a
+message whose metadata carries the key; if found, its ``ts`` is adopted and nothing is re-posted.
+``chat.update`` is idempotent by nature. Webhook mode cannot look anything up (documented limit).
+
+Rate limits: the SDK's retry handler waits out ``Retry-After`` when it is short (at most
+``rate_limit_max_wait_seconds``); longer waits go back to the outbox, which honours ``Retry-After``
+without blocking shutdown. 5xx answers are retried by the SDK's server-error handler, then by the outbox.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import socket
+import urllib.error
+from collections.abc import Callable
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler, ServerErrorRetryHandler
+from slack_sdk.http_retry.handler import RetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+from slack_sdk.web import WebClient
+from slack_sdk.webhook import WebhookClient
+
+from watchdog.logs import redact
+from watchdog.notify.base import Delivered, DeliveryError, PlanContext
+from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS
+from watchdog.notify.model import FIRING, RESOLVED, AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.outbox import OutboxItem, OutboxRow
+from watchdog.notify.slack_blocks import (
+    Links,
+    Rendered,
+    render_alert_message,
+    render_event,
+    render_resolved_reply,
+    render_standalone_resolved,
+)
+from watchdog.notify.state_store import AlertStateStore
+
+log = logging.getLogger("watchdog.notify.slack")
+
+METADATA_EVENT_TYPE = "inference_watchdog_notification"
+# Errors that reject this one message for good; anything else (auth, channel, outage) is retried.
+PERMANENT_ERRORS = frozenset(
+    {
+        "invalid_blocks",
+        "invalid_blocks_format",
+        "msg_too_long",
+        "no_text",
+        "too_many_attachments",
+        "invalid_metadata_format",
+        "invalid_metadata_schema",
+        "metadata_too_large",
+        "message_not_found",
+        "cant_update_message",
+        "edit_window_closed",
+        "invalid_payload",
+        "invalid_attachments",
+    }
+)
+
+
+class CappedRateLimitRetryHandler(RateLimitErrorRetryHandler):
+    """The SDK's 429 handler (sleeps ``Retry-After``) for short waits only; longer ones go to the outbox."""
+
+    def __init__(self, max_wait_seconds: float, max_retry_count: int = 2) -> None:
+        super().__init__(max_retry_count=max_retry_count)
+        self.max_wait_seconds = max_wait_seconds
+
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if response is None or response.status_code != 429:
+            return False
+        return _retry_after(response.headers) <= self.max_wait_seconds
+
+
+def _retry_after(headers: Any) -> float:
+    """``Retry-After`` seconds from a header mapping (values may be lists); 1 if absent or unparsable."""
+    for key, value in dict(headers or {}).items():
+        if key.lower() == "retry-after":
+            raw = value[0] if isinstance(value, (list, tuple)) else value
+            try:
+                return float(raw)
+            except (TypeError, ValueError):
+                return 1.0
+    return 1.0
+
+
+def retry_handlers(max_wait_seconds: float) -> list[RetryHandler]:
+    """Rate limits (short ``Retry-After``) and server errors; no blind retry of a maybe-sent request."""
+    return [CappedRateLimitRetryHandler(max_wait_seconds), ServerErrorRetryHandler(max_retry_count=2)]
+
+
+def _network_error(method: str, exc: BaseException) -> DeliveryError:
+    """Map a transport exception; uncertain unless the request surely never reached the server."""
+    reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    certain_not_sent = isinstance(reason, (ConnectionRefusedError, socket.gaierror))
+    text = redact(f"{method}: {type(reason).__name__}: {reason}")
+    return DeliveryError(text, uncertain=not certain_not_sent)
+
+
+TRANSPORT_ERRORS = (urllib.error.URLError, OSError, http.client.HTTPException)
+
+
+def _api_error(method: str, exc: SlackApiError) -> DeliveryError:
+    status = exc.response.status_code
+    error = str(exc.response.get("error", "") or "") if isinstance(exc.response.data, dict) else ""
+    text = redact(f"{method}: {error or 'error'} (HTTP {status})")
+    if status == 429 or error == "ratelimited":
+        return DeliveryError(text, retry_after_seconds=_retry_after(exc.response.headers))
+    return DeliveryError(text, permanent=error in PERMANENT_ERRORS)
+
+
+class SlackNotifier:
+    """Slack delivery (see module docstring). ``token`` for bot mode, ``webhook_url`` for webhook mode."""
+
+    name = "slack"
+    batch_size = 1
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        store: AlertStateStore,
+        node: str,
+        *,
+        token: str | None = None,
+        webhook_url: str | None = None,
+        approve_mode: bool = False,
+        runbook_title: Callable[[str], str] | None = None,
+        member_labels: tuple[str, ...] = DEFAULT_MEMBER_LABELS,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.node = node
+        self.mode = str(config.get("mode", "bot"))
+        self.channel = str(config.get("channel", ""))
+        self.links = Links(str(config.get("grafana_url", "")), str(config.get("runbook_base_url", "")))
+        self.max_members = int(config.get("max_members_listed", 20))
+        self.max_chars = int(config.get("diagnostics_max_chars", 2800))
+        self.broadcast_resolved = bool(config.get("broadcast_resolved", False))
+        self.approve_mode = approve_mode and self.mode == "bot"
+        self.runbook_title = runbook_title or (lambda _id: "")
+        self.member_labels = member_labels
+        timeout = int(config.get("timeout_seconds", 10))
+        handlers = retry_handlers(float(config.get("rate_limit_max_wait_seconds", 30)))
+        self.web: WebClient | None = None
+        self.webhook: WebhookClient | None = None
+        if self.mode == "webhook" and webhook_url:
+            self.webhook = WebhookClient(webhook_url, timeout=timeout, retry_handlers=handlers)
+        elif self.mode == "bot" and token:
+            self.web = WebClient(
+                token=token,
+                base_url=str(config.get("base_url", "https://slack.com/api/")),
+                timeout=timeout,
+                retry_handlers=handlers,
+            )
+
+    # -- planning (pure apart from ctx) -------------------------------------------------------------
+    def plan(
+        self, groups: list[GroupNotification], events: list[EventNotification], ctx: PlanContext
+    ) -> list[OutboxItem]:
+        """Posts for firing groups, reply + update per message for resolves, thread replies for events."""
+        items: list[OutboxItem] = []
+        for group in groups:
+            if self.mode == "webhook":
+                items.append(self._webhook_group(group))
+            elif group.kind == FIRING:
+                items.append(self._plan_firing(group, ctx))
+            else:
+                items.extend(self._plan_resolved(group, ctx))
+        for ev in events:
+            items.append(self._plan_event(ev, ctx))
+        return items
+
+    def _render(self, members: list[AlertSnapshot], resolved: list[str]) -> Rendered:
+        title = self.runbook_title(members[0].annotations.get("runbook", ""))
+        return render_alert_message(
+            members, resolved, self.node, self.links, title, self.max_members, self.member_labels
+        )
+
+    def _webhook_group(self, group: GroupNotification) -> OutboxItem:
+        members = list(group.members)
+        body = (
+            self._render(members, [])
+            if group.kind == FIRING
+            else render_standalone_resolved(members, self.node, self.links)
+        )
+        return OutboxItem(f"webhook:{group.key}", "webhook", {"text": body.text, "blocks": body.blocks})
+
+    def _plan_firing(self, group: GroupNotification, ctx: PlanContext) -> OutboxItem:
+        message_key = f"msg:{group.key}"
+        ctx.store.add_slack_message(ctx.cur, message_key, list(group.members), ctx.now_ms)
+        for member in group.members:
+            ctx.set_message_key(member.fingerprint, message_key)
+        body = self._render(list(group.members), [])
+        return OutboxItem(
+            f"post:{group.key}",
+            "post",
+            {"channel": self.channel, "text": body.text, "blocks": body.blocks, "message_key": message_key},
+        )
+
+    def _plan_resolved(self, group: GroupNotification, ctx: PlanContext) -> list[OutboxItem]:
+        by_message: dict[str, list[AlertSnapshot]] = {}
+        for member in group.members:
+            by_message.setdefault(ctx.message_key_of(member.fingerprint), []).append(member)
+        items: list[OutboxItem] = []
+        for message_key, resolved in by_message.items():
+            sub = GroupNotification(RESOLVED, tuple(resolved), group.at_ms)
+            standalone = render_standalone_resolved(resolved, self.node, self.links)
+            found = ctx.store.slack_message(message_key) if message_key else None
+            if found is None:
+                items.append(
+                    OutboxItem(
+                        f"post:{sub.key}",
+                        "post",
+                        {"channel": self.channel, "text": standalone.text, "blocks": standalone.blocks},
+                    )
+                )
+                continue
+            reply = render_resolved_reply(resolved, self.node, self.member_labels)
+            items.append(
+                OutboxItem(
+                    f"reply:{sub.key}",
+                    "reply",
+                    {
+                        "message_key": message_key,
+                        "text": reply.text,
+                        "blocks": reply.blocks,
+                        "broadcast": self.broadcast_resolved,
+                        "orphan": {"text": standalone.text, "blocks": standalone.blocks},
+                    },
+                )
+            )
+            members = found[2]
+            still_here = {
+                m.fingerprint
+                for m in members
+                if (known := ctx.alerts.get(m.fingerprint)) is not None
+                and known.state == FIRING
+                and ctx.message_key_of(m.fingerprint) == message_key
+            }
+            done = [m.fingerprint for m in members if m.fingerprint not in still_here]
+            body = self._render(members, done)
+            items.append(
+                OutboxItem(
+                    f"update:{message_key}:{sub.key}",
+                    "update",
+                    {"message_key": message_key, "text": body.text, "blocks": body.blocks},
+                )
+            )
+        return items
+
+    def _plan_event(self, ev: EventNotification, ctx: PlanContext) -> OutboxItem:
+        e = ev.event
+        approval = (
+            (e.fingerprint, ev.step or e.title) if self.approve_mode and e.kind == "suggestion" else None
+        )
+        message_key = ctx.message_key_of(e.fingerprint) if self.mode == "bot" else ""
+        standalone = render_event(
+            e.kind, e.title, e.text, e.alertname, max_chars=self.max_chars, approval=approval, standalone=True
+        )
+        if self.mode == "webhook":
+            return OutboxItem(
+                f"webhook:{ev.key}", "webhook", {"text": standalone.text, "blocks": standalone.blocks}
+            )
+        if not message_key:
+            return OutboxItem(
+                f"post:{ev.key}",
+                "post",
+                {"channel": self.channel, "text": standalone.text, "blocks": standalone.blocks},
+            )
+        body = render_event(e.kind, e.title, e.text, e.alertname, max_chars=self.max_chars, approval=approval)
+        return OutboxItem(
+            f"reply:{ev.key}",
+            "reply",
+            {
+                "message_key": message_key,
+                "text": body.text,
+                "blocks": body.blocks,
+                "orphan": {"text": standalone.text, "blocks": standalone.blocks},
+            },
+        )
+
+    # -- delivery (I/O) -----------------------------------------------------------------------------
+    def _client(self) -> WebClient:
+        if self.web is None:
+            raise DeliveryError(
+                f"slack: no bot token configured (set {self.config.get('token_env')!s} or token_file)"
+            )
+        return self.web
+
+    def _metadata(self, row: OutboxRow) -> dict[str, Any]:
+        return {"event_type": METADATA_EVENT_TYPE, "event_payload": {"idem_key": row.idem_key}}
+
+    def _parent(self, row: OutboxRow) -> tuple[str, str]:
+        found = self.store.slack_message(str(row.payload.get("message_key", "")))
+        return (found[0], found[1]) if found else ("", "")
+
+    def deliver(self, rows: list[OutboxRow]) -> list[Delivered]:
+        """Send one row (``batch_size`` is 1)."""
+        return [self._deliver_one(row) for row in rows]
+
+    def _deliver_one(self, row: OutboxRow) -> Delivered:
+        payload = row.payload
+        if row.kind == "webhook":
+            return self._send_webhook(row)
+        if row.kind == "post":
+            return self._post(row, str(payload.get("channel") or self.channel), payload, thread_ts="")
+        channel, ts = self._parent(row)
+        if row.kind == "reply":
+            if not ts:  # the parent was never posted (rejected): post on its own
+                orphan = payload.get("orphan")
+                if not orphan:
+                    return Delivered(row.id, "skipped: no parent message")
+                return self._post(row, self.channel, orphan, thread_ts="")
+            return self._post(row, channel, payload, thread_ts=ts)
+        if row.kind == "update":
+            if not ts:
+                return Delivered(row.id, "skipped: no parent message")
+            self._call(
+                "chat.update",
+                lambda c: c.chat_update(
+                    channel=channel, ts=ts, text=payload["text"], blocks=payload["blocks"]
+                ),
+            )
+            return Delivered(row.id, json.dumps({"channel": channel, "ts": ts}))
+        raise DeliveryError(f"slack: unknown outbox row kind {row.kind!r}", permanent=True)
+
+    def _call(self, method: str, fn: Callable[[WebClient], Any]) -> Any:
+        client = self._client()
+        try:
+            return fn(client)
+        except SlackApiError as exc:
+            raise _api_error(method, exc) from None
+        except TRANSPORT_ERRORS as exc:
+            raise _network_error(method, exc) from None
+
+    def _post(self, row: OutboxRow, channel: str, body: dict[str, Any], thread_ts: str) -> Delivered:
+        kwargs: dict[str, Any] = {
+            "channel": channel,
+            "text": body["text"],
+            "blocks": body["blocks"],
+            "metadata": self._metadata(row),
+        }
+        if thread_ts:
+            kwargs["thread_ts"] = thread_ts
+            if row.payload.get("broadcast"):
+                kwargs["reply_broadcast"] = True
+        response = self._call("chat.postMessage", lambda c: c.chat_postMessage(**kwargs))
+        return self._posted(row, str(response.get("channel") or channel), str(response.get("ts", "")))
+
+    def _posted(self, row: OutboxRow, channel: str, ts: str) -> Delivered:
+        message_key = str(row.payload.get("message_key", "")) if row.kind == "post" else ""
+
+        def remember(cur: Any) -> None:
+            if message_key:
+                AlertStateStore.set_slack_ts(cur, message_key, channel, ts)
+
+        return Delivered(row.id, json.dumps({"channel": channel, "ts": ts}), remember)
+
+    def _send_webhook(self, row: OutboxRow) -> Delivered:
+        if self.webhook is None:
+            raise DeliveryError(
+                f"slack: no webhook URL configured (set {self.config.get('webhook_url_env')!s} "
+                "or webhook_url_file)"
+            )
+        try:
+            response = self.webhook.send(text=row.payload["text"], blocks=row.payload["blocks"])
+        except TRANSPORT_ERRORS as exc:
+            raise _network_error("webhook", exc) from None
+        status, body = response.status_code, str(response.body or "")[:200]
+        if status == 200:
+            return Delivered(row.id, "ok")
+        text = redact(f"webhook: {body or 'error'} (HTTP {status})")
+        if status == 429:
+            raise DeliveryError(text, retry_after_seconds=_retry_after(response.headers))
+        raise DeliveryError(text, permanent=status == 400)
+
+    # -- verification of uncertain rows ------------------------------------------------------------
+    def verify(self, row: OutboxRow) -> Delivered | None:
+        """Find an earlier, maybe-successful post of this row by its metadata key; None if not found."""
+        if row.kind not in ("post", "reply") or self.web is None:
+            return None
+        oldest = f"{max(0, row.created_ms - 120_000) / 1000:.6f}"
+        if row.kind == "reply":
+            channel, parent_ts = self._parent(row)
+            if not parent_ts:
+                channel = self.store.known_slack_channel() or self.channel
+                method = "conversations.history"
+            else:
+                method = "conversations.replies"
+        else:
+            channel = self.store.known_slack_channel() or str(row.payload.get("channel") or self.channel)
+            method, parent_ts = "conversations.history", ""
+        cursor = ""
+        for _page in range(10):
+            try:
+                page = self._history_page(method, channel, parent_ts, oldest, cursor)
+            except DeliveryError as exc:
+                if exc.permanent or (not exc.retry_after_seconds and "HTTP 200" in str(exc)):
+                    log.warning(
+                        "cannot verify an uncertain Slack post; sending it again",
+                        extra={"idem_key": row.idem_key, "error": str(exc)},
+                    )
+                    return None
+                raise
+            for message in page.get("messages", []) or []:
+                meta = message.get("metadata") or {}
+                if (meta.get("event_payload") or {}).get("idem_key") == row.idem_key:
+                    return self._posted(row, str(page.get("channel") or channel), str(message.get("ts", "")))
+            cursor = str((page.get("response_metadata") or {}).get("next_cursor", "") or "")
+            if not cursor:
+                break
+        return None
+
+    def _history_page(self, method: str, channel: str, parent_ts: str, oldest: str, cursor: str) -> Any:
+        """One page of channel history (or of a thread when ``parent_ts``), with message metadata."""
+
+        def fetch(client: WebClient) -> Any:
+            if parent_ts:
+                return client.conversations_replies(
+                    channel=channel,
+                    ts=parent_ts,
+                    oldest=oldest,
+                    include_all_metadata=True,
+                    limit=200,
+                    cursor=cursor or None,
+                )
+            return client.conversations_history(
+                channel=channel, oldest=oldest, include_all_metadata=True, limit=200, cursor=cursor or None
+            )
+
+        return self._call(method, fetch)
+
+    def periodic(self, now_ms: int) -> None:
+        """Nothing periodic."""
+
+    def close(self) -> None:
+        """Nothing to release (urllib opens a connection per request)."""

@@ -1,0 +1,192 @@
+"""Persisted alert state of the notification side, in the agent's state database.
+
+Tables (component ``notify.state``):
+
+- ``notify_alerts``: per alert fingerprint, its notification state (pending / firing / resolved), pending
+  since, firing since, keep-firing since, resolved at, the snapshot last notified, the Slack message it
+  belongs to and when it was last sent. This is what makes a restart reconcile instead of re-announce.
+- ``notify_slack_messages``: one row per Slack message (a group of alerts): channel, ``ts`` once posted,
+  the members listed, so a resolve can update the message and reply in its thread.
+- ``notify_rule_engine_state``: the rule engine's own state (``RuleEngine.export_state()``), saved only
+  when it changed, so the engine can be rebuilt with ``restored_state=`` after a restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from typing import Any
+
+from watchdog.notify.model import AlertSnapshot
+from watchdog.notify.transitions import KnownAlert
+from watchdog.state import StateDB
+
+SCHEMA_VERSION = 1
+DDL = (
+    """CREATE TABLE IF NOT EXISTS notify_alerts (
+        fingerprint TEXT PRIMARY KEY,
+        alertname TEXT NOT NULL,
+        state TEXT NOT NULL,
+        snapshot TEXT NOT NULL,
+        active_at_ms INTEGER NOT NULL DEFAULT 0,
+        fired_at_ms INTEGER NOT NULL DEFAULT 0,
+        keep_firing_since_ms INTEGER NOT NULL DEFAULT 0,
+        resolved_at_ms INTEGER NOT NULL DEFAULT 0,
+        slack_message_key TEXT NOT NULL DEFAULT '',
+        last_sent_ms INTEGER NOT NULL DEFAULT 0,
+        updated_ms INTEGER NOT NULL DEFAULT 0)""",
+    """CREATE TABLE IF NOT EXISTS notify_slack_messages (
+        message_key TEXT PRIMARY KEY,
+        channel TEXT NOT NULL DEFAULT '',
+        ts TEXT NOT NULL DEFAULT '',
+        members TEXT NOT NULL,
+        created_ms INTEGER NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS notify_rule_engine_state (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        digest TEXT NOT NULL,
+        data TEXT NOT NULL,
+        saved_ms INTEGER NOT NULL)""",
+)
+
+
+class AlertStateStore:
+    """Reads and writes the notification state tables; writes take an open cursor (one transaction)."""
+
+    def __init__(self, db: StateDB) -> None:
+        self.db = db
+        db.ensure_schema("notify.state", SCHEMA_VERSION, DDL)
+        self._rule_state_digest = ""
+
+    # -- alert notification state -------------------------------------------------------------------
+    def load_alerts(self) -> dict[str, KnownAlert]:
+        """Every persisted alert state, by fingerprint."""
+        rows = self.db.query("SELECT * FROM notify_alerts")
+        return {row["fingerprint"]: _known_from_row(row) for row in rows}
+
+    @staticmethod
+    def upsert_alert(cur: sqlite3.Cursor, known: KnownAlert, now_ms: int) -> None:
+        """Insert or replace one alert's state (keeps ``last_sent_ms``)."""
+        cur.execute(
+            """INSERT INTO notify_alerts(fingerprint, alertname, state, snapshot, active_at_ms, fired_at_ms,
+                   keep_firing_since_ms, resolved_at_ms, slack_message_key, updated_ms)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+               ON CONFLICT(fingerprint) DO UPDATE SET alertname=excluded.alertname, state=excluded.state,
+                   snapshot=excluded.snapshot, active_at_ms=excluded.active_at_ms,
+                   fired_at_ms=excluded.fired_at_ms, keep_firing_since_ms=excluded.keep_firing_since_ms,
+                   resolved_at_ms=excluded.resolved_at_ms, slack_message_key=excluded.slack_message_key,
+                   updated_ms=excluded.updated_ms""",
+            (
+                known.fingerprint,
+                known.snapshot.name,
+                known.state,
+                json.dumps(known.snapshot.to_json()),
+                known.active_at_ms,
+                known.fired_at_ms,
+                known.keep_firing_since_ms,
+                known.resolved_at_ms,
+                known.slack_message_key,
+                now_ms,
+            ),
+        )
+
+    @staticmethod
+    def delete_alert(cur: sqlite3.Cursor, fingerprint: str) -> None:
+        """Forget one alert (a pending alert that went away)."""
+        cur.execute("DELETE FROM notify_alerts WHERE fingerprint = ?", (fingerprint,))
+
+    @staticmethod
+    def mark_sent(cur: sqlite3.Cursor, fingerprints: list[str], now_ms: int) -> None:
+        """Record that a notification about these alerts was enqueued (``last_sent_ms``)."""
+        cur.executemany(
+            "UPDATE notify_alerts SET last_sent_ms = ? WHERE fingerprint = ?",
+            [(now_ms, f) for f in fingerprints],
+        )
+
+    def gc(self, older_than_ms: int) -> int:
+        """Delete resolved alert states and Slack messages older than ``older_than_ms``; returns rows gone."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                "DELETE FROM notify_alerts WHERE state = 'resolved' AND updated_ms < ?", (older_than_ms,)
+            )
+            gone = cur.rowcount
+            cur.execute(
+                """DELETE FROM notify_slack_messages WHERE created_ms < ? AND message_key NOT IN
+                   (SELECT slack_message_key FROM notify_alerts)""",
+                (older_than_ms,),
+            )
+            return gone + cur.rowcount
+
+    # -- Slack messages -----------------------------------------------------------------------------
+    @staticmethod
+    def add_slack_message(
+        cur: sqlite3.Cursor, message_key: str, members: list[AlertSnapshot], now_ms: int
+    ) -> None:
+        """Remember a Slack message about to be posted (``ts`` is filled in when it is)."""
+        cur.execute(
+            "INSERT OR IGNORE INTO notify_slack_messages(message_key, members, created_ms) VALUES (?, ?, ?)",
+            (message_key, json.dumps([m.to_json() for m in members]), now_ms),
+        )
+
+    @staticmethod
+    def set_slack_ts(cur: sqlite3.Cursor, message_key: str, channel: str, ts: str) -> None:
+        """Store the posted message's channel id and ``ts``."""
+        cur.execute(
+            "UPDATE notify_slack_messages SET channel = ?, ts = ? WHERE message_key = ?",
+            (channel, ts, message_key),
+        )
+
+    def slack_message(self, message_key: str) -> tuple[str, str, list[AlertSnapshot]] | None:
+        """(channel, ts, members) of a message; ts is "" until posted; None if unknown."""
+        rows = self.db.query("SELECT * FROM notify_slack_messages WHERE message_key = ?", (message_key,))
+        if not rows:
+            return None
+        row = rows[0]
+        members = [AlertSnapshot.from_json(m) for m in json.loads(row["members"])]
+        return row["channel"], row["ts"], members
+
+    def known_slack_channel(self) -> str:
+        """A channel id learnt from an earlier post ("" if none yet); Slack's history API needs ids."""
+        rows = self.db.query(
+            "SELECT channel FROM notify_slack_messages WHERE channel != '' ORDER BY created_ms DESC LIMIT 1"
+        )
+        return str(rows[0]["channel"]) if rows else ""
+
+    # -- rule engine state --------------------------------------------------------------------------
+    def save_rule_state(self, states: list[dict[str, Any]], now_ms: int) -> bool:
+        """Persist ``RuleEngine.export_state()`` when it changed since the last save; True if written."""
+        data = json.dumps(states, sort_keys=True, default=str)
+        digest = hashlib.sha256(data.encode()).hexdigest()
+        if digest == self._rule_state_digest:
+            return False
+        with self.db.transaction() as cur:
+            cur.execute(
+                """INSERT INTO notify_rule_engine_state(id, digest, data, saved_ms) VALUES (1, ?, ?, ?)
+                   ON CONFLICT(id) DO UPDATE SET digest=excluded.digest, data=excluded.data,
+                   saved_ms=excluded.saved_ms""",
+                (digest, data, now_ms),
+            )
+        self._rule_state_digest = digest
+        return True
+
+    def load_rule_state(self) -> list[dict[str, Any]]:
+        """The last saved rule engine state (``[]`` if none), for ``RuleEngine(restored_state=...)``."""
+        rows = self.db.query("SELECT digest, data FROM notify_rule_engine_state WHERE id = 1")
+        if not rows:
+            return []
+        self._rule_state_digest = rows[0]["digest"]
+        loaded: list[dict[str, Any]] = json.loads(rows[0]["data"])
+        return loaded
+
+
+def _known_from_row(row: sqlite3.Row) -> KnownAlert:
+    return KnownAlert(
+        fingerprint=row["fingerprint"],
+        state=row["state"],
+        snapshot=AlertSnapshot.from_json(json.loads(row["snapshot"])),
+        active_at_ms=row["active_at_ms"],
+        fired_at_ms=row["fired_at_ms"],
+        keep_firing_since_ms=row["keep_firing_since_ms"],
+        resolved_at_ms=row["resolved_at_ms"],
+        slack_message_key=row["slack_message_key"],
+    )

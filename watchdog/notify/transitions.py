@@ -1,0 +1,118 @@
+"""Derive notification transitions from the rule engine's alerts and the persisted notification state.
+
+Pure. The rule engine hands over every alert it currently knows (pending, firing, and resolved ones for
+a retention window); this module compares them with what was last persisted and says what changed:
+
+- an alert that is firing and was not firing before is a ``firing`` transition (notified once);
+- an alert that was firing and is now resolved, pending again (it resolved between two ticks) or gone
+  from the engine's list altogether (the rule was removed, or it resolved while the agent was down) is a
+  ``resolved`` transition (notified once);
+- pending alerts and alerts that stay firing produce no transition, only state updates.
+
+An alert that stays firing is the same episode even when the engine reports another ``fired_at`` (after
+a restart the engine may restore it with a new one): only an observed resolve ends an episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from watchdog.notify.model import FIRING, RESOLVED, AlertSnapshot, Transition
+from watchdog.rules.alert import Alert, AlertState
+
+PENDING = "pending"
+
+
+@dataclass(frozen=True)
+class KnownAlert:
+    """The persisted notification state of one alert (one row of ``notify_alerts``)."""
+
+    fingerprint: str
+    state: str  # pending | firing | resolved
+    snapshot: AlertSnapshot
+    active_at_ms: int = 0
+    fired_at_ms: int = 0
+    keep_firing_since_ms: int = 0
+    resolved_at_ms: int = 0
+    slack_message_key: str = ""
+
+
+@dataclass
+class Derivation:
+    """What one tick changes: transitions to notify, state rows to write and rows to delete."""
+
+    transitions: list[Transition] = field(default_factory=list)
+    upserts: list[KnownAlert] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+
+
+def _strongest(alerts: Sequence[Alert]) -> dict[str, Alert]:
+    """One alert per fingerprint; firing beats pending beats inactive if the engine repeats one."""
+    rank = {AlertState.FIRING: 2, AlertState.PENDING: 1, AlertState.INACTIVE: 0}
+    out: dict[str, Alert] = {}
+    for alert in alerts:
+        prev = out.get(alert.fingerprint)
+        if prev is None or rank[alert.state] > rank[prev.state]:
+            out[alert.fingerprint] = alert
+    return out
+
+
+def _resolve(prev: KnownAlert, resolved_at_ms: int, latest: Alert | None) -> tuple[Transition, KnownAlert]:
+    base = AlertSnapshot.from_alert(latest, fired_at_ms=prev.fired_at_ms) if latest else prev.snapshot
+    snap = replace(base, fired_at_ms=prev.fired_at_ms, resolved_at_ms=resolved_at_ms)
+    row = replace(prev, state=RESOLVED, snapshot=snap, resolved_at_ms=resolved_at_ms)
+    return Transition(RESOLVED, snap), row
+
+
+def derive_transitions(known: Mapping[str, KnownAlert], alerts: Sequence[Alert], now_ms: int) -> Derivation:
+    """Compare the engine's alerts with ``known`` (by fingerprint) and return the tick's changes."""
+    out = Derivation()
+    current = _strongest(alerts)
+    for fp, alert in current.items():
+        prev = known.get(fp)
+        was_firing = prev is not None and prev.state == FIRING
+        if alert.state is AlertState.FIRING:
+            if not was_firing:
+                fired_at = alert.fired_at_ms or now_ms
+                snap = AlertSnapshot.from_alert(alert, fired_at_ms=fired_at)
+                out.transitions.append(Transition(FIRING, snap))
+                out.upserts.append(
+                    KnownAlert(
+                        fp,
+                        FIRING,
+                        snap,
+                        alert.active_at_ms,
+                        fired_at,
+                        alert.keep_firing_since_ms,
+                        0,
+                        prev.slack_message_key if prev else "",
+                    )
+                )
+            elif prev is not None and prev.keep_firing_since_ms != alert.keep_firing_since_ms:
+                out.upserts.append(replace(prev, keep_firing_since_ms=alert.keep_firing_since_ms))
+        elif alert.state is AlertState.PENDING:
+            if prev is not None and was_firing:
+                resolved_at = alert.active_at_ms if alert.active_at_ms > prev.fired_at_ms else now_ms
+                transition, _ = _resolve(prev, resolved_at, alert)
+                out.transitions.append(transition)
+            if prev is None or was_firing or prev.state != PENDING or prev.active_at_ms != alert.active_at_ms:
+                snap = AlertSnapshot.from_alert(alert, fired_at_ms=0)
+                out.upserts.append(KnownAlert(fp, PENDING, snap, alert.active_at_ms))
+        else:  # inactive: resolved (resolved_at_ms > 0) or plainly inactive
+            if prev is not None and was_firing:
+                transition, row = _resolve(prev, alert.resolved_at_ms or now_ms, alert)
+                out.transitions.append(transition)
+                out.upserts.append(row)
+            elif prev is not None and prev.state == PENDING:
+                out.deletes.append(fp)
+    for fp, prev in known.items():
+        if fp in current:
+            continue
+        if prev.state == FIRING:
+            transition, row = _resolve(prev, now_ms, None)
+            out.transitions.append(transition)
+            out.upserts.append(row)
+        elif prev.state == PENDING:
+            out.deletes.append(fp)
+    return out
