@@ -45,3 +45,7 @@ class String:
 Vector = list[VectorSample]
 Matrix = list[RangeSeries]
 Value = Union[Vector, Matrix, Scalar, String]
+
+
+class MatrixList(list[RangeSeries]):
+    """A :data:`Matrix` that stays recognisable as a range vector when empty (``evaluate`` returns it)."""

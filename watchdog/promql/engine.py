@@ -1,0 +1,353 @@
+"""Expression evaluation at one instant, following Prometheus 2.42's engine.
+
+Internal value shapes (cheap tuples, converted to :mod:`watchdog.promql.values` at the API boundary):
+instant vector ``[(labels, value)]``, range vector ``[(labels, timestamps, values)]``, scalar ``float``,
+string ``str``.
+
+Time semantics (all integer milliseconds):
+- the reference time of a selector is ``(@ time or evaluation time) - offset``; ``@ start()`` and
+  ``@ end()`` are the top-level evaluation time;
+- an instant selector takes each series' newest sample in ``[ref - lookback, ref]`` (closed, as 2.42),
+  and returns nothing for a series whose newest sample there is a staleness marker;
+- a range selector takes the samples in ``[ref - range, ref]`` (closed, as 2.42), minus stale markers;
+- a subquery evaluates its expression at every absolute multiple of its step in ``[ref - range, ref]``.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from watchdog.model import Labels, is_stale
+from watchdog.promql import aggregations, binary, functions
+from watchdog.promql import nodes as n
+from watchdog.promql.errors import PromQLError, evaluation_error
+from watchdog.promql.labels import drop_name, find_duplicate
+from watchdog.store import Matcher
+
+InstantVector = list[tuple[Labels, float]]
+RangeVector = list[tuple[Labels, list[int], list[float]]]
+
+DEFAULT_LOOKBACK_MS = 300_000
+DEFAULT_SUBQUERY_STEP_MS = 60_000
+
+
+class SeriesLike(Protocol):
+    """What the evaluator needs from a stored series."""
+
+    labels: Labels
+
+    def window(self, mint_ms: int, maxt_ms: int) -> tuple[list[int], list[float]]:
+        """Points with ``mint_ms <= t <= maxt_ms``, oldest first."""
+        ...
+
+
+class Selectable(Protocol):
+    """What the evaluator needs from a store."""
+
+    def select(self, matchers: Iterable[Matcher]) -> Iterable[Any]:
+        """Series whose labels satisfy every matcher."""
+        ...
+
+
+def _newest_point(series: Any, mint: int, maxt: int) -> tuple[int, float] | None:
+    """The newest point of ``series`` in ``[mint, maxt]``, or None."""
+    timestamps = getattr(series, "timestamps", None)
+    if timestamps is not None:  # watchdog.store.Series: bisect its arrays without copying
+        index = bisect_right(timestamps, maxt) - 1
+        if index < 0 or timestamps[index] < mint:
+            return None
+        return timestamps[index], series.values[index]
+    times, values = series.window(mint, maxt)
+    if not times:
+        return None
+    return times[-1], values[-1]
+
+
+def _without_stale(times: list[int], values: list[float]) -> tuple[list[int], list[float]]:
+    """Drop staleness markers from a window (a cheap NaN test first)."""
+    if all(v == v for v in values):
+        return times, values
+    kept_t: list[int] = []
+    kept_v: list[float] = []
+    for t, v in zip(times, values, strict=True):
+        if v != v and is_stale(v):
+            continue
+        kept_t.append(t)
+        kept_v.append(v)
+    return kept_t, kept_v
+
+
+def _check_unique(vector: InstantVector) -> InstantVector:
+    duplicate = find_duplicate(labels for labels, _ in vector)
+    if duplicate is not None:
+        raise evaluation_error("vector cannot contain metrics with the same labelset")
+    return vector
+
+
+def absent_labels(expr: n.Expr) -> Labels:
+    """Labels of ``absent()``'s output: the selector's equality matchers, except repeated names."""
+    if isinstance(expr, n.MatrixSelector):
+        expr = expr.selector
+    if not isinstance(expr, n.VectorSelector):
+        return ()
+    result: dict[str, str] = {}
+    seen: set[str] = set()
+    for name, op, value in expr.matchers:
+        if name == "__name__":
+            continue
+        if op == "=" and name not in seen:
+            result[name] = value
+            seen.add(name)
+        else:
+            result.pop(name, None)
+    return tuple(sorted((k, v) for k, v in result.items() if v != ""))
+
+
+class Evaluator:
+    """Evaluates expression nodes against a store for one top-level query at ``query_ms``."""
+
+    def __init__(
+        self,
+        store: Selectable,
+        query_ms: int,
+        lookback_ms: int = DEFAULT_LOOKBACK_MS,
+        subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
+    ) -> None:
+        self.store = store
+        self.query_ms = query_ms
+        self.lookback_ms = lookback_ms
+        self.subquery_step_ms = subquery_step_ms
+        self._selected: dict[tuple[Matcher, ...], list[Any]] = {}
+
+    # --- dispatch -------------------------------------------------------------------------------
+
+    def eval(self, expr: n.Expr, t: int) -> Any:
+        """Evaluate ``expr`` at ``t``; the result shape follows ``expr.type``."""
+        if isinstance(expr, n.VectorSelector):
+            return self.instant_selector(expr, t)
+        if isinstance(expr, n.Binary):
+            return self.binary(expr, t)
+        if isinstance(expr, n.Call):
+            return self.call(expr, t)
+        if isinstance(expr, n.Aggregate):
+            return self.aggregate(expr, t)
+        if isinstance(expr, n.NumberLiteral):
+            return expr.value
+        if isinstance(expr, n.Paren):
+            return self.eval(expr.expr, t)
+        if isinstance(expr, n.Negate):
+            value = self.eval(expr.expr, t)
+            if isinstance(value, float):
+                return -value
+            return _check_unique([(drop_name(labels), -v) for labels, v in value])
+        if isinstance(expr, n.StringLiteral):
+            return expr.value
+        if isinstance(expr, n.MatrixSelector):
+            return self.range_selector(expr, t)
+        if isinstance(expr, n.Subquery):
+            return self.subquery(expr, t)
+        raise PromQLError(f"unsupported expression {type(expr).__name__}")  # pragma: no cover
+
+    # --- selectors ------------------------------------------------------------------------------
+
+    def _series(self, matchers: tuple[Matcher, ...]) -> list[Any]:
+        """The series for ``matchers``, selected once per top-level evaluation."""
+        found = self._selected.get(matchers)
+        if found is None:
+            found = self._selected[matchers] = list(self.store.select(matchers))
+        return found
+
+    def _reference(self, at: n.At | None, offset_ms: int, t: int) -> int:
+        if at is None:
+            return t - offset_ms
+        base = self.query_ms if at.t_ms is None else at.t_ms
+        return base - offset_ms
+
+    def selector_points(self, vs: n.VectorSelector, t: int) -> list[tuple[Labels, int, float]]:
+        """Each matching series' newest non-stale sample in the lookback: ``(labels, t, value)``."""
+        ref = self._reference(vs.at, vs.offset_ms, t)
+        mint = ref - self.lookback_ms
+        out: list[tuple[Labels, int, float]] = []
+        for series in self._series(vs.matchers):
+            point = _newest_point(series, mint, ref)
+            if point is None:
+                continue
+            value = point[1]
+            if value != value and is_stale(value):
+                continue
+            out.append((series.labels, point[0], value))
+        return out
+
+    def instant_selector(self, vs: n.VectorSelector, t: int) -> InstantVector:
+        """An instant vector selector."""
+        return [(labels, value) for labels, _, value in self.selector_points(vs, t)]
+
+    def range_selector(self, ms: n.MatrixSelector, t: int) -> RangeVector:
+        """A range vector selector: series with at least one non-stale point in the window."""
+        vs = ms.selector
+        ref = self._reference(vs.at, vs.offset_ms, t)
+        out: RangeVector = []
+        for series in self._series(vs.matchers):
+            times, values = series.window(ref - ms.range_ms, ref)
+            if not times:
+                continue
+            times, values = _without_stale(list(times), list(values))
+            if times:
+                out.append((series.labels, times, values))
+        return out
+
+    def subquery(self, sq: n.Subquery, t: int) -> RangeVector:
+        """Evaluate ``sq.expr`` at each multiple of the step within ``[ref - range, ref]``."""
+        ref = self._reference(sq.at, sq.offset_ms, t)
+        step = sq.step_ms or self.subquery_step_ms
+        start = ref - sq.range_ms
+        first = -(-start // step) * step
+        collected: dict[Labels, tuple[list[int], list[float]]] = {}
+        for ts in range(first, ref + 1, step):
+            for labels, value in self.eval(sq.expr, ts):
+                entry = collected.get(labels)
+                if entry is None:
+                    entry = collected[labels] = ([], [])
+                entry[0].append(ts)
+                entry[1].append(value)
+        return [(labels, times, values) for labels, (times, values) in collected.items()]
+
+    # --- operators ------------------------------------------------------------------------------
+
+    def binary(self, expr: n.Binary, t: int) -> Any:
+        """Binary operators between scalars and vectors."""
+        lhs = self.eval(expr.lhs, t)
+        rhs = self.eval(expr.rhs, t)
+        lhs_scalar = isinstance(lhs, float)
+        rhs_scalar = isinstance(rhs, float)
+        if lhs_scalar and rhs_scalar:
+            return binary.scalar_binop(expr.op, lhs, rhs)
+        if rhs_scalar:
+            return _check_unique(binary.vector_scalar_binop(expr.op, lhs, rhs, False, expr.return_bool))
+        if lhs_scalar:
+            return _check_unique(binary.vector_scalar_binop(expr.op, rhs, lhs, True, expr.return_bool))
+        assert expr.matching is not None
+        if expr.op in n.SET_OPS:
+            result = binary.set_operation(expr.op, lhs, rhs, expr.matching)
+        else:
+            result = binary.vector_binop(expr.op, lhs, rhs, expr.matching, expr.return_bool)
+        return _check_unique(result)
+
+    def aggregate(self, expr: n.Aggregate, t: int) -> InstantVector:
+        """Aggregation operators."""
+        param: float | str | None = None
+        if expr.param is not None:
+            param = self.eval(expr.param, t)
+        vector = self.eval(expr.expr, t)
+        return aggregations.aggregate(expr.op, vector, expr.grouping, expr.without, param)
+
+    # --- functions ------------------------------------------------------------------------------
+
+    def call(self, expr: n.Call, t: int) -> Any:
+        """Function calls: range functions over a matrix argument, others over evaluated arguments."""
+        name = expr.name
+        if name in functions.RANGE_FUNCTIONS:
+            return _check_unique(self._range_call(expr, t))
+        if name == "timestamp":
+            arg = n.unwrap_parens(expr.args[0])
+            if isinstance(arg, n.VectorSelector):
+                return _check_unique(self._timestamp_of_selector(arg, t))
+            return _check_unique([(drop_name(labels), t / 1000) for labels, _ in self.eval(arg, t)])
+        args = [self.eval(arg, t) for arg in expr.args]
+        return self._instant_call(expr, args, t)
+
+    def _timestamp_of_selector(self, vs: n.VectorSelector, t: int) -> InstantVector:
+        """``timestamp(selector)``: the sample times. With ``@``, 2.42 ignores the offset here."""
+        if vs.at is not None:
+            vs = n.VectorSelector(vs.name, vs.matchers, 0, vs.at)
+        return [(drop_name(labels), ts / 1000) for labels, ts, _ in self.selector_points(vs, t)]
+
+    def _instant_call(self, expr: n.Call, args: list[Any], t: int) -> Any:
+        name = expr.name
+        if name in functions.MATH_FUNCTIONS:
+            return _check_unique(functions.apply_math(name, args[0]))
+        if name == "time":
+            return t / 1000
+        if name == "pi":
+            return math.pi
+        if name == "vector":
+            return [((), args[0])]
+        if name == "scalar":
+            return args[0][0][1] if len(args[0]) == 1 else math.nan
+        if name == "absent":
+            if args[0]:
+                return []
+            return [(absent_labels(n.unwrap_parens(expr.args[0])), 1.0)]
+        if name == "clamp":
+            return _check_unique(functions.clamp(args[0], args[1], args[2]))
+        if name == "clamp_max":
+            return _check_unique(functions.clamp_max(args[0], args[1]))
+        if name == "clamp_min":
+            return _check_unique(functions.clamp_min(args[0], args[1]))
+        if name == "round":
+            return _check_unique(functions.round_(args[0], args[1] if len(args) > 1 else 1.0))
+        if name in ("sort", "sort_desc"):
+            return functions.sort_vector(args[0], name == "sort_desc")
+        if name == "label_replace":
+            return _check_unique(functions.label_replace(*args))
+        if name == "label_join":
+            return _check_unique(functions.label_join(args[0], args[1], args[2], args[3:]))
+        if name == "histogram_quantile":
+            return _check_unique(functions.histogram_quantile(args[0], args[1]))
+        if name in ("histogram_count", "histogram_sum", "histogram_fraction"):
+            return []  # native histograms only; classic series are skipped, as in Prometheus
+        if name in functions.DATE_FUNCTIONS:
+            return _check_unique(functions.date_function(name, args, t))
+        raise PromQLError(f"unsupported function '{name}'")  # pragma: no cover - parse rejects it
+
+    def _range_call(self, expr: n.Call, t: int) -> InstantVector:
+        """A function with a range-vector argument, applied per series."""
+        name = expr.name
+        matrix_index = 0
+        for index, arg in enumerate(expr.args):
+            if n.unwrap_parens(arg).type == n.MATRIX:
+                matrix_index = index
+                break
+        scalars = tuple(
+            float(self.eval(arg, t)) for i, arg in enumerate(expr.args) if i != matrix_index
+        )
+        source = n.unwrap_parens(expr.args[matrix_index])
+        if isinstance(source, n.MatrixSelector):
+            vs = source.selector
+            ref = self._reference(vs.at, vs.offset_ms, t)
+            range_ms = source.range_ms
+            matrix = self.range_selector(source, t)
+        elif isinstance(source, n.Subquery):
+            ref = self._reference(source.at, source.offset_ms, t)
+            range_ms = source.range_ms
+            matrix = self.subquery(source, t)
+        else:  # pragma: no cover - the parser only allows these two
+            raise PromQLError(f"unsupported range argument to {name}")
+        if name == "absent_over_time":
+            if matrix:
+                return []
+            return [(absent_labels(source), 1.0)]
+        context = functions.RangeContext(ref - range_ms, ref, range_ms, t, scalars)
+        fn = functions.RANGE_FUNCTIONS[name]
+        keep_name = name == "last_over_time"
+        out: InstantVector = []
+        for labels, times, values in matrix:
+            result = fn(times, values, context)
+            if result is not None:
+                out.append((labels if keep_name else drop_name(labels), result))
+        return out
+
+
+def evaluate_expr(
+    expr: n.Expr,
+    store: Selectable,
+    t_ms: int,
+    lookback_ms: int = DEFAULT_LOOKBACK_MS,
+    subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
+) -> Any:
+    """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``."""
+    return Evaluator(store, t_ms, lookback_ms, subquery_step_ms).eval(expr, t_ms)
+

@@ -1,0 +1,80 @@
+"""Results in the shape of Prometheus' HTTP API (``/api/v1/query``'s ``data``) and as text lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from watchdog.model import METRIC_NAME, format_labels
+from watchdog.promql.gomath import format_api_value
+from watchdog.promql.values import MatrixList, RangeSeries, Scalar, String, Value, VectorSample
+
+
+def api_timestamp(t_ms: int) -> float | int:
+    """Seconds as Prometheus writes them (an integer when whole, else the millisecond fraction)."""
+    if t_ms % 1000 == 0:
+        return t_ms // 1000
+    return t_ms / 1000
+
+
+def _metric(labels: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    return dict(labels)
+
+
+def to_api_json(value: Value) -> dict[str, Any]:
+    """``{"resultType": ..., "result": ...}`` exactly as Prometheus' ``/api/v1/query`` returns it."""
+    if isinstance(value, Scalar):
+        return {"resultType": "scalar", "result": [api_timestamp(value.t_ms), format_api_value(value.value)]}
+    if isinstance(value, String):
+        return {"resultType": "string", "result": [api_timestamp(value.t_ms), value.value]}
+    items = list(value)
+    if isinstance(value, MatrixList) or (items and isinstance(items[0], RangeSeries)):
+        return {
+            "resultType": "matrix",
+            "result": [
+                {
+                    "metric": _metric(series.labels),
+                    "values": [
+                        [api_timestamp(t), format_api_value(v)]
+                        for t, v in zip(series.timestamps, series.values, strict=True)
+                    ],
+                }
+                for series in items
+                if isinstance(series, RangeSeries)
+            ],
+        }
+    return {
+        "resultType": "vector",
+        "result": [
+            {
+                "metric": _metric(sample.labels),
+                "value": [api_timestamp(sample.t_ms), format_api_value(sample.value)],
+            }
+            for sample in items
+            if isinstance(sample, VectorSample)
+        ],
+    }
+
+
+def to_text_lines(value: Value) -> list[str]:
+    """One line per sample: ``labels => value`` (matrix: ``labels => v @t, ...``)."""
+    if isinstance(value, Scalar):
+        return [f"scalar => {format_api_value(value.value)}"]
+    if isinstance(value, String):
+        return [f"string => {value.value}"]
+    lines: list[str] = []
+    for item in value:
+        if isinstance(item, VectorSample):
+            lines.append(f"{_labels_text(item.labels)} => {format_api_value(item.value)}")
+        else:
+            pairs = zip(item.timestamps, item.values, strict=True)
+            points = ", ".join(f"{format_api_value(v)} @{api_timestamp(t)}" for t, v in pairs)
+            lines.append(f"{_labels_text(item.labels)} => {points}")
+    return lines
+
+
+def _labels_text(labels: tuple[tuple[str, str], ...]) -> str:
+    if not labels:
+        return "{}"
+    if len(labels) == 1 and labels[0][0] == METRIC_NAME:
+        return labels[0][1]
+    return format_labels(labels)

@@ -1,0 +1,608 @@
+"""PromQL functions, following Prometheus 2.42's ``promql/functions.go`` step for step.
+
+Two kinds:
+- range functions take one series' points in the selected window (``timestamps``, ``values``, oldest
+  first, stale markers already dropped, at least one point) and return one value or None (no output);
+- instant functions take evaluated arguments (vectors as ``[(labels, value)]``, scalars as floats,
+  strings as str) and return a vector or a scalar.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from watchdog.model import Labels
+from watchdog.promql import gomath
+from watchdog.promql.aggregations import quantile
+from watchdog.promql.errors import evaluation_error
+from watchdog.promql.labels import LABEL_NAME_RE, drop_name, with_label
+
+InstantVector = list[tuple[Labels, float]]
+
+
+@dataclass(frozen=True)
+class RangeContext:
+    """What a range function may need besides the points."""
+
+    range_start_ms: int
+    """``ref - range``: the left edge of the selected window (for extrapolation)."""
+    range_end_ms: int
+    """``ref``: the right edge of the selected window."""
+    range_ms: int
+    eval_ms: int
+    """The evaluation time (``predict_linear`` regresses to it, offset or not)."""
+    scalars: tuple[float, ...]
+    """The function's scalar arguments, in order."""
+
+
+RangeFunction = Callable[[Sequence[int], Sequence[float], RangeContext], "float | None"]
+
+
+def _kahan_inc(inc: float, total: float, comp: float) -> tuple[float, float]:
+    """One Kahan-Neumaier summation step."""
+    t = total + inc
+    if abs(total) >= abs(inc):
+        comp += (total - t) + inc
+    else:
+        comp += (inc - t) + total
+    return t, comp
+
+
+# --- rate, increase, delta, irate, idelta ------------------------------------------------------
+
+def _extrapolated_rate(
+    ts: Sequence[int], vs: Sequence[float], ctx: RangeContext, is_counter: bool, is_rate: bool
+) -> float | None:
+    """Prometheus' ``extrapolatedRate``: counter resets, extrapolation to the window edges."""
+    count = len(ts)
+    if count < 2:
+        return None
+    result = vs[-1] - vs[0]
+    if is_counter:
+        previous = vs[0]
+        for value in vs[1:]:
+            if value < previous:
+                result += previous
+            previous = value
+    duration_to_start = (ts[0] - ctx.range_start_ms) / 1000
+    duration_to_end = (ctx.range_end_ms - ts[-1]) / 1000
+    sampled_interval = (ts[-1] - ts[0]) / 1000
+    average_interval = sampled_interval / (count - 1)
+    if is_counter and result > 0 and vs[0] >= 0:
+        duration_to_zero = sampled_interval * gomath.div(vs[0], result)
+        if duration_to_zero < duration_to_start:
+            duration_to_start = duration_to_zero
+    threshold = average_interval * 1.1
+    extrapolate_to = sampled_interval
+    extrapolate_to += duration_to_start if duration_to_start < threshold else average_interval / 2
+    extrapolate_to += duration_to_end if duration_to_end < threshold else average_interval / 2
+    factor = gomath.div(extrapolate_to, sampled_interval)
+    if is_rate:
+        factor /= ctx.range_ms / 1000
+    return result * factor
+
+
+def _rate(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    return _extrapolated_rate(ts, vs, ctx, True, True)
+
+
+def _increase(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    return _extrapolated_rate(ts, vs, ctx, True, False)
+
+
+def _delta(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    return _extrapolated_rate(ts, vs, ctx, False, False)
+
+
+def _instant_value(ts: Sequence[int], vs: Sequence[float], is_rate: bool) -> float | None:
+    if len(ts) < 2:
+        return None
+    last, previous = vs[-1], vs[-2]
+    result = last if is_rate and last < previous else last - previous
+    interval = ts[-1] - ts[-2]
+    if interval == 0:
+        return None
+    if is_rate:
+        result /= interval / 1000
+    return result
+
+
+def _irate(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    return _instant_value(ts, vs, True)
+
+
+def _idelta(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    return _instant_value(ts, vs, False)
+
+
+# --- regression ---------------------------------------------------------------------------------
+
+def _linear_regression(ts: Sequence[int], vs: Sequence[float], intercept_ms: int) -> tuple[float, float]:
+    """Least-squares slope (per second) and intercept at ``intercept_ms`` (Kahan sums, as Prometheus)."""
+    count = 0.0
+    sum_x = c_x = sum_y = c_y = sum_xy = c_xy = sum_x2 = c_x2 = 0.0
+    init_y = vs[0]
+    const_y = True
+    for i, (t, v) in enumerate(zip(ts, vs, strict=True)):
+        if const_y and i > 0 and v != init_y:
+            const_y = False
+        count += 1.0
+        x = (t - intercept_ms) / 1e3
+        sum_x, c_x = _kahan_inc(x, sum_x, c_x)
+        sum_y, c_y = _kahan_inc(v, sum_y, c_y)
+        sum_xy, c_xy = _kahan_inc(x * v, sum_xy, c_xy)
+        sum_x2, c_x2 = _kahan_inc(x * x, sum_x2, c_x2)
+    if const_y:
+        if math.isinf(init_y):
+            return math.nan, math.nan
+        return 0.0, init_y
+    sum_x += c_x
+    sum_y += c_y
+    sum_xy += c_xy
+    sum_x2 += c_x2
+    cov_xy = sum_xy - sum_x * sum_y / count
+    var_x = sum_x2 - sum_x * sum_x / count
+    slope = gomath.div(cov_xy, var_x)
+    intercept = sum_y / count - slope * sum_x / count
+    return slope, intercept
+
+
+def _deriv(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    if len(ts) < 2:
+        return None
+    slope, _ = _linear_regression(ts, vs, ts[0])
+    return slope
+
+
+def _predict_linear(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    if len(ts) < 2:
+        return None
+    slope, intercept = _linear_regression(ts, vs, ctx.eval_ms)
+    return slope * ctx.scalars[0] + intercept
+
+
+def _holt_winters(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    smoothing, trend = ctx.scalars
+    if smoothing <= 0 or smoothing >= 1:
+        raise evaluation_error(
+            f"invalid smoothing factor. Expected: 0 < sf < 1, got: {smoothing:f}"
+        )
+    if trend <= 0 or trend >= 1:
+        raise evaluation_error(f"invalid trend factor. Expected: 0 < tf < 1, got: {trend:f}")
+    if len(vs) < 2:
+        return None
+    s0 = 0.0
+    s1 = vs[0]
+    b = vs[1] - vs[0]
+    for i in range(1, len(vs)):
+        x = smoothing * vs[i]
+        if i - 1 != 0:  # calcTrendValue(i-1, ...) returns b unchanged for index 0
+            b = trend * (s1 - s0) + (1 - trend) * b
+        y = (1 - smoothing) * (s1 + b)
+        s0, s1 = s1, x + y
+    return s1
+
+
+# --- counting -----------------------------------------------------------------------------------
+
+def _changes(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    changes = 0
+    previous = vs[0]
+    for current in vs[1:]:
+        if current != previous and not (math.isnan(current) and math.isnan(previous)):
+            changes += 1
+        previous = current
+    return float(changes)
+
+
+def _resets(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    resets = 0
+    previous = vs[0]
+    for current in vs[1:]:
+        if current < previous:
+            resets += 1
+        previous = current
+    return float(resets)
+
+
+# --- *_over_time ---------------------------------------------------------------------------------
+
+def _avg_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    mean = comp = count = 0.0
+    for value in vs:
+        count += 1
+        if math.isinf(mean):
+            if math.isinf(value) and (mean > 0) == (value > 0):
+                continue
+            if not math.isinf(value) and not math.isnan(value):
+                continue
+        mean, comp = _kahan_inc(value / count - mean / count, mean, comp)
+    if math.isinf(mean):
+        return mean
+    return mean + comp
+
+
+def _sum_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    total = comp = 0.0
+    for value in vs:
+        total, comp = _kahan_inc(value, total, comp)
+    if math.isinf(total):
+        return total
+    return total + comp
+
+
+def _count_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    return float(len(vs))
+
+
+def _min_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    result = vs[0]
+    for value in vs:
+        if value < result or math.isnan(result):
+            result = value
+    return result
+
+
+def _max_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    result = vs[0]
+    for value in vs:
+        if value > result or math.isnan(result):
+            result = value
+    return result
+
+
+def _last_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    return vs[-1]
+
+
+def _present_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    return 1.0
+
+
+def _quantile_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    return quantile(ctx.scalars[0], list(vs))
+
+
+def _variance(vs: Sequence[float]) -> float:
+    count = mean = c_mean = aux = c_aux = 0.0
+    for value in vs:
+        count += 1
+        delta = value - (mean + c_mean)
+        mean, c_mean = _kahan_inc(delta / count, mean, c_mean)
+        aux, c_aux = _kahan_inc(delta * (value - (mean + c_mean)), aux, c_aux)
+    return (aux + c_aux) / count
+
+
+def _stddev_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    return gomath.sqrt(_variance(vs))
+
+
+def _stdvar_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    return _variance(vs)
+
+
+RANGE_FUNCTIONS: dict[str, RangeFunction] = {
+    "rate": _rate,
+    "increase": _increase,
+    "delta": _delta,
+    "irate": _irate,
+    "idelta": _idelta,
+    "deriv": _deriv,
+    "predict_linear": _predict_linear,
+    "holt_winters": _holt_winters,
+    "changes": _changes,
+    "resets": _resets,
+    "avg_over_time": _avg_over_time,
+    "sum_over_time": _sum_over_time,
+    "count_over_time": _count_over_time,
+    "min_over_time": _min_over_time,
+    "max_over_time": _max_over_time,
+    "last_over_time": _last_over_time,
+    "present_over_time": _present_over_time,
+    "quantile_over_time": _quantile_over_time,
+    "stddev_over_time": _stddev_over_time,
+    "stdvar_over_time": _stdvar_over_time,
+    "absent_over_time": _present_over_time,  # the engine turns "any output" into absence
+}
+
+
+# --- instant functions ---------------------------------------------------------------------------
+
+def _sgn(v: float) -> float:
+    if v < 0:
+        return -1.0
+    if v > 0:
+        return 1.0
+    return v
+
+
+MATH_FUNCTIONS: dict[str, Callable[[float], float]] = {
+    "abs": abs,
+    "ceil": gomath.ceil,
+    "floor": gomath.floor,
+    "exp": gomath.exp,
+    "sqrt": gomath.sqrt,
+    "ln": gomath.log,
+    "log2": lambda v: gomath.log(v, math.log2),
+    "log10": lambda v: gomath.log(v, math.log10),
+    "sin": gomath.guarded(math.sin, math.nan),
+    "cos": gomath.guarded(math.cos, math.nan),
+    "tan": gomath.guarded(math.tan, math.nan),
+    "asin": gomath.guarded(math.asin),
+    "acos": gomath.guarded(math.acos),
+    "atan": math.atan,
+    "sinh": gomath.guarded(math.sinh),
+    "cosh": gomath.guarded(math.cosh, math.inf),
+    "tanh": math.tanh,
+    "asinh": math.asinh,
+    "acosh": gomath.guarded(math.acosh),
+    "atanh": gomath.atanh,
+    "rad": lambda v: v * math.pi / 180,
+    "deg": lambda v: v * 180 / math.pi,
+    "sgn": _sgn,
+}
+
+
+def apply_math(name: str, vector: InstantVector) -> InstantVector:
+    """A per-element math function; drops ``__name__``."""
+    fn = MATH_FUNCTIONS[name]
+    return [(drop_name(labels), fn(value)) for labels, value in vector]
+
+
+def clamp(vector: InstantVector, low: float, high: float) -> InstantVector:
+    """``clamp``: nothing when ``high < low``."""
+    if high < low:
+        return []
+    return [(drop_name(labels), _go_max(low, _go_min(high, value))) for labels, value in vector]
+
+
+def _go_max(a: float, b: float) -> float:
+    """Go ``math.Max``: NaN wins; +0 beats -0."""
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    if a == b == 0:
+        return a if math.copysign(1, a) > 0 else b
+    return a if a > b else b
+
+
+def _go_min(a: float, b: float) -> float:
+    """Go ``math.Min``: NaN wins; -0 beats +0."""
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    if a == b == 0:
+        return a if math.copysign(1, a) < 0 else b
+    return a if a < b else b
+
+
+def clamp_max(vector: InstantVector, high: float) -> InstantVector:
+    return [(drop_name(labels), _go_min(high, value)) for labels, value in vector]
+
+
+def clamp_min(vector: InstantVector, low: float) -> InstantVector:
+    return [(drop_name(labels), _go_max(low, value)) for labels, value in vector]
+
+
+def round_(vector: InstantVector, to_nearest: float = 1.0) -> InstantVector:
+    """``round``: ties up, to a multiple of ``to_nearest``."""
+    inverse = gomath.div(1.0, to_nearest)
+    return [
+        (drop_name(labels), gomath.div(gomath.floor(value * inverse + 0.5), inverse))
+        for labels, value in vector
+    ]
+
+
+def sort_vector(vector: InstantVector, descending: bool) -> InstantVector:
+    """``sort``/``sort_desc``: NaN last either way."""
+    items = list(vector)
+    if descending:
+        # sort.Reverse(vectorByValueHeap): less(a, b) = vectorByValueHeap.Less(b, a)
+        gomath.go_sort(items, lambda a, b: math.isnan(b[1]) or b[1] < a[1])
+    else:
+        gomath.go_sort(items, lambda a, b: math.isnan(b[1]) or b[1] > a[1])
+    return items
+
+
+def _go_regex(pattern: str) -> re.Pattern[str]:
+    return _compile_regex(pattern)
+
+
+@lru_cache(maxsize=1024)
+def _compile_regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(f"(?:{pattern})")
+
+
+def _go_expand(template: str, match: re.Match[str]) -> str:
+    """Go ``Regexp.ExpandString``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``."""
+    out: list[str] = []
+    i = 0
+    group_names = match.re.groupindex
+    while i < len(template):
+        char = template[i]
+        if char != "$":
+            out.append(char)
+            i += 1
+            continue
+        rest = template[i + 1 :]
+        if rest.startswith("$"):
+            out.append("$")
+            i += 2
+            continue
+        name = ""
+        consumed = 0
+        if rest.startswith("{"):
+            close = rest.find("}")
+            candidate = rest[1:close] if close > 0 else ""
+            if close > 0 and candidate and re.fullmatch(r"[A-Za-z0-9_]+", candidate):
+                name, consumed = candidate, close + 1
+        else:
+            word = re.match(r"[A-Za-z0-9_]+", rest)
+            if word:
+                name, consumed = word.group(0), len(word.group(0))
+        if not name:
+            out.append("$")
+            i += 1
+            continue
+        i += 1 + consumed
+        number = -1
+        if name.isdigit() and not (name[0] == "0" and len(name) > 1) and len(name) <= 8:
+            number = int(name)
+        if number >= 0:
+            if number <= (match.re.groups) and match.group(number) is not None:
+                out.append(match.group(number))
+        elif name in group_names and match.group(name) is not None:
+            out.append(match.group(name))
+    return "".join(out)
+
+
+def label_replace(
+    vector: InstantVector, dst: str, replacement: str, src: str, regex: str
+) -> InstantVector:
+    """``label_replace``: on a full match of ``regex`` against ``src``, set ``dst`` to the expansion."""
+    try:
+        pattern = _go_regex(regex)
+    except re.error:
+        raise evaluation_error(f"invalid regular expression in label_replace(): {regex}") from None
+    if not LABEL_NAME_RE.match(dst):
+        raise evaluation_error(f"invalid destination label name in label_replace(): {dst}")
+    out: InstantVector = []
+    cache: dict[Labels, Labels] = {}
+    for labels, value in vector:
+        result = cache.get(labels)
+        if result is None:
+            source = dict(labels).get(src, "")
+            match = pattern.fullmatch(source)
+            result = labels if match is None else with_label(labels, dst, _go_expand(replacement, match))
+            cache[labels] = result
+        out.append((result, value))
+    return out
+
+
+def label_join(vector: InstantVector, dst: str, separator: str, sources: Sequence[str]) -> InstantVector:
+    """``label_join``: ``dst`` = the ``sources`` values joined by ``separator`` (removed when empty)."""
+    for src in sources:
+        if not LABEL_NAME_RE.match(src):
+            raise evaluation_error(f"invalid source label name in label_join(): {src}")
+    if not LABEL_NAME_RE.match(dst):
+        raise evaluation_error(f"invalid destination label name in label_join(): {dst}")
+    out: InstantVector = []
+    for labels, value in vector:
+        lookup = dict(labels)
+        joined = separator.join(lookup.get(src, "") for src in sources)
+        out.append((with_label(labels, dst, joined), value))
+    return out
+
+
+def histogram_quantile(q: float, vector: InstantVector) -> InstantVector:
+    """Classic-histogram quantile over ``le`` buckets grouped by all other labels (incl. the name)."""
+    groups: dict[Labels, tuple[Labels, list[tuple[float, float]]]] = {}
+    for labels, value in vector:
+        le_text = ""
+        rest: list[tuple[str, str]] = []
+        for pair in labels:
+            if pair[0] == "le":
+                le_text = pair[1]
+            else:
+                rest.append(pair)
+        upper = gomath.parse_float(le_text)
+        if upper is None:
+            continue
+        key = tuple(rest)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = (drop_name(key), [])
+        group[1].append((upper, value))
+    return [(labels, bucket_quantile(q, buckets)) for labels, buckets in groups.values()]
+
+
+def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
+    """Prometheus' ``bucketQuantile``: needs a +Inf bucket and two buckets; monotonicity is enforced."""
+    if math.isnan(q):
+        return math.nan
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    ordered = sorted(buckets, key=lambda b: b[0])  # Go sorts by upper bound; ties keep no order
+    if not (math.isinf(ordered[-1][0]) and ordered[-1][0] > 0):
+        return math.nan
+    # Coalesce buckets with the same upper bound.
+    merged: list[list[float]] = []
+    for upper, count in ordered:
+        if merged and merged[-1][0] == upper:
+            merged[-1][1] += count
+        else:
+            merged.append([upper, count])
+    # Ensure monotonic counts.
+    highest = merged[0][1]
+    for bucket in merged[1:]:
+        if bucket[1] > highest:
+            highest = bucket[1]
+        elif bucket[1] < highest:
+            bucket[1] = highest
+    if len(merged) < 2:
+        return math.nan
+    observations = merged[-1][1]
+    if observations == 0:
+        return math.nan
+    rank = q * observations
+    # sort.Search over all but the last bucket: first index with count >= rank.
+    index = len(merged) - 1
+    for i in range(len(merged) - 1):
+        if merged[i][1] >= rank:
+            index = i
+            break
+    if index == len(merged) - 1:
+        return merged[-2][0]
+    if index == 0 and merged[0][0] <= 0:
+        return merged[0][0]
+    bucket_start = 0.0
+    bucket_end = merged[index][0]
+    count = merged[index][1]
+    if index > 0:
+        bucket_start = merged[index - 1][0]
+        count -= merged[index - 1][1]
+        rank -= merged[index - 1][1]
+    return bucket_start + (bucket_end - bucket_start) * gomath.div(rank, count)
+
+
+# --- date functions --------------------------------------------------------------------------------
+
+def _date_part(name: str, seconds: float) -> float:
+    if not math.isfinite(seconds):
+        return math.nan
+    moment = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=int(seconds))
+    if name == "minute":
+        return float(moment.minute)
+    if name == "hour":
+        return float(moment.hour)
+    if name == "day_of_week":
+        return float((moment.weekday() + 1) % 7)  # Go: Sunday = 0
+    if name == "day_of_month":
+        return float(moment.day)
+    if name == "day_of_year":
+        return float(moment.timetuple().tm_yday)
+    if name == "days_in_month":
+        return float(calendar.monthrange(moment.year, moment.month)[1])
+    if name == "month":
+        return float(moment.month)
+    return float(moment.year)  # year
+
+
+DATE_FUNCTIONS = frozenset(
+    {"minute", "hour", "day_of_week", "day_of_month", "day_of_year", "days_in_month", "month", "year"}
+)
+
+
+def date_function(name: str, args: list[Any], eval_ms: int) -> InstantVector:
+    """Date functions: of the evaluation time without argument, else of each sample value (seconds)."""
+    if not args:
+        seconds = int(eval_ms / 1000)  # Go truncates toward zero
+        return [((), _date_part(name, seconds))]
+    return [(drop_name(labels), _date_part(name, value)) for labels, value in args[0]]

@@ -1,0 +1,230 @@
+"""Bridge from ``promql-parser``'s AST to our nodes, with validation against Prometheus 2.42.
+
+``promql-parser`` (a Rust port) parses and type-checks; it follows a newer Prometheus than the 2.42
+oracle, so this module rejects what 2.42 lacks (``limitk``, ``info()``, ``{a="1" or b="2"}``, ...) with
+an error naming the construct, and registers the 2.42-only ``holt_winters``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from functools import lru_cache
+
+import promql_parser as pp
+
+from watchdog.model import METRIC_NAME
+from watchdog.promql import nodes as n
+from watchdog.promql.errors import PromQLError
+from watchdog.store import Matcher
+
+VECTOR_FUNCTIONS = (
+    "abs", "absent", "absent_over_time", "acos", "acosh", "asin", "asinh", "atan", "atanh",
+    "avg_over_time", "ceil", "changes", "clamp", "clamp_max", "clamp_min", "cos", "cosh",
+    "count_over_time", "days_in_month", "day_of_month", "day_of_week", "day_of_year", "deg", "delta",
+    "deriv", "exp", "floor", "histogram_count", "histogram_fraction", "histogram_quantile",
+    "histogram_sum", "holt_winters", "hour", "idelta", "increase", "irate", "label_replace",
+    "label_join", "ln", "log10", "log2", "last_over_time", "max_over_time", "min_over_time", "minute",
+    "month", "predict_linear", "present_over_time", "quantile_over_time", "rad", "rate", "resets",
+    "round", "sgn", "sin", "sinh", "sort", "sort_desc", "sqrt", "stddev_over_time", "stdvar_over_time",
+    "sum_over_time", "tan", "tanh", "timestamp", "vector", "year",
+)
+
+# Every function of Prometheus 2.42 and its return type (argument types are checked by the parser).
+FUNCTION_RETURN_TYPES: dict[str, str] = {
+    **dict.fromkeys(VECTOR_FUNCTIONS, n.VECTOR),
+    "pi": n.SCALAR,
+    "scalar": n.SCALAR,
+    "time": n.SCALAR,
+}
+
+AGGREGATIONS = frozenset((
+    "sum", "avg", "min", "max", "count", "topk", "bottomk", "quantile",
+    "stddev", "stdvar", "group", "count_values",
+))
+
+_MATCH_OPS = {
+    str(pp.MatchOp.Equal): "=",
+    str(pp.MatchOp.NotEqual): "!=",
+    str(pp.MatchOp.Re): "=~",
+    str(pp.MatchOp.NotRe): "!~",
+}
+
+_CARDINALITIES = {
+    str(pp.VectorMatchCardinality.OneToOne): n.CARD_ONE_TO_ONE,
+    str(pp.VectorMatchCardinality.ManyToOne): n.CARD_MANY_TO_ONE,
+    str(pp.VectorMatchCardinality.OneToMany): n.CARD_ONE_TO_MANY,
+    str(pp.VectorMatchCardinality.ManyToMany): n.CARD_MANY_TO_MANY,
+}
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_ONE_MS = dt.timedelta(milliseconds=1)
+
+
+def _register_holt_winters() -> None:
+    """Teach the parser Prometheus 2.42's ``holt_winters`` (renamed in Prometheus 3)."""
+    try:
+        pp.register_extra_functions([
+            pp.Function(
+                "holt_winters",
+                [pp.ValueType.Matrix, pp.ValueType.Scalar, pp.ValueType.Scalar],
+                pp.ValueType.Vector,
+            )
+        ])
+    except ValueError:
+        # Already known to this parser build (registered earlier or built in): nothing to add.
+        return
+
+
+_register_holt_winters()
+
+
+@lru_cache(maxsize=2048)
+def parse_expr(text: str) -> n.Expr:
+    """Parse and validate ``text``; raises :class:`PromQLError` naming the problem."""
+    if not text.strip():
+        raise PromQLError("empty query")
+    try:
+        root = pp.parse(text)
+    except ValueError as exc:
+        raise PromQLError(_parser_message(str(exc))) from None
+    expr = _convert(root)
+    if isinstance(expr, n.StringLiteral) or expr.type in (n.VECTOR, n.SCALAR, n.MATRIX, n.STRING):
+        return expr
+    raise PromQLError(f"unsupported expression type {expr.type}")  # pragma: no cover
+
+
+def _parser_message(message: str) -> str:
+    """The parser's message, with Prometheus' wording for unknown functions."""
+    unknown = re.match(r"unknown function with name '([^']*)'", message)
+    if unknown:
+        return f"unsupported function '{unknown.group(1)}'"
+    return message
+
+
+def _ms(delta: dt.timedelta | None) -> int:
+    """A (possibly negative) timedelta as integer milliseconds, exactly."""
+    if delta is None:
+        return 0
+    return delta // _ONE_MS
+
+
+def _at(modifier: pp.AtModifier | None) -> n.At | None:
+    """Our ``@`` modifier from the parser's."""
+    if modifier is None:
+        return None
+    if modifier.type in (pp.AtModifierType.Start, pp.AtModifierType.End):
+        return n.At(None)
+    try:
+        when = modifier.at
+    except BaseException as exc:  # the binding panics (PanicException) on times before 1970
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise PromQLError("unsupported @ modifier: timestamps before 1970") from None
+    if when is None:  # pragma: no cover - the parser always sets it for At
+        raise PromQLError("unsupported @ modifier without a time")
+    return n.At(_ms(when - _EPOCH))
+
+
+def _matchers(selector: pp.VectorSelector) -> tuple[Matcher, ...]:
+    """Store matchers for a selector, the ``__name__`` equality matcher first."""
+    if selector.matchers.or_matchers:
+        raise PromQLError(f"unsupported 'or' inside label matchers (Prometheus 3 only): {selector}")
+    out: list[Matcher] = []
+    if selector.name:
+        out.append((METRIC_NAME, "=", selector.name))
+    for matcher in selector.matchers.matchers:
+        out.append((matcher.name, _MATCH_OPS[str(matcher.op)], matcher.value))
+    # Put the first name-equality matcher first so the store can use its name index.
+    out.sort(key=lambda m: 0 if (m[0] == METRIC_NAME and m[1] == "=") else 1)
+    return tuple(out)
+
+
+def _vector_selector(node: pp.VectorSelector) -> n.VectorSelector:
+    return n.VectorSelector(
+        name=node.name,
+        matchers=_matchers(node),
+        offset_ms=_ms(node.offset),
+        at=_at(node.at),
+    )
+
+
+def _convert(node: pp.Expr) -> n.Expr:
+    """Convert one parser node (recursively)."""
+    if isinstance(node, pp.NumberLiteral):
+        return n.NumberLiteral(float(node.val))
+    if isinstance(node, pp.StringLiteral):
+        return n.StringLiteral(node.val)
+    if isinstance(node, pp.VectorSelector):
+        return _vector_selector(node)
+    if isinstance(node, pp.MatrixSelector):
+        return n.MatrixSelector(_vector_selector(node.vector_selector), _ms(node.range))
+    if isinstance(node, pp.ParenExpr):
+        inner = _convert(node.expr)
+        return n.Paren(inner, type=inner.type)
+    if isinstance(node, pp.UnaryExpr):
+        inner = _convert(node.expr)
+        return n.Negate(inner, type=inner.type)
+    if isinstance(node, pp.SubqueryExpr):
+        step = _ms(node.step) if node.step is not None else None
+        return n.Subquery(
+            expr=_convert(node.expr),
+            range_ms=_ms(node.range),
+            step_ms=step if step else None,
+            offset_ms=_ms(node.offset),
+            at=_at(node.at),
+        )
+    if isinstance(node, pp.Call):
+        name = node.func.name
+        if name not in FUNCTION_RETURN_TYPES:
+            raise PromQLError(f"unsupported function '{name}'")
+        return n.Call(name, tuple(_convert(a) for a in node.args), type=FUNCTION_RETURN_TYPES[name])
+    if isinstance(node, pp.AggregateExpr):
+        return _aggregate(node)
+    if isinstance(node, pp.BinaryExpr):
+        return _binary(node)
+    raise PromQLError(f"unsupported expression {type(node).__name__}")
+
+
+def _aggregate(node: pp.AggregateExpr) -> n.Aggregate:
+    op = str(node.op)
+    if op not in AGGREGATIONS:
+        raise PromQLError(f"unsupported aggregation '{op}'")
+    grouping: tuple[str, ...] = ()
+    without = False
+    if node.modifier is not None:
+        grouping = tuple(sorted(node.modifier.labels))
+        without = node.modifier.type == pp.AggModifierType.Without
+    param = _convert(node.param) if node.param is not None else None
+    return n.Aggregate(op, _convert(node.expr), param, grouping, without)
+
+
+def _binary(node: pp.BinaryExpr) -> n.Binary:
+    op = str(node.op)
+    if op not in n.BINARY_OPS:
+        raise PromQLError(f"unsupported binary operator '{op}'")
+    lhs, rhs = _convert(node.lhs), _convert(node.rhs)
+    modifier = node.modifier
+    return_bool = bool(modifier.return_bool) if modifier is not None else False
+    result_type = n.SCALAR if lhs.type == n.SCALAR and rhs.type == n.SCALAR else n.VECTOR
+    matching: n.VectorMatching | None = None
+    if lhs.type == n.VECTOR and rhs.type == n.VECTOR:
+        card = n.CARD_MANY_TO_MANY if op in n.SET_OPS else n.CARD_ONE_TO_ONE
+        on = False
+        labels: tuple[str, ...] = ()
+        include: tuple[str, ...] = ()
+        if modifier is not None:
+            fill = modifier.fill_values
+            if fill is not None and (fill.lhs is not None or fill.rhs is not None):
+                raise PromQLError("unsupported fill modifier (not in Prometheus 2.42)")
+            card = _CARDINALITIES[str(modifier.card)]
+            if op in n.SET_OPS:
+                card = n.CARD_MANY_TO_MANY
+            if modifier.matching is not None:
+                on = modifier.matching.type == pp.LabelModifierType.Include
+                labels = tuple(modifier.matching.labels)
+            include = tuple(modifier.group_labels or ())
+        matching = n.VectorMatching(card, on, labels, include)
+    elif modifier is not None and modifier.matching is not None and modifier.matching.labels:
+        raise PromQLError("vector matching only allowed between instant vectors")
+    return n.Binary(op, lhs, rhs, matching, return_bool, type=result_type)
