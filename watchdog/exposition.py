@@ -14,7 +14,8 @@ Contract:
   generator, the error surfaces while iterating: callers that need all-or-nothing must consume it fully
   before using the samples (:func:`parse_samples` does that).
 - ``drop_created=True`` skips the ``<family>_created`` samples of counter, histogram and summary families
-  (creation timestamps that client libraries export; no rule may use them).
+  declared by an earlier ``# TYPE`` line (as ``<family>`` or ``<family>_total``): creation timestamps
+  that client libraries export; no rule may use them.
 
 Speed: a scrape repeats the same series text every tick, so the parsed labels of each series text
 (``name{...}``) are cached in a bounded module-level table (the idea of Prometheus' scrape cache). A
@@ -207,7 +208,7 @@ def parse_exposition(text: str, *, drop_created: bool = False) -> Iterator[Parse
                 _cache_put(key, labels)
         if types is not None:
             name = _name_of(labels)
-            if name.endswith("_created") and types.get(name[:-8]) in _CREATED_FAMILIES:
+            if name.endswith("_created") and _is_created_sample(name[:-8], types):
                 continue
         if "#" in rest:
             rest, _, exemplar = rest.partition("#")
@@ -222,6 +223,15 @@ def parse_exposition(text: str, *, drop_created: bool = False) -> Iterator[Parse
             raise ExpositionError(line_no, "missing sample value")
         else:
             raise ExpositionError(line_no, f"unexpected text after the sample: {' '.join(fields[2:])!r}")
+
+
+def _is_created_sample(base: str, types: dict[str, str]) -> bool:
+    """True when ``<base>_created`` belongs to a counter/histogram/summary family declared so far.
+
+    prometheus-client declares a counter by its ``_total`` name (``# TYPE x_total counter``) and, in
+    the text format, emits ``x_created`` as a separate gauge family; both spellings are recognised.
+    """
+    return types.get(base) in _CREATED_FAMILIES or types.get(base + "_total") in _CREATED_FAMILIES
 
 
 def _name_of(labels: Labels) -> str:

@@ -44,6 +44,7 @@ ACCEPT = "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"
 USER_AGENT = "inference-watchdog"
 CHUNK_BYTES = 64 * 1024
 KINDS = ("vllm", "sglang")
+RELABEL_CACHE_LIMIT = 50_000
 
 
 class ScrapeError(Exception):
@@ -226,15 +227,21 @@ def scrape_result_samples(targets: Mapping[str, str], up: bool, duration_seconds
     ]
 
 
-def parse_payload(text: str, targets: Mapping[str, str]) -> list[Sample]:
-    """Every sample of ``text`` (``*_created`` dropped) with target labels; raises ExpositionError."""
-    relabel_cache: dict[Labels, Labels] = {}
+def parse_payload(text: str, targets: Mapping[str, str],
+                  relabel_cache: dict[Labels, Labels] | None = None) -> list[Sample]:
+    """Every sample of ``text`` (``*_created`` dropped) with target labels; raises ExpositionError.
+
+    ``relabel_cache`` (payload labels -> relabelled labels) may be kept by the caller across scrapes of
+    the same target: the parser returns identical label tuples for identical series text, so the
+    steady state is one dictionary lookup per sample.
+    """
+    cache: dict[Labels, Labels] = {} if relabel_cache is None else relabel_cache
     out: list[Sample] = []
     for labels, value, _timestamp in parse_exposition(text, drop_created=True):
-        relabelled = relabel_cache.get(labels)
+        relabelled = cache.get(labels)
         if relabelled is None:
             relabelled = apply_target_labels(labels, targets)
-            relabel_cache[labels] = relabelled
+            cache[labels] = relabelled
         out.append(Sample(relabelled, value))
     return out
 
@@ -258,6 +265,7 @@ class EngineCollector:
         self._clock = clock
         self.last_error = ""
         self.kind = endpoint.kind if endpoint.kind in KINDS else "unknown"
+        self._relabel_cache: dict[Labels, Labels] = {}
 
     def collect(self) -> list[Sample]:
         """Scrape once; never raises for the endpoint's faults (they become ``up 0``)."""
@@ -265,7 +273,9 @@ class EngineCollector:
         try:
             text = self._fetch(self.endpoint.url, self.endpoint.timeout_seconds,
                                self.endpoint.max_payload_bytes)
-            samples = parse_payload(text, self.targets)
+            if len(self._relabel_cache) > RELABEL_CACHE_LIMIT:  # series churn: start over
+                self._relabel_cache.clear()
+            samples = parse_payload(text, self.targets, self._relabel_cache)
         except (ScrapeError, ExpositionError) as exc:
             self.last_error = str(exc)
             log.info("engine scrape failed", extra={"collector": self.name, "url": self.endpoint.url,

@@ -37,10 +37,11 @@ def config_series(samples: Iterable[Sample], target_label_names: Iterable[str]) 
     """Derived numeric series for every ``vllm:cache_config_info`` sample in ``samples``."""
     keep = set(KEPT_SOURCE_LABELS) | set(target_label_names)
     out: list[Sample] = []
+    marker = (METRIC_NAME, INFO_SERIES)
     for sample in samples:
-        labels = dict(sample.labels)
-        if labels.get(METRIC_NAME) != INFO_SERIES:
+        if marker not in sample.labels:
             continue
+        labels = dict(sample.labels)
         base = {k: v for k, v in labels.items() if k in keep}
         for source, name in DERIVED.items():
             raw = labels.get(source, "")

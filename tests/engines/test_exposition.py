@@ -1,0 +1,127 @@
+"""The exposition parser: agreement with prometheus_client on every fixture, edge cases, errors."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from watchdog.exposition import ExpositionError, clear_cache, parse_exposition, parse_samples, parse_types
+from watchdog.model import make_labels, metric
+
+FIXTURES = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "engines").glob("*.txt"))
+
+
+def reference(text: str) -> list[tuple[tuple[tuple[str, str], ...], float]]:
+    out = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.append((make_labels({**s.labels, "__name__": s.name}), s.value))
+    return out
+
+
+def canon(samples: list[tuple[tuple[tuple[str, str], ...], float]]) -> list[tuple[object, str]]:
+    return sorted((labels, repr(value)) for labels, value in samples)
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_every_fixture_parses_like_prometheus_client(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    ours = [(labels, value) for labels, value, _ in parse_exposition(text)]
+    assert canon(ours) == canon(reference(text))
+    clear_cache()  # cold and warm parses agree
+    again = [(labels, value) for labels, value, _ in parse_exposition(text)]
+    assert again == ours
+
+
+def test_created_samples_of_prometheus_client_counters_and_histograms_are_dropped() -> None:
+    text = """\
+# TYPE vllm:num_preemptions_total counter
+vllm:num_preemptions_total{engine="0"} 3.0
+# TYPE vllm:num_preemptions_created gauge
+vllm:num_preemptions_created{engine="0"} 1.7e+09
+# TYPE lat histogram
+lat_bucket{le="+Inf"} 1.0
+lat_count 1.0
+lat_sum 0.5
+# TYPE lat_created gauge
+lat_created 1.7e+09
+# TYPE a_gauge_created gauge
+a_gauge_created 5
+"""
+    names = [dict(labels)["__name__"] for labels, _, _ in parse_exposition(text, drop_created=True)]
+    assert names == ["vllm:num_preemptions_total", "lat_bucket", "lat_count", "lat_sum", "a_gauge_created"]
+    assert len(parse_samples(text)) == 7
+
+
+def test_escapes_special_values_timestamps_exemplars_and_comments() -> None:
+    text = (
+        '# HELP weird A help line with "quotes" and \\\\ backslashes\n'
+        "# TYPE weird gauge\n"
+        "# just a comment\n"
+        "\n"
+        'weird{path="C:\\\\dir",quote="say \\"hi\\"",nl="a\\nb",brace="}{",unknown="\\q"} 1 1700000000000\r\n'
+        "nan_value NaN\n"
+        "pos_inf +Inf\n"
+        "neg_inf -Inf\n"
+        'hist_bucket{le="0.5"} 3 # {trace_id="abc"} 0.4 1700000000.1\n'
+        "  indented 2\n"
+        "tabbed\t4\n"
+        'empty{dropped=""} 5\n'
+        "# EOF\n"
+        "after_eof 1\n"
+    )
+    samples = parse_samples(text)
+    by_name = {dict(labels)["__name__"]: (dict(labels), value, ts) for labels, value, ts in samples}
+    labels, value, ts = by_name["weird"]
+    assert labels == {"__name__": "weird", "path": "C:\\dir", "quote": 'say "hi"', "nl": "a\nb",
+                      "brace": "}{", "unknown": "\\q"}
+    assert (value, ts) == (1.0, 1700000000000)
+    assert math.isnan(by_name["nan_value"][1])
+    assert by_name["pos_inf"][1] == math.inf and by_name["neg_inf"][1] == -math.inf
+    assert by_name["hist_bucket"][1] == 3.0
+    assert by_name["indented"][1] == 2.0 and by_name["tabbed"][1] == 4.0
+    assert by_name["empty"][0] == {"__name__": "empty"}
+    assert "after_eof" not in by_name
+
+
+def test_the_series_cache_does_not_confuse_label_values_containing_braces() -> None:
+    first = 'm{a="x}",b="1"} 1\n'
+    second = 'm{a="x"} 2\n'
+    assert parse_samples(first)[0][0] == metric("m", a="x}", b="1")
+    assert parse_samples(second)[0][0] == metric("m", a="x")
+    assert parse_samples(first)[0][0] == metric("m", a="x}", b="1")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "fragment"),
+    [
+        ("ok 1\nbad{a=1} 2\n", 2, "label name"),
+        ('m{a="1"}2\n', 1, "whitespace"),
+        ('m{a="1" 2\n', 1, "','"),
+        ('m{a="unterminated} 2\n', 1, "unterminated"),
+        ('m{a="1",a="2"} 3\n', 1, "duplicate"),
+        ("m one\n", 1, "invalid sample value"),
+        ("m 1_000\n", 1, "invalid sample value"),
+        ("m 1 2 3\n", 1, "unexpected text"),
+        ("m\n", 1, "missing sample value"),
+        ("m 1 abc\n", 1, "invalid timestamp"),
+        ("1m 1\n", 1, "metric name"),
+        ("# TYPE m sometype\n", 1, "unknown metric type"),
+        ("# TYPE\n", 1, "metric name"),
+        ("m 1 # not an exemplar\n", 1, "'#'"),
+        ("<html><body>502 Bad Gateway</body></html>\n", 1, "metric name"),
+    ],
+)
+def test_garbage_raises_with_the_line_number(text: str, line: int, fragment: str) -> None:
+    with pytest.raises(ExpositionError) as info:
+        parse_samples(text)
+    assert info.value.line_no == line
+    assert fragment in info.value.message
+
+
+def test_parse_types() -> None:
+    text = "# TYPE a counter\n# TYPE b histogram\n# HELP c x\nc 1\n# TYPE d GAUGE\n"
+    assert parse_types(text) == {"a": "counter", "b": "histogram", "d": "gauge"}
