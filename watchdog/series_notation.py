@@ -2,7 +2,8 @@
 
 Contract (same as Prometheus 2.42's ``promtool test rules``):
 - ``a`` one value; ``_`` one omitted sample; ``stale`` one staleness marker;
-- ``a+bxn`` / ``a-bxn``: n+1 values a, a±b, ..., a±n·b; ``axn``: a repeated n+1 times;
+- ``a+bxn`` / ``a-bxn``: n+1 values a, a±b, ... (accumulated by repeated addition, as promtool does);
+  ``axn``: a repeated n+1 times;
 - ``_xn``: n omitted samples; ``stalexn`` is not accepted (promtool rejects it too);
 - numbers accept ``Inf``/``+Inf``/``-Inf``/``NaN`` and exponents.
 Omitted samples are ``None``; the staleness marker is :data:`watchdog.model.STALE_NAN`.
@@ -59,5 +60,10 @@ def expand_values(text: str) -> list[float | None]:
             if match.group("sign") == "-":
                 step = -step
             count = int(times) + 1 if times is not None else 1
-            out.extend(start + i * step for i in range(count))
+            # promtool accumulates (value += step), it does not multiply: 0.1+0.1x9 ends at
+            # 0.9999999999999999, not 1.0. Exact values matter because promtool compares exactly.
+            value = start
+            for _ in range(count):
+                out.append(value)
+                value += step
     return out
