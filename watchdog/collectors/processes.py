@@ -1,0 +1,350 @@
+"""Engine processes: each configured engine's process tree, its restarts, NUMA placement and GPUs held.
+
+Contract:
+- For every ``engines[]`` entry the root process is found by the TCP port it listens on
+  (``engines[].process.port``, else the port of its ``url``) or, failing that, by a regex on the command
+  line (``engines[].process.match``; the topmost, then oldest, matching process). The tree is the root and
+  all its descendants. Labels ``job`` and ``instance`` are exactly those the engine scrape uses.
+- Per engine: ``watchdog_engine_process_up`` (0/1), ``..._cpu_seconds_total`` (user+system of the tree),
+  ``..._threads``, ``..._resident_memory_bytes``, ``..._count``, ``..._start_time_seconds`` (root), and
+  ``watchdog_engine_process_restarts_total``: +1 each time the engine is found as a different root
+  process (pid and create time) than before, persisted so restarts while the agent was down count.
+- TP groups: a GPU whose NVML compute processes include a pid of the tree yields
+  ``watchdog_engine_gpu_info{job,instance,gpu,uuid} 1`` and ``watchdog_engine_gpu_memory_used_bytes``.
+- NUMA: for each GPU held, ``watchdog_engine_numa_mismatch{job,instance,gpu,uuid}`` is 1 when the GPU's
+  NUMA node (``<sysfs>/bus/pci/devices/<bus>/numa_node``) is not among the nodes of the CPU affinity of
+  the tree's processes that use that GPU, else 0 (also 0 when the node is unknown: single-node hosts).
+- psutil, NVML, the sysfs root and the state database are injected; a process vanishing mid-read is
+  skipped, one engine failing does not hide the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from watchdog.collectors.base import CollectorContext, register
+from watchdog.kmsg.pci import GpuRef, nvml_gpus, sysfs_pci_address
+from watchdog.model import Sample, metric
+from watchdog.state import StateDB
+
+log = logging.getLogger(__name__)
+
+SCHEMA_COMPONENT = "processes"
+SCHEMA_VERSION = 1
+SCHEMA_DDL = (
+    """CREATE TABLE IF NOT EXISTS engine_process_roots (
+        job TEXT NOT NULL, instance TEXT NOT NULL, pid INTEGER NOT NULL, create_time REAL NOT NULL,
+        restarts INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job, instance)
+    )""",
+)
+
+PREFIX = "watchdog_engine_process_"
+
+
+@dataclass(frozen=True)
+class EngineTarget:
+    """How to find one engine's processes."""
+
+    job: str
+    instance: str
+    port: int | None
+    match: re.Pattern[str] | None
+
+
+def _instance(url: str) -> str:
+    """``host:port`` of the URL, as the engine scrape labels it (scheme default port when absent)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+
+
+def engine_targets(engines: Iterable[Mapping[str, Any]]) -> list[EngineTarget]:
+    """One :class:`EngineTarget` per ``engines[]`` entry (port from ``process.port``, else from the URL)."""
+    targets: list[EngineTarget] = []
+    for entry in engines:
+        url = str(entry.get("url", ""))
+        process = entry.get("process") or {}
+        port = process.get("port") or urlsplit(url).port
+        pattern = process.get("match")
+        targets.append(EngineTarget(
+            job=str(entry.get("job") or entry.get("name") or ""),
+            instance=_instance(url) if url else "",
+            port=int(port) if port else None,
+            match=re.compile(pattern) if pattern else None,
+        ))
+    return targets
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """CPUs of a sysfs cpulist (``0-3,8,10-11``)."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            low, high = part.split("-", 1)
+            cpus.update(range(int(low), int(high) + 1))
+        else:
+            cpus.add(int(part))
+    return cpus
+
+
+def read_cpu_nodes(sysfs_root: str | Path) -> dict[int, int]:
+    """CPU → NUMA node from ``<sysfs>/devices/system/node/node*/cpulist``; empty where sysfs lacks it."""
+    mapping: dict[int, int] = {}
+    base = Path(sysfs_root) / "devices" / "system" / "node"
+    for node_dir in sorted(base.glob("node[0-9]*")):
+        try:
+            node = int(node_dir.name[4:])
+            cpus = parse_cpulist((node_dir / "cpulist").read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            continue
+        for cpu in cpus:
+            mapping[cpu] = node
+    return mapping
+
+
+def read_gpu_numa_node(sysfs_root: str | Path, bus_id: str) -> int | None:
+    """NUMA node of a PCI device (``<sysfs>/bus/pci/devices/<bus>/numa_node``); ``None`` if unknown/-1."""
+    try:
+        path = Path(sysfs_root) / "bus" / "pci" / "devices" / sysfs_pci_address(bus_id) / "numa_node"
+        node = int(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError):
+        return None
+    return node if node >= 0 else None
+
+
+def numa_mismatch(gpu_node: int | None, affinity: Iterable[int], cpu_nodes: Mapping[int, int]) -> bool:
+    """True when the GPU's node is known and none of the affinity's CPUs is on it."""
+    if gpu_node is None or not cpu_nodes:
+        return False
+    nodes = {cpu_nodes[cpu] for cpu in affinity if cpu in cpu_nodes}
+    return bool(nodes) and gpu_node not in nodes
+
+
+class ProcessCollector:
+    """Engine process trees. See the module docstring."""
+
+    def __init__(
+        self,
+        targets: list[EngineTarget],
+        db: StateDB,
+        *,
+        ps: Any = None,
+        nvml: Any = None,
+        sysfs_root: str | Path = "/sys",
+        self_pid: int | None = None,
+        timeout_seconds: float = 5.0,
+        name: str = "processes",
+    ) -> None:
+        if ps is None:
+            import psutil
+
+            ps = psutil
+        self.name = name
+        self.timeout_seconds = timeout_seconds
+        self.targets = targets
+        self.db = db
+        self.ps = ps
+        self.nvml = nvml
+        self.sysfs_root = Path(sysfs_root)
+        self.self_pid = os.getpid() if self_pid is None else self_pid
+        self._nvml_ready = False
+        self._skip = (ps.NoSuchProcess, ps.AccessDenied, getattr(ps, "ZombieProcess", ps.NoSuchProcess))
+        db.ensure_schema(SCHEMA_COMPONENT, SCHEMA_VERSION, SCHEMA_DDL)
+
+    # ---- finding the engines ----------------------------------------------------------------------
+    def _listeners(self) -> dict[int, list[int]]:
+        """Listening TCP port → pids."""
+        listening: dict[int, list[int]] = {}
+        found: list[tuple[Any, int | None]] = []
+        try:
+            found = [(conn, conn.pid) for conn in self.ps.net_connections(kind="inet")]
+        except self.ps.AccessDenied:  # not root: look at the processes we may inspect, one by one
+            for proc in self.ps.process_iter():
+                try:
+                    get = getattr(proc, "net_connections", None) or proc.connections
+                    found.extend((conn, proc.pid) for conn in get(kind="inet"))
+                except self._skip:
+                    continue
+        for conn, pid in found:
+            if conn.status == self.ps.CONN_LISTEN and conn.laddr and pid:
+                listening.setdefault(conn.laddr.port, []).append(pid)
+        return listening
+
+    def _topmost(self, pids: Iterable[int]) -> Any | None:
+        """The process among ``pids`` that has no ancestor among them (the oldest if several)."""
+        candidates = []
+        wanted = set(pids) - {self.self_pid}
+        for pid in wanted:
+            try:
+                proc = self.ps.Process(pid)
+                if any(parent.pid in wanted for parent in proc.parents()):
+                    continue
+                candidates.append((proc.create_time(), pid, proc))
+            except self._skip:
+                continue
+        return min(candidates, key=lambda item: (item[0], item[1]))[2] if candidates else None
+
+    def find_root(self, target: EngineTarget, listeners: Mapping[int, list[int]]) -> Any | None:
+        """The engine's root process by port, then by command-line match; ``None`` if not running."""
+        if target.port is not None and target.port in listeners:
+            root = self._topmost(listeners[target.port])
+            if root is not None:
+                return root
+        if target.match is not None:
+            matched = []
+            for proc in self.ps.process_iter(["pid", "cmdline"]):
+                cmdline = " ".join(proc.info.get("cmdline") or [])
+                if cmdline and target.match.search(cmdline):
+                    matched.append(proc.info["pid"])
+            return self._topmost(matched)
+        return None
+
+    def tree(self, root: Any) -> list[Any]:
+        """The root and its live descendants."""
+        try:
+            return [root, *root.children(recursive=True)]
+        except self._skip:
+            return [root]
+
+    # ---- GPUs ---------------------------------------------------------------------------------------
+    def _gpu_processes(self) -> list[tuple[GpuRef, dict[int, int | None]]]:
+        """Each GPU NVML describes, with its compute processes (pid → used bytes)."""
+        if self.nvml is None:
+            return []
+        nvml_error: type[BaseException] = getattr(self.nvml, "NVMLError", Exception)
+        try:
+            if not self._nvml_ready:
+                self.nvml.nvmlInit()
+                self._nvml_ready = True
+            gpus = nvml_gpus(self.nvml)
+        except nvml_error as exc:
+            log.info("NVML unavailable for engine GPU mapping", extra={"error": str(exc)})
+            return []
+        out = []
+        for gpu in gpus:
+            try:
+                procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(gpu.handle)
+            except nvml_error:
+                continue
+            out.append((gpu, {int(p.pid): getattr(p, "usedGpuMemory", None) for p in procs}))
+        return out
+
+    # ---- restarts -------------------------------------------------------------------------------------
+    def _restarts(self, target: EngineTarget, pid: int, create_time: float) -> int:
+        """Restart count after seeing ``(pid, create_time)`` as the root now (persisted)."""
+        key = (target.job, target.instance)
+        with self.db.transaction() as cur:
+            row = cur.execute(
+                "SELECT pid, create_time, restarts FROM engine_process_roots WHERE job = ? AND instance = ?",
+                key).fetchone()
+            if row is None:
+                cur.execute("INSERT INTO engine_process_roots (job, instance, pid, create_time, restarts) "
+                            "VALUES (?, ?, ?, ?, 0)", (*key, pid, create_time))
+                return 0
+            restarts = int(row["restarts"])
+            if int(row["pid"]) != pid or abs(float(row["create_time"]) - create_time) > 0.5:
+                restarts += 1
+                cur.execute("UPDATE engine_process_roots SET pid = ?, create_time = ?, restarts = ? "
+                            "WHERE job = ? AND instance = ?", (pid, create_time, restarts, *key))
+            return restarts
+
+    def _stored_restarts(self, target: EngineTarget) -> int:
+        rows = self.db.query("SELECT restarts FROM engine_process_roots WHERE job = ? AND instance = ?",
+                             (target.job, target.instance))
+        return int(rows[0]["restarts"]) if rows else 0
+
+    # ---- collection ---------------------------------------------------------------------------------
+    def collect(self) -> list[Sample]:
+        """One sample set for every configured engine (see the module docstring)."""
+        listeners = self._listeners() if any(t.port is not None for t in self.targets) else {}
+        gpu_processes = self._gpu_processes()
+        cpu_nodes = read_cpu_nodes(self.sysfs_root)
+        out: list[Sample] = []
+        for target in self.targets:
+            out.extend(self._engine_samples(target, listeners, gpu_processes, cpu_nodes))
+        return out
+
+    def _engine_samples(self, target: EngineTarget, listeners: Mapping[int, list[int]],
+                        gpu_processes: list[tuple[GpuRef, dict[int, int | None]]],
+                        cpu_nodes: Mapping[int, int]) -> list[Sample]:
+        ids = {"job": target.job, "instance": target.instance}
+        root = self.find_root(target, listeners)
+        if root is None:
+            return [Sample(metric(PREFIX + "up", **ids), 0.0),
+                    Sample(metric(PREFIX + "restarts_total", **ids), float(self._stored_restarts(target)))]
+        try:
+            create_time = float(root.create_time())
+        except self._skip:
+            return [Sample(metric(PREFIX + "up", **ids), 0.0)]
+        cpu = threads = rss = 0.0
+        members: set[int] = set()
+        affinity: dict[int, set[int]] = {}
+        for proc in self.tree(root):
+            try:
+                with proc.oneshot():
+                    times = proc.cpu_times()
+                    cpu += times.user + times.system
+                    threads += proc.num_threads()
+                    rss += proc.memory_info().rss
+                    get_affinity = getattr(proc, "cpu_affinity", None)
+                    affinity[proc.pid] = set(get_affinity() or []) if get_affinity else set()
+                members.add(proc.pid)
+            except self._skip:
+                continue
+        count = len(members)
+        out = [
+            Sample(metric(PREFIX + "up", **ids), 1.0),
+            Sample(metric(PREFIX + "cpu_seconds_total", **ids), cpu),
+            Sample(metric(PREFIX + "threads", **ids), threads),
+            Sample(metric(PREFIX + "resident_memory_bytes", **ids), rss),
+            Sample(metric(PREFIX + "count", **ids), float(count)),
+            Sample(metric(PREFIX + "start_time_seconds", **ids), create_time),
+            Sample(metric(PREFIX + "restarts_total", **ids),
+                   float(self._restarts(target, int(root.pid), create_time))),
+        ]
+        for gpu, procs in gpu_processes:
+            held = [pid for pid in procs if pid in members]
+            if not held:
+                continue
+            labels = {**ids, "gpu": str(gpu.index), "uuid": gpu.uuid}
+            out.append(Sample(metric("watchdog_engine_gpu_info", **labels), 1.0))
+            used = [procs[pid] for pid in held if procs[pid] is not None]
+            if used:
+                out.append(Sample(metric("watchdog_engine_gpu_memory_used_bytes", **labels),
+                                  float(sum(int(u) for u in used if u is not None))))
+            gpu_node = read_gpu_numa_node(self.sysfs_root, gpu.bus_id_raw) if gpu.bus_id_raw else None
+            cpus: set[int] = set().union(*(affinity.get(pid, set()) for pid in held))
+            mismatch = numa_mismatch(gpu_node, cpus, cpu_nodes)
+            out.append(Sample(metric("watchdog_engine_numa_mismatch", **labels), 1.0 if mismatch else 0.0))
+        return out
+
+
+@register("processes")
+def process_collectors(config: dict[str, Any], context: CollectorContext) -> list[Any]:
+    """The engine-process collector when engines are configured and ``processes.enabled``.
+
+    Reads from ``context.extra``: ``state_db``, ``psutil`` (a psutil-like module), ``sysfs_root``.
+    """
+    section = config.get("processes") or {}
+    engines = config.get("engines") or []
+    if not section.get("enabled", True) or not engines:
+        return []
+    state_dir = config.get("state_dir", "/var/lib/inference-watchdog")
+    db = context.extra.get("state_db") or StateDB.in_dir(state_dir)
+    return [ProcessCollector(
+        engine_targets(engines), db, ps=context.extra.get("psutil"), nvml=context.nvml,
+        sysfs_root=context.extra.get("sysfs_root") or section.get("sysfs_root", "/sys"),
+        timeout_seconds=float(section.get("timeout_seconds", 5.0)),
+    )]
