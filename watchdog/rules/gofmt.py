@@ -1,0 +1,380 @@
+"""Go's ``fmt`` formatting, for the values Prometheus alert templates handle.
+
+Go values are modelled as Python values: ``string`` → ``str``, ``float64`` → ``float``, ``int`` → ``int``,
+``bool`` → ``bool``, ``nil`` → ``None``, maps → ``dict``, slices → ``list``. Objects with a ``go_string()``
+method print through it (Go's ``Stringer``) and name their type with ``go_type``.
+
+Contract: :func:`sprintf`, :func:`sprint` and :func:`sprintln` give Go's output for the verbs
+``%v %s %d %f %F %e %E %g %G %x %X %o %b %c %q %t %%`` with flags ``+ - # space 0``, width and precision,
+including Go's error forms (``%!d(float64=1.5)``, ``%!s(MISSING)``, ``%!(EXTRA int=1)``).
+:func:`format_float` is ``strconv.FormatFloat`` for the ``g``/``e``/``f`` formats, shortest when
+``prec`` is -1 (Go's ``%v`` of a float64: ``1.234567e+06``, ``0.5``, ``+Inf``).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from typing import Any
+
+
+def go_type(value: Any) -> str:
+    """The Go type name of a modelled value, as ``%!verb(type=value)`` prints it."""
+    if value is None:
+        return "<nil>"
+    declared = getattr(value, "GO_TYPE", None)
+    if isinstance(declared, str):
+        return declared
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float64"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "map[string]string" if all(isinstance(v, str) for v in value.values()) else (
+            "map[string]interface {}")
+    if isinstance(value, list):
+        return "[]interface {}"
+    return type(value).__name__
+
+
+def _shortest_digits(value: float) -> tuple[str, int]:
+    """Shortest round-trip decimal digits of a finite non-zero |value| and the decimal point position."""
+    _sign, digit_tuple, exponent = Decimal(repr(abs(value))).as_tuple()
+    raw = "".join(str(d) for d in digit_tuple)
+    stripped = raw.lstrip("0")
+    dp = len(raw) + int(exponent) - (len(raw) - len(stripped))  # value = 0.DIGITS * 10**dp
+    return stripped.rstrip("0") or "0", dp
+
+
+def _exp_suffix(exp: int, upper: bool) -> str:
+    mark = "E" if upper else "e"
+    return f"{mark}{'-' if exp < 0 else '+'}{abs(exp):02d}"
+
+
+def format_float(value: float, fmt: str = "g", prec: int = -1) -> str:
+    """``strconv.FormatFloat(value, fmt, prec, 64)`` for fmt in g G e E f F x X."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    upper = fmt in "GEFX"
+    low = fmt.lower()
+    if low == "x":
+        return _format_hex_float(value, prec, upper)
+    neg = math.copysign(1.0, value) < 0
+    sign = "-" if neg else ""
+    if prec >= 0:
+        if low == "f":
+            return f"{value:.{prec}f}"
+        if low == "e":
+            text = f"{value:.{prec}e}"
+            return text.upper() if upper else text
+        text = f"{value:.{max(prec, 1) if prec == 0 else prec}g}"
+        return text.upper() if upper else text
+    # Shortest representation.
+    if value == 0:
+        digits, dp = "0", 1
+    else:
+        digits, dp = _shortest_digits(value)
+    if low == "f":
+        return sign + _fixed(digits, dp)
+    exp = dp - 1
+    if low == "e" or exp < -4 or exp >= 6:
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return sign + mantissa + _exp_suffix(exp, upper)
+    return sign + _fixed(digits, dp)
+
+
+def _fixed(digits: str, dp: int) -> str:
+    """Digits with the decimal point at ``dp`` (``0.digits * 10**dp``), no trailing zero fraction."""
+    if dp <= 0:
+        return "0." + "0" * (-dp) + digits
+    if dp >= len(digits):
+        return digits + "0" * (dp - len(digits))
+    return digits[:dp] + "." + digits[dp:]
+
+
+def _format_hex_float(value: float, prec: int, upper: bool) -> str:
+    """Go's ``%x`` of a float64: ``0x1.8p+01``."""
+    neg = math.copysign(1.0, value) < 0
+    if value == 0:
+        mantissa, exp = "0", 0
+    else:
+        mant, e = math.frexp(abs(value))  # abs = mant * 2**e, 0.5 <= mant < 1
+        bits = int(mant * (1 << 53))  # 53-bit integer with the leading 1 at bit 52
+        exp = e - 1
+        frac = bits - (1 << 52)
+        hex_frac = f"{frac:013x}".rstrip("0") if prec < 0 else f"{frac:013x}"
+        if prec >= 0:
+            hex_frac = hex_frac[:prec].ljust(prec, "0")  # truncation; rounding is rarely visible
+        mantissa = "1" + ("." + hex_frac if hex_frac else "")
+    text = f"{'-' if neg else ''}0x{mantissa}p{'-' if exp < 0 else '+'}{abs(exp):02d}"
+    return text.upper().replace("0X", "0X") if upper else text
+
+
+def go_quote(text: str) -> str:
+    """``strconv.Quote``: a double-quoted Go string literal."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif not ch.isprintable() and code > 0x7F:
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def format_value(value: Any) -> str:
+    """Go's ``%v`` of a modelled value (``fmt.Sprint`` of one operand)."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return format_float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, dict):
+        items = " ".join(f"{format_value(k)}:{format_value(value[k])}" for k in sorted(value))
+        return f"map[{items}]"
+    if isinstance(value, list):
+        return "[" + " ".join(format_value(item) for item in value) + "]"
+    go_string = getattr(value, "go_string", None)
+    if callable(go_string):
+        return str(go_string())
+    return str(value)
+
+
+def sprint(args: list[Any]) -> str:
+    """``fmt.Sprint``: spaces between operands when neither side is a string."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if i > 0 and not isinstance(arg, str) and not isinstance(args[i - 1], str):
+            out.append(" ")
+        out.append(format_value(arg))
+    return "".join(out)
+
+
+def sprintln(args: list[Any]) -> str:
+    """``fmt.Sprintln``: operands separated by spaces, newline appended."""
+    return " ".join(format_value(arg) for arg in args) + "\n"
+
+
+class _Spec:
+    """One parsed ``%[flags][width][.prec]verb`` directive."""
+
+    def __init__(self) -> None:
+        self.plus = self.minus = self.sharp = self.space = self.zero = False
+        self.width: int | None = None
+        self.prec: int | None = None
+
+
+def _pad(body: str, spec: _Spec, numeric: bool) -> str:
+    width = spec.width or 0
+    if len(body) >= width:
+        return body
+    fill = width - len(body)
+    if spec.minus:
+        return body + " " * fill
+    if spec.zero:
+        if numeric and body[:1] in "+- ":
+            return body[0] + "0" * fill + body[1:]
+        return "0" * fill + body
+    return " " * fill + body
+
+
+def _bad(verb: str, value: Any) -> str:
+    if value is None:
+        return f"%!{verb}(<nil>)"
+    return f"%!{verb}({go_type(value)}={format_value(value)})"
+
+
+def _sign(body: str, spec: _Spec) -> str:
+    if body.startswith("-"):
+        return body
+    if spec.plus:
+        return "+" + body
+    if spec.space:
+        return " " + body
+    return body
+
+
+def _fmt_int(value: int, verb: str, spec: _Spec) -> str | None:
+    if verb in "vd":
+        digits = str(abs(value))
+    elif verb in "xX":
+        digits = f"{abs(value):x}" if verb == "x" else f"{abs(value):X}"
+        if spec.sharp:
+            digits = ("0x" if verb == "x" else "0X") + digits
+    elif verb == "o":
+        digits = f"{abs(value):o}"
+        if spec.sharp:
+            digits = "0" + digits
+    elif verb == "b":
+        digits = f"{abs(value):b}"
+    elif verb == "c":
+        return _pad(chr(value), spec, False)
+    elif verb == "q":
+        return _pad("'" + go_quote(chr(value))[1:-1].replace("'", "\\'") + "'", spec, False)
+    else:
+        return None
+    if spec.prec is not None:
+        digits = digits.rjust(spec.prec, "0")
+        spec.zero = False
+    body = _sign(("-" if value < 0 else "") + digits, spec)
+    return _pad(body, spec, True)
+
+
+def _fmt_float(value: float, verb: str, spec: _Spec) -> str | None:
+    if verb not in "vgGeEfFxX":
+        return None
+    if verb == "v":
+        body = format_float(value, "g", -1 if spec.prec is None else spec.prec)
+    elif verb in "gG":
+        body = format_float(value, verb, -1 if spec.prec is None else spec.prec)
+    elif verb in "xX":
+        body = format_float(value, verb, -1 if spec.prec is None else spec.prec)
+    else:
+        body = format_float(value, verb, 6 if spec.prec is None else spec.prec)
+    if math.isinf(value) or math.isnan(value):
+        if spec.plus and not body.startswith(("+", "-")):
+            body = "+" + body
+        elif spec.space and body == "NaN":
+            body = " NaN"
+        elif spec.space and body == "+Inf" and not spec.plus:
+            body = " Inf"
+        saved, spec.zero = spec.zero, False
+        out = _pad(body, spec, False)
+        spec.zero = saved
+        return out
+    return _pad(_sign(body, spec), spec, True)
+
+
+def _fmt_string(value: str, verb: str, spec: _Spec) -> str | None:
+    if verb in "vs":
+        body = value if spec.prec is None else value[: spec.prec]
+    elif verb == "q":
+        body = go_quote(value if spec.prec is None else value[: spec.prec])
+    elif verb in "xX":
+        raw = value.encode("utf-8")
+        body = raw.hex() if verb == "x" else raw.hex().upper()
+        if spec.space:
+            body = " ".join(body[i:i + 2] for i in range(0, len(body), 2))
+    else:
+        return None
+    return _pad(body, spec, False)
+
+
+def _format_one(value: Any, verb: str, spec: _Spec) -> str:
+    if verb == "T":
+        return _pad(go_type(value), spec, False)
+    if value is None:
+        return _pad("<nil>", spec, False) if verb == "v" else _bad(verb, value)
+    result: str | None
+    if isinstance(value, bool):
+        result = _pad("true" if value else "false", spec, False) if verb in "vt" else None
+    elif isinstance(value, int):
+        result = _fmt_int(value, verb, spec)
+    elif isinstance(value, float):
+        result = _fmt_float(value, verb, spec)
+    elif isinstance(value, str):
+        result = _fmt_string(value, verb, spec)
+    elif verb in "vs" or callable(getattr(value, "go_string", None)):
+        result = _pad(format_value(value), spec, False) if verb in "vs" else None
+    else:
+        result = None
+    return result if result is not None else _bad(verb, value)
+
+
+def sprintf(fmt: str, args: list[Any]) -> str:
+    """``fmt.Sprintf(fmt, args...)`` with Go's error notation for bad verbs and argument counts."""
+    out: list[str] = []
+    argi = 0
+    i = 0
+    n = len(fmt)
+    while i < n:
+        ch = fmt[i]
+        if ch != "%":
+            j = fmt.find("%", i)
+            j = n if j < 0 else j
+            out.append(fmt[i:j])
+            i = j
+            continue
+        i += 1
+        spec = _Spec()
+        while i < n and fmt[i] in "+-# 0":
+            flag = fmt[i]
+            spec.plus |= flag == "+"
+            spec.minus |= flag == "-"
+            spec.sharp |= flag == "#"
+            spec.space |= flag == " "
+            spec.zero |= flag == "0"
+            i += 1
+        if spec.minus:
+            spec.zero = False
+        if i < n and fmt[i] == "*":
+            i += 1
+            if argi < len(args) and isinstance(args[argi], int) and not isinstance(args[argi], bool):
+                spec.width = int(args[argi])
+                if spec.width < 0:
+                    spec.minus, spec.zero, spec.width = True, False, -spec.width
+            else:
+                out.append("%!(BADWIDTH)")
+            argi += 1
+        else:
+            start = i
+            while i < n and fmt[i].isdigit():
+                i += 1
+            if i > start:
+                spec.width = int(fmt[start:i])
+        if i < n and fmt[i] == ".":
+            i += 1
+            if i < n and fmt[i] == "*":
+                i += 1
+                if argi < len(args) and isinstance(args[argi], int) and not isinstance(args[argi], bool):
+                    spec.prec = max(int(args[argi]), 0)
+                else:
+                    out.append("%!(BADPREC)")
+                argi += 1
+            else:
+                start = i
+                while i < n and fmt[i].isdigit():
+                    i += 1
+                spec.prec = int(fmt[start:i]) if i > start else 0
+        if i >= n:
+            out.append("%!(NOVERB)")
+            break
+        verb = fmt[i]
+        i += 1
+        if verb == "%":
+            out.append("%")
+            continue
+        if argi >= len(args):
+            out.append(f"%!{verb}(MISSING)")
+            continue
+        out.append(_format_one(args[argi], verb, spec))
+        argi += 1
+    if argi < len(args):
+        extra = ", ".join(
+            "<nil>" if a is None else f"{go_type(a)}={format_value(a)}" for a in args[argi:]
+        )
+        out.append(f"%!(EXTRA {extra})")
+    return "".join(out)

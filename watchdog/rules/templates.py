@@ -1,0 +1,513 @@
+"""Alert label and annotation templates, rendered exactly as Prometheus 2.42 renders them.
+
+Contract:
+- The template text is prefixed with Prometheus' definitions (``$labels``, ``$externalLabels``,
+  ``$externalURL``, ``$value``) and parsed as Go ``text/template`` under the name ``__alert_<alertname>``,
+  with Prometheus' function map (``humanize``, ``humanize1024``, ``humanizeDuration``,
+  ``humanizePercentage``, ``humanizeTimestamp``, ``printf``, ``toUpper``, ``toLower``, ``title``,
+  ``reReplaceAll``, ``match``, ``query``/``first``/``label``/``value``/``sortByLabel``, ``args``,
+  ``safeHtml``, ``stripPort``, ``stripDomain``, ``graphLink``, ``tableLink``, ``toTime``,
+  ``parseDuration``, ``pathPrefix``, ``externalURL``) plus Go's builtins.
+- :func:`check_template` raises :class:`TemplateParseError` for what Prometheus rejects at load time
+  (syntax errors, unknown functions, undefined variables).
+- :func:`expand` never raises: a failing template renders as ``<error expanding template: ...>``, the
+  text Prometheus puts in the annotation.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from typing import Any
+from urllib.parse import quote_plus, urlsplit
+
+from watchdog.rules import gofmt
+from watchdog.rules.durations import DurationError, parse_duration
+from watchdog.rules.gotemplate import (
+    MISSING,
+    FuncError,
+    GoFunc,
+    GoStruct,
+    Template,
+    TemplateExecError,
+    TemplateParseError,
+    parse,
+    parse_go_float,
+)
+
+__all__ = [
+    "TEMPLATE_DEFS",
+    "TemplateContext",
+    "QueryFunc",
+    "TemplateParseError",
+    "check_template",
+    "expand",
+    "template_name",
+]
+
+TEMPLATE_DEFS = (
+    "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}"
+    "{{$externalURL := .ExternalURL}}{{$value := .Value}}"
+)
+_DATA_TYPE = (
+    "struct { Labels map[string]string; ExternalLabels map[string]string; ExternalURL string; "
+    "Value float64 }"
+)
+_NIL_DEREF = "runtime error: invalid memory address or nil pointer dereference"
+
+QueryFunc = Callable[[str], list[tuple[dict[str, str], float]]]
+"""Runs an instant PromQL query at the evaluation time: (labels incl. ``__name__``, value) pairs.
+Raises any exception whose text becomes the template error."""
+
+
+class QueryResult(list):  # type: ignore[type-arg]
+    """Prometheus' ``queryResult``: a list of ``*sample`` structs."""
+
+    GO_TYPE = "template.queryResult"
+
+
+class SafeHTML(str):
+    """``html/template.HTML`` (a string type)."""
+
+    GO_TYPE = "template.HTML"
+
+
+class AnyMap(dict):  # type: ignore[type-arg]
+    """``map[string]interface {}`` (what ``args`` returns)."""
+
+    GO_TYPE = "map[string]interface {}"
+
+
+class GoTime:
+    """A ``*time.Time`` in UTC with millisecond precision; prints like Go's ``Time.String``."""
+
+    GO_TYPE = "*time.Time"
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def go_string(self) -> str:
+        seconds, millis = divmod(self.ms, 1000)
+        try:
+            stamp = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=seconds)
+            text = stamp.strftime("%Y-%m-%d %H:%M:%S")
+            year = stamp.year
+        except OverflowError:
+            return f"<time {self.ms}ms>"
+        if year < 1000:
+            text = f"{year:04d}" + text[len(str(year)):]
+        if millis:
+            text += "." + f"{millis:03d}".rstrip("0")
+        return text + " +0000 UTC"
+
+
+def template_name(alertname: str) -> str:
+    """Prometheus' template name for an alerting rule."""
+    return "__alert_" + alertname
+
+
+def _to_float(value: Any) -> float:
+    """Prometheus' ``convertToFloat``."""
+    if isinstance(value, bool) or value is None or value is MISSING:
+        raise FuncError(f"can't convert {gofmt.go_type(None if value is MISSING else value)} to float")
+    if isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, str) and not isinstance(value, SafeHTML):
+        try:
+            return parse_go_float(value)
+        except ValueError as exc:
+            raise FuncError(str(exc)) from exc
+    raise FuncError(f"can't convert {gofmt.go_type(value)} to float")
+
+
+def _g4(value: float) -> str:
+    return gofmt.sprintf("%.4g", [value])
+
+
+def humanize(arg: Any) -> str:
+    """1234567 → ``1.235M``, 0.0012 → ``1.2m``."""
+    v = _to_float(arg)
+    if v == 0 or math.isnan(v) or math.isinf(v):
+        return _g4(v)
+    if abs(v) >= 1:
+        prefix = ""
+        for p in ("k", "M", "G", "T", "P", "E", "Z", "Y"):
+            if abs(v) < 1000:
+                break
+            prefix = p
+            v /= 1000
+        return _g4(v) + prefix
+    prefix = ""
+    for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
+        if abs(v) >= 1:
+            break
+        prefix = p
+        v *= 1000
+    return _g4(v) + prefix
+
+
+def humanize1024(arg: Any) -> str:
+    """1048576 → ``1Mi``."""
+    v = _to_float(arg)
+    if abs(v) <= 1 or math.isnan(v) or math.isinf(v):
+        return _g4(v)
+    prefix = ""
+    for p in ("ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"):
+        if abs(v) < 1024:
+            break
+        prefix = p
+        v /= 1024
+    return _g4(v) + prefix
+
+
+def _go_quo(a: int, b: int) -> int:
+    """Go's integer division (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _go_rem(a: int, b: int) -> int:
+    """Go's remainder (sign of the dividend)."""
+    return a - _go_quo(a, b) * b
+
+
+def humanize_duration(arg: Any) -> str:
+    """90 → ``1m 30s``, 0.25 → ``250ms``."""
+    v = _to_float(arg)
+    if math.isnan(v) or math.isinf(v):
+        return _g4(v)
+    if v == 0:
+        return _g4(v) + "s"
+    if abs(v) >= 1:
+        sign = ""
+        if v < 0:
+            sign, v = "-", -v
+        # Go's int64(v) saturates to MinInt64 on amd64 for values past the int64 range.
+        duration = int(v) if v < 2.0**63 else -(2**63)
+        seconds = _go_rem(duration, 60)
+        minutes = _go_rem(_go_quo(duration, 60), 60)
+        hours = _go_rem(_go_quo(_go_quo(duration, 60), 60), 24)
+        days = _go_quo(_go_quo(_go_quo(duration, 60), 60), 24)
+        if days:
+            return f"{sign}{days}d {hours}h {minutes}m {seconds}s"
+        if hours:
+            return f"{sign}{hours}h {minutes}m {seconds}s"
+        if minutes:
+            return f"{sign}{minutes}m {seconds}s"
+        return f"{sign}{_g4(v)}s"
+    prefix = ""
+    for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
+        if abs(v) >= 1:
+            break
+        prefix = p
+        v *= 1000
+    return f"{_g4(v)}{prefix}s"
+
+
+def humanize_percentage(arg: Any) -> str:
+    """0.1234 → ``12.34%``."""
+    return _g4(_to_float(arg) * 100) + "%"
+
+
+def _float_to_time(v: float) -> GoTime:
+    nanos = v * 1e9
+    if nanos > 2**63 - 1 or nanos < -(2**63):
+        raise FuncError(f"{gofmt.format_value(v)} cannot be represented as a nanoseconds timestamp "
+                        "since it overflows int64")
+    ns = int(nanos)
+    ms = abs(ns) // 1_000_000 * (1 if ns >= 0 else -1)  # Go's integer division truncates toward zero
+    return GoTime(ms)
+
+
+def humanize_timestamp(arg: Any) -> str:
+    """Unix seconds → ``2009-11-10 23:00:00 +0000 UTC``."""
+    v = _to_float(arg)
+    if math.isnan(v) or math.isinf(v):
+        return _g4(v)
+    return _float_to_time(v).go_string()
+
+
+def to_time(arg: Any) -> GoTime:
+    """Unix seconds → a time value."""
+    v = _to_float(arg)
+    if math.isnan(v) or math.isinf(v):
+        raise FuncError("value is NaN or Inf")
+    return _float_to_time(v)
+
+
+def go_title(text: str) -> str:
+    """Go's deprecated ``strings.Title``: upper-cases the first letter of each word."""
+    out = []
+    prev = " "
+    for ch in text:
+        out.append(_upper_rune(ch) if _is_separator(prev) else ch)
+        prev = ch
+    return "".join(out)
+
+
+def _is_separator(ch: str) -> bool:
+    if ord(ch) <= 0x7F:
+        return not (ch.isalnum() or ch == "_")
+    if ch.isalpha() or ch.isdigit():
+        return False
+    return ch.isspace()
+
+
+def _upper_rune(ch: str) -> str:
+    up = ch.upper()
+    return up if len(up) == 1 else ch
+
+
+def _lower_rune(ch: str) -> str:
+    low = ch.lower()
+    return low if len(low) == 1 else ch
+
+
+def _go_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a Go (RE2) regular expression with Python's engine, with Go's error text."""
+    translated = pattern.replace("\\z", "\\Z")
+    try:
+        return re.compile(translated)
+    except re.error as exc:
+        raise FuncError(f"regexp: Compile({gofmt.go_quote(pattern)}): error parsing regexp: {exc}") from exc
+
+
+_EXPAND_NAME = re.compile(r"[A-Za-z0-9_]+")
+
+
+def _go_expand(template: str, match: re.Match[str]) -> str:
+    """Go's ``Regexp.Expand``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``."""
+    out: list[str] = []
+    i = 0
+    groups = match.re.groupindex
+    while i < len(template):
+        j = template.find("$", i)
+        if j < 0:
+            out.append(template[i:])
+            break
+        out.append(template[i:j])
+        rest = template[j + 1:]
+        if rest.startswith("$"):
+            out.append("$")
+            i = j + 2
+            continue
+        name = ""
+        consumed = 0
+        if rest.startswith("{"):
+            close = rest.find("}")
+            inner = rest[1:close] if close > 0 else ""
+            if close > 0 and _EXPAND_NAME.fullmatch(inner):
+                name, consumed = inner, close + 1
+        else:
+            found = _EXPAND_NAME.match(rest)
+            if found:
+                name, consumed = found.group(0), found.end()
+        if not name:
+            out.append("$")
+            i = j + 1
+            continue
+        i = j + 1 + consumed
+        value: str | None = None
+        if name.isdigit():
+            index = int(name)
+            if index <= (match.re.groups or 0):
+                value = match.group(index)
+        elif name in groups:
+            value = match.group(name)
+        out.append(value or "")
+    return "".join(out)
+
+
+def re_replace_all(pattern: str, repl: str, text: str) -> str:
+    """Go's ``regexp.MustCompile(pattern).ReplaceAllString(text, repl)``."""
+    regex = _go_regex(pattern)
+    out: list[str] = []
+    last_end = 0
+    for match in regex.finditer(text):
+        start, end = match.span()
+        out.append(text[last_end:start])
+        if end > last_end or start == 0:
+            out.append(_go_expand(repl, match))
+        last_end = end
+    out.append(text[last_end:])
+    return "".join(out)
+
+
+def re_match(pattern: str, text: str) -> bool:
+    """Go's ``regexp.MatchString`` (unanchored)."""
+    return _go_regex(pattern).search(text) is not None
+
+
+def _split_host_port(host_port: str) -> tuple[str, str] | None:
+    if host_port.startswith("["):
+        close = host_port.find("]")
+        if close < 0 or not host_port[close + 1:].startswith(":"):
+            return None
+        return host_port[1:close], host_port[close + 2:]
+    if host_port.count(":") != 1:
+        return None
+    host, port = host_port.split(":")
+    return host, port
+
+
+def strip_port(host_port: str) -> str:
+    """``host:port`` → ``host``; anything else unchanged."""
+    split = _split_host_port(host_port)
+    return host_port if split is None else split[0]
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def strip_domain(host_port: str) -> str:
+    """``node1.example.com:9100`` → ``node1:9100``; IP addresses unchanged."""
+    split = _split_host_port(host_port)
+    host, port = (host_port, "") if split is None else split
+    if _is_ip(host):
+        return host_port
+    host = host.split(".")[0]
+    if port:
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return host
+
+
+def _sample(labels: Mapping[str, str], value: float) -> GoStruct:
+    return GoStruct({"Labels": dict(labels), "Value": value}, "*template.sample", pointer=True)
+
+
+def _first(result: QueryResult) -> GoStruct:
+    if result:
+        return result[0]  # type: ignore[no-any-return]
+    raise FuncError("first() called on vector with no elements")
+
+
+def _sample_field(sample: Any, name: str) -> Any:
+    if not isinstance(sample, GoStruct):
+        raise FuncError(_NIL_DEREF)
+    return sample.fields[name]
+
+
+def _sort_by_label(label: str, result: QueryResult) -> QueryResult:
+    return QueryResult(sorted(result, key=lambda s: s.fields["Labels"].get(label, "")))
+
+
+def _parse_duration_seconds(text: str) -> float:
+    try:
+        return parse_duration(text) / 1000.0
+    except DurationError as exc:
+        raise FuncError(str(exc).replace("'", '"')) from exc
+
+
+def _func_map(query: QueryFunc | None, external_url: str | None) -> dict[str, GoFunc]:
+    def run_query(expr: str) -> QueryResult:
+        if query is None:
+            raise FuncError("query is not available here")
+        try:
+            rows = query(expr)
+        except Exception as exc:  # the query's own error becomes the template error, as in Prometheus
+            raise FuncError(str(exc)) from exc
+        return QueryResult(_sample(labels, value) for labels, value in rows)
+
+    def path_prefix() -> str:
+        if external_url is None:
+            raise FuncError(_NIL_DEREF)
+        return urlsplit(external_url).path
+
+    def external() -> str:
+        if external_url is None:
+            raise FuncError(_NIL_DEREF)
+        return external_url
+
+    return {
+        "query": GoFunc(run_query, ("string",)),
+        "first": GoFunc(_first, ("template.queryResult",)),
+        "label": GoFunc(lambda name, s: _sample_field(s, "Labels").get(name, ""),
+                        ("string", "*template.sample")),
+        "value": GoFunc(lambda s: _sample_field(s, "Value"), ("*template.sample",)),
+        "strvalue": GoFunc(lambda s: _sample_field(s, "Labels").get("__value__", ""),
+                           ("*template.sample",)),
+        "args": GoFunc(lambda *a: AnyMap({f"arg{i}": v for i, v in enumerate(a)}), (), "any"),
+        "reReplaceAll": GoFunc(re_replace_all, ("string", "string", "string")),
+        "safeHtml": GoFunc(lambda text: SafeHTML(text), ("string",)),
+        "match": GoFunc(re_match, ("string", "string")),
+        "title": GoFunc(go_title, ("string",)),
+        "toUpper": GoFunc(lambda s: "".join(_upper_rune(c) for c in s), ("string",)),
+        "toLower": GoFunc(lambda s: "".join(_lower_rune(c) for c in s), ("string",)),
+        "graphLink": GoFunc(lambda e: f"/graph?g0.expr={quote_plus(e, safe='')}&g0.tab=0", ("string",)),
+        "tableLink": GoFunc(lambda e: f"/graph?g0.expr={quote_plus(e, safe='')}&g0.tab=1", ("string",)),
+        "sortByLabel": GoFunc(_sort_by_label, ("string", "template.queryResult")),
+        "stripPort": GoFunc(strip_port, ("string",)),
+        "stripDomain": GoFunc(strip_domain, ("string",)),
+        "humanize": GoFunc(humanize, ("any",)),
+        "humanize1024": GoFunc(humanize1024, ("any",)),
+        "humanizeDuration": GoFunc(humanize_duration, ("any",)),
+        "humanizePercentage": GoFunc(humanize_percentage, ("any",)),
+        "humanizeTimestamp": GoFunc(humanize_timestamp, ("any",)),
+        "toTime": GoFunc(to_time, ("any",)),
+        "pathPrefix": GoFunc(path_prefix, ()),
+        "externalURL": GoFunc(external, ()),
+        "parseDuration": GoFunc(_parse_duration_seconds, ("string",)),
+    }
+
+
+_NAMES_ONLY = _func_map(None, None)
+
+
+@lru_cache(maxsize=4096)
+def _parsed(text: str, alertname: str) -> Template:
+    return parse(TEMPLATE_DEFS + text, template_name(alertname), _NAMES_ONLY)
+
+
+def check_template(text: str, alertname: str) -> None:
+    """Raise :class:`TemplateParseError` when Prometheus would reject the template at load time."""
+    _parsed(text, alertname)
+
+
+@dataclass(frozen=True)
+class TemplateContext:
+    """What a template can see: the alert's series labels and value, and the evaluation environment."""
+
+    labels: Mapping[str, str]
+    value: float
+    external_labels: Mapping[str, str]
+    external_url: str | None = None
+    query: QueryFunc | None = None
+
+
+def expand(text: str, alertname: str, ctx: TemplateContext) -> str:
+    """Render one label or annotation template; errors render as Prometheus renders them."""
+    if "{{" not in text:
+        return text
+    name = template_name(alertname)
+    try:
+        tmpl = _parsed(text, alertname)
+    except TemplateParseError as exc:
+        return f"<error expanding template: error parsing template {name}: {exc}>"
+    data = GoStruct(
+        {
+            "Labels": dict(ctx.labels),
+            "ExternalLabels": dict(ctx.external_labels),
+            "ExternalURL": ctx.external_url or "",
+            "Value": float(ctx.value),
+        },
+        _DATA_TYPE,
+    )
+    try:
+        return tmpl.execute(data, _func_map(ctx.query, ctx.external_url))
+    except TemplateExecError as exc:
+        return f"<error expanding template: error executing template {name}: {exc}>"
+    except RecursionError:
+        return f"<error expanding template: error executing template {name}: too deeply nested>"
