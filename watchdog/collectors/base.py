@@ -2,21 +2,25 @@
 
 A collector is anything with a ``name`` and ``collect() -> Iterable[Sample]`` (see :class:`Collector`).
 Collectors are registered by kind (``@register("nvml")``) with a factory ``(config, context) -> list of
-collectors`` so that one config section can yield several instances (one per engine endpoint).
+collectors``; the factory receives the whole config and reads its own section, so that one section can
+yield several instances (one per engine endpoint) or none (disabled).
 
 The runner calls each collector in a worker thread with a deadline. A collector that raises, or does not
 finish by its deadline, yields ``watchdog_collector_success{collector} 0`` and its previous series go
 stale; the others are unaffected. :class:`NoData` ("no such hardware here") is quiet: success 1, no
 series. A hung collector keeps its worker thread; the runner does not start a second call of that
-collector until the first returns, so a hang cannot pile up threads.
+collector until the first returns ("previous call still running", success 0), so a hang cannot pile up
+threads. Calls run on daemon threads (one per call, not a pool): hung collectors cannot starve the
+others, and a call wedged in a driver cannot keep the process from exiting.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -79,8 +83,10 @@ class CollectorRunner:
     """Runs collectors concurrently, each bounded by its own timeout. See the module docstring."""
 
     def __init__(self, collectors: list[Collector], max_workers: int = 8) -> None:
+        """``max_workers`` is accepted for compatibility; every call gets its own daemon thread."""
+        del max_workers
         self.collectors = collectors
-        self._pool = ThreadPoolExecutor(max_workers=max(2, max_workers), thread_name_prefix="collector")
+        self._closed = False
         self._inflight: dict[str, Future[list[Sample]]] = {}
 
     def run_once(self) -> list[CollectResult]:
@@ -92,7 +98,10 @@ class CollectorRunner:
             if previous is not None and not previous.done():
                 results.append(CollectResult(collector.name, [], False, 0.0, "previous call still running"))
                 continue
-            future = self._pool.submit(lambda c=collector: list(c.collect()))
+            if self._closed:
+                results.append(CollectResult(collector.name, [], False, 0.0, "runner closed"))
+                continue
+            future = _start(collector)
             self._inflight[collector.name] = future
             started[collector.name] = (future, time.monotonic())
         for collector in self.collectors:
@@ -115,14 +124,31 @@ class CollectorRunner:
         return results
 
     def close(self) -> None:
-        """Stop accepting work; hung workers are abandoned (daemon threads of the pool)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop starting calls; calls still running (hung ones too) are abandoned on their daemon threads."""
+        self._closed = True
+
+
+def _start(collector: Collector) -> Future[list[Sample]]:
+    """Run ``collector.collect()`` on a new daemon thread; its outcome lands in the returned future."""
+    future: Future[list[Sample]] = Future()
+    future.set_running_or_notify_cancel()
+
+    def run() -> None:
+        try:
+            future.set_result(list(collector.collect()))
+        except BaseException as exc:  # handed to the waiting runner, which classifies and reports it
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=f"collector-{collector.name}", daemon=True).start()
+    return future
 
 
 def self_metrics(results: Iterable[CollectResult]) -> list[Sample]:
     """``watchdog_collector_success`` and ``watchdog_collector_duration_seconds`` per collector."""
     out: list[Sample] = []
     for r in results:
-        out.append(Sample(metric("watchdog_collector_success", collector=r.name), 1.0 if r.success else 0.0))
-        out.append(Sample(metric("watchdog_collector_duration_seconds", collector=r.name), r.duration_seconds))
+        success = 1.0 if r.success else 0.0
+        out.append(Sample(metric("watchdog_collector_success", collector=r.name), success))
+        duration = r.duration_seconds
+        out.append(Sample(metric("watchdog_collector_duration_seconds", collector=r.name), duration))
     return out

@@ -1,0 +1,700 @@
+"""The NVML collector: per-GPU health through a pynvml-compatible module (real or fake).
+
+Contract:
+
+- Series and labels are those of DESIGN.md and :data:`watchdog.collectors.nvml_fields.NVML_SERIES`; every
+  series carries ``gpu`` (NVML index) and ``uuid``; values are in base units.
+- Errors are per call and per GPU. ``NOT_SUPPORTED`` (and a function or field the driver lacks) makes that
+  series absent, quietly, and the call is not repeated until NVML is initialised again.
+  ``GPU_IS_LOST`` / ``RESET_REQUIRED`` make ``watchdog_gpu_lost 1`` for that GPU (its other series are
+  dropped) and the other GPUs go on. Any other NVML error on a call is counted in
+  ``watchdog_gpu_nvml_errors_total{call,error}`` and that value is skipped.
+- NVML absent (``pynvml`` not importable, LIBRARY_NOT_FOUND, DRIVER_NOT_LOADED at init) raises
+  :class:`NoData`: quiet, and ``nvmlInit`` is retried with exponential backoff, not every tick. Other init
+  failures, and a session that breaks (UNINITIALIZED, driver reloaded), fail the collector with the same
+  backoff before the next ``nvmlInit``.
+- A call that hangs is bounded by the runner's timeout for this collector (``timeout_seconds``).
+- Calls are batched: the ECC, row-remap, replay, energy, HBM-temperature, recovery-action and NVLink
+  values of one GPU come from one ``nvmlDeviceGetFieldValues`` call (8 GPUs × 18 links: 8 calls), and
+  static attributes (name, thresholds, max clocks, max PCIe link) are read once per ``static_refresh``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from watchdog.collectors import nvml_fields as F
+from watchdog.collectors.base import Collector, CollectorContext, NoData, register
+from watchdog.model import METRIC_NAME, Sample, make_labels, metric
+
+log = logging.getLogger(__name__)
+
+#: Memo key of the field-values call as a whole (a driver without it answers FUNCTION_NOT_FOUND).
+FIELD_VALUES_MEMO: tuple[str, ...] = ("nvmlDeviceGetFieldValues",)
+
+
+class NvmlUnavailable(Exception):
+    """NVML is present but cannot be used now (init failed, session broke): the collector fails."""
+
+
+class GpuGone(Exception):
+    """A call on one GPU answered GPU_IS_LOST or RESET_REQUIRED."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(F.error_name(code))
+        self.code = code
+
+
+class SessionBroken(Exception):
+    """A call answered that the NVML session itself is unusable (UNINITIALIZED, driver gone)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(F.error_name(code))
+        self.code = code
+
+
+def import_pynvml() -> Any:
+    """The real ``pynvml`` module (nvidia-ml-py); :class:`NoData` when it is not installed."""
+    try:
+        return importlib.import_module("pynvml")
+    except ImportError as exc:
+        raise NoData(f"pynvml is not importable: {exc}") from exc
+
+
+def _text(value: Any) -> str:
+    """NVML strings arrive as str (pynvml on Python 3) or bytes (structure fields, old pynvml)."""
+    if isinstance(value, bytes):
+        return value.split(b"\0", 1)[0].decode("utf-8", "replace")
+    return str(value)
+
+
+def _error_code(exc: BaseException) -> int | None:
+    code = getattr(exc, "value", None)
+    return code if isinstance(code, int) else None
+
+
+@dataclass
+class CallStats:
+    """Time and number of NVML calls per call group, for one collection."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+class GpuCalls:
+    """NVML calls on one GPU: error classification, the NOT_SUPPORTED memo, timing per group."""
+
+    def __init__(self, nvml: Any, index: int, unsupported: set[tuple[Any, ...]],
+                 errors: Counter[tuple[int, str, str]], stats: CallStats) -> None:
+        self.nvml = nvml
+        self.index = index
+        self.unsupported = unsupported
+        self.errors = errors
+        self.stats = stats
+
+    def call(self, group: str, name: str, *args: Any, memo: tuple[Any, ...] | None = None) -> Any | None:
+        """``nvml.<name>(*args)``, or None when unsupported or failed; raises :class:`GpuGone` and
+        :class:`SessionBroken`. An unsupported call is remembered under ``memo`` (default: the name and
+        the arguments after the device handle) and not made again."""
+        key = memo if memo is not None else (name, *args[1:])
+        if key in self.unsupported:
+            return None
+        fn = getattr(self.nvml, name, None)
+        if fn is None:
+            self.unsupported.add(key)
+            return None
+        started = time.perf_counter()
+        try:
+            return fn(*args)
+        except self.nvml.NVMLError as exc:
+            code = _error_code(exc)
+            if code in F.GPU_GONE_CODES:
+                raise GpuGone(code or F.NVML_ERROR_GPU_IS_LOST) from exc
+            if code in F.UNSUPPORTED_CODES:
+                self.unsupported.add(key)
+                return None
+            if code in F.SESSION_BROKEN_CODES:
+                raise SessionBroken(code or F.NVML_ERROR_UNINITIALIZED) from exc
+            self.errors[(self.index, name, F.error_name(code))] += 1
+            return None
+        finally:
+            self.stats.seconds[group] += time.perf_counter() - started
+            self.stats.calls[group] += 1
+
+
+@dataclass
+class StaticInfo:
+    """Per-GPU attributes that do not change while the driver is loaded (re-read now and then)."""
+
+    name: str
+    uuid: str
+    serial: str
+    pci_bus_id: str
+    thresholds: dict[str, float]
+    sm_clock_max_hz: float | None
+    memory_clock_max_hz: float | None
+    pcie_max_generation: int | None
+    pcie_gpu_max_generation: int | None
+    pcie_max_width: int | None
+    supported_reasons: int | None
+    link_count: int
+    read_at: float
+
+
+class SampleSink:
+    """Collects the samples of one GPU, adding ``gpu`` and ``uuid`` to each."""
+
+    def __init__(self, gpu: int, uuid: str) -> None:
+        self.gpu = str(gpu)
+        self.uuid = uuid
+        self.samples: list[Sample] = []
+
+    def add(self, name: str, value: float | None, **labels: str) -> None:
+        """Append one sample unless ``value`` is None (not read)."""
+        if value is None:
+            return
+        self.samples.append(Sample(metric(name, gpu=self.gpu, uuid=self.uuid, **labels), float(value)))
+
+
+class FieldPlanner:
+    """Which field requests to send for one GPU, learning from the answers.
+
+    A slot whose candidates are all unsupported is dropped; a slot answered by one candidate keeps only
+    that one. Pure bookkeeping; the caller makes the NVML calls.
+    """
+
+    def __init__(self) -> None:
+        self.chosen: dict[tuple[Any, ...], F.FieldRequest | None] = {}
+
+    def requests(self, slots: Iterable[F.FieldSlot]) -> list[F.FieldRequest]:
+        """Unique requests, in slot order, for every slot still worth asking."""
+        out: dict[F.FieldRequest, None] = {}
+        for slot in slots:
+            if slot.key in self.chosen:
+                choice = self.chosen[slot.key]
+                if choice is not None:
+                    out[choice] = None
+            else:
+                out.update(dict.fromkeys(slot.candidates))
+        return list(out)
+
+    def resolve(self, slots: Iterable[F.FieldSlot], answers: dict[F.FieldRequest, tuple[int, float]],
+                ) -> tuple[dict[tuple[Any, ...], float], list[F.FieldRequest]]:
+        """Values per slot key from ``answers`` (request → (nvmlReturn, value)), and the requests that
+        failed with an unexpected error. Raises :class:`GpuGone` when any answer says so."""
+        values: dict[tuple[Any, ...], float] = {}
+        failed: list[F.FieldRequest] = []
+        for slot in slots:
+            if slot.key in self.chosen and self.chosen[slot.key] is None:
+                continue
+            candidates = [self.chosen[slot.key]] if slot.key in self.chosen else list(slot.candidates)
+            unsupported = 0
+            for request in candidates:
+                assert request is not None
+                if request not in answers:
+                    continue
+                ret, value = answers[request]
+                if ret == F.NVML_SUCCESS:
+                    values[slot.key] = value
+                    self.chosen[slot.key] = request
+                    break
+                if ret in F.GPU_GONE_CODES:
+                    raise GpuGone(ret)
+                if ret in F.UNSUPPORTED_CODES or ret == F.NVML_ERROR_INVALID_ARGUMENT:
+                    unsupported += 1
+                else:
+                    failed.append(request)
+            if slot.key not in values and unsupported == len(candidates):
+                self.chosen[slot.key] = None
+        return values, failed
+
+
+class NvmlCollector:
+    """Reads every GPU through NVML once per :meth:`collect`. See the module docstring."""
+
+    def __init__(self, nvml: Any = None, *, name: str = "nvml", timeout_seconds: float = 2.0,
+                 nvlink: bool = True, processes: bool = True, static_refresh_seconds: float = 300.0,
+                 backoff_initial_seconds: float = 1.0, backoff_max_seconds: float = 300.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 import_module: Callable[[], Any] = import_pynvml) -> None:
+        self.name = name
+        self.timeout_seconds = timeout_seconds
+        self.nvlink = nvlink
+        self.processes = processes
+        self.static_refresh_seconds = static_refresh_seconds
+        self.backoff_initial_seconds = backoff_initial_seconds
+        self.backoff_max_seconds = backoff_max_seconds
+        self._nvml = nvml
+        self._clock = clock
+        self._import_module = import_module
+        self._up = False
+        self._backoff = 0.0
+        self._next_attempt = 0.0
+        self._last_failure: Exception | None = None
+        self._driver_version = ""
+        self._static: dict[int, StaticInfo] = {}
+        self._identity: dict[int, tuple[str, str, str, str]] = {}  # name, uuid, serial, pci: outlives loss
+        self._unsupported: dict[int, set[tuple[Any, ...]]] = defaultdict(set)
+        self._planners: dict[int, FieldPlanner] = defaultdict(FieldPlanner)
+        self._errors: Counter[tuple[int, str, str]] = Counter()
+        self._gone: dict[int, int] = {}
+        self.last_stats = CallStats()
+
+    # ---- session -------------------------------------------------------------------------------
+    def _module(self) -> Any:
+        if self._nvml is None:
+            self._nvml = self._import_module()
+        return self._nvml
+
+    def _open(self) -> Any:
+        """The initialised NVML module, or raise NoData / NvmlUnavailable (with backoff)."""
+        if self._up:
+            return self._module()
+        now = self._clock()
+        if now < self._next_attempt and self._last_failure is not None:
+            raise self._last_failure
+        nvml = self._module()
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as exc:
+            code = _error_code(exc)
+            failure: Exception
+            if code in F.NVML_ABSENT_CODES:
+                failure = NoData(f"NVML absent: {exc}")
+            else:
+                failure = NvmlUnavailable(f"nvmlInit failed: {exc} ({F.error_name(code)})")
+            self._fail_session(failure, now)
+            raise failure from exc
+        self._up = True
+        self._backoff = 0.0
+        self._last_failure = None
+        self._static.clear()
+        self._unsupported.clear()
+        self._planners.clear()
+        self._driver_version = ""
+        try:
+            self._driver_version = _text(nvml.nvmlSystemGetDriverVersion())
+        except nvml.NVMLError as exc:
+            log.warning("nvmlSystemGetDriverVersion failed", extra={"error": str(exc)})
+        log.info("NVML initialised", extra={"driver_version": self._driver_version})
+        return nvml
+
+    def _fail_session(self, failure: Exception, now: float) -> None:
+        if self._last_failure is None or type(self._last_failure) is not type(failure):
+            log.warning("NVML unavailable", extra={"collector": self.name, "error": str(failure)})
+        self._backoff = (min(self.backoff_max_seconds, self._backoff * 2) if self._backoff
+                         else self.backoff_initial_seconds)
+        self._next_attempt = now + self._backoff
+        self._last_failure = failure
+
+    def _break_session(self, nvml: Any, code: int) -> NvmlUnavailable:
+        """Shut the broken session down; the next attempt is after the backoff."""
+        self._up = False
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError as exc:
+            log.debug("nvmlShutdown after a broken session failed", extra={"error": str(exc)})
+        failure = NvmlUnavailable(f"NVML session broke: {F.error_name(code)}")
+        self._fail_session(failure, self._clock())
+        return failure
+
+    def close(self) -> None:
+        """Shut NVML down if this collector initialised it."""
+        if self._up and self._nvml is not None:
+            self._up = False
+            try:
+                self._nvml.nvmlShutdown()
+            except self._nvml.NVMLError as exc:
+                log.debug("nvmlShutdown failed", extra={"error": str(exc)})
+
+    # ---- collection ----------------------------------------------------------------------------
+    def collect(self) -> list[Sample]:
+        """One sample per series per GPU; see the module docstring for the error contract."""
+        nvml = self._open()
+        stats = CallStats()
+        self.last_stats = stats
+        try:
+            started = time.perf_counter()
+            count = int(nvml.nvmlDeviceGetCount())
+            stats.seconds["count"] += time.perf_counter() - started
+            stats.calls["count"] += 1
+        except nvml.NVMLError as exc:
+            code = _error_code(exc)
+            raise self._break_session(nvml, code if code is not None else F.NVML_ERROR_UNKNOWN) from exc
+        samples: list[Sample] = []
+        try:
+            for index in range(count):
+                samples.extend(self._collect_gpu(nvml, index, stats))
+        except SessionBroken as broken:
+            raise self._break_session(nvml, broken.code) from broken
+        samples.extend(self._error_samples())
+        return samples
+
+    def _error_samples(self) -> list[Sample]:
+        out: list[Sample] = []
+        for (index, call, error), n in sorted(self._errors.items()):
+            uuid = self._identity.get(index, ("", "", "", ""))[1]
+            out.append(Sample(metric("watchdog_gpu_nvml_errors_total", gpu=str(index), uuid=uuid,
+                                     call=call, error=error), float(n)))
+        return out
+
+    def _collect_gpu(self, nvml: Any, index: int, stats: CallStats) -> list[Sample]:
+        calls = GpuCalls(nvml, index, self._unsupported[index], self._errors, stats)
+        try:
+            handle = self._handle(calls, index)
+            if handle is None:
+                return []
+            info = self._static_info(calls, handle, index)
+            sink = SampleSink(index, info.uuid)
+            self._read_dynamic(calls, handle, info, sink)
+        except GpuGone as gone:
+            return self._gone_samples(index, gone.code)
+        if index in self._gone:
+            log.warning("GPU is back", extra={"gpu": index})
+            del self._gone[index]
+        sink.add("watchdog_gpu_lost", 0.0)
+        sink.add("watchdog_gpu_reset_required", 0.0)
+        return self._info_samples(index) + sink.samples
+
+    def _handle(self, calls: GpuCalls, index: int) -> Any | None:
+        started = time.perf_counter()
+        nvml = calls.nvml
+        try:
+            return nvml.nvmlDeviceGetHandleByIndex(index)
+        except nvml.NVMLError as exc:
+            code = _error_code(exc)
+            if code in F.GPU_GONE_CODES:
+                raise GpuGone(code or F.NVML_ERROR_GPU_IS_LOST) from exc
+            if code in F.SESSION_BROKEN_CODES:
+                raise SessionBroken(code or F.NVML_ERROR_UNINITIALIZED) from exc
+            calls.errors[(index, "nvmlDeviceGetHandleByIndex", F.error_name(code))] += 1
+            return None
+        finally:
+            calls.stats.seconds["identity"] += time.perf_counter() - started
+            calls.stats.calls["identity"] += 1
+
+    def _gone_samples(self, index: int, code: int) -> list[Sample]:
+        if self._gone.get(index) != code:
+            log.warning("GPU lost", extra={"gpu": index, "error": F.error_name(code)})
+        self._gone[index] = code
+        # Re-learn everything about this GPU once it is back (a reset may change what it supports).
+        self._static.pop(index, None)
+        self._unsupported.pop(index, None)
+        self._planners.pop(index, None)
+        uuid = self._identity.get(index, ("", "", "", ""))[1]
+        sink = SampleSink(index, uuid)
+        sink.add("watchdog_gpu_lost", 1.0)
+        sink.add("watchdog_gpu_reset_required", 1.0 if code == F.NVML_ERROR_RESET_REQUIRED else 0.0)
+        return self._info_samples(index) + sink.samples
+
+    def _info_samples(self, index: int) -> list[Sample]:
+        if index not in self._identity:
+            return []
+        name, uuid, serial, pci = self._identity[index]
+        labels = make_labels({METRIC_NAME: "watchdog_gpu_info", "gpu": str(index), "uuid": uuid, "name": name,
+                              "pci_bus_id": pci, "driver_version": self._driver_version, "serial": serial})
+        return [Sample(labels, 1.0)]
+
+    # ---- static attributes ---------------------------------------------------------------------
+    def _static_info(self, calls: GpuCalls, handle: Any, index: int) -> StaticInfo:
+        now = self._clock()
+        cached = self._static.get(index)
+        if cached is not None and now - cached.read_at < self.static_refresh_seconds:
+            return cached
+        g = "identity"
+        pci = calls.call(g, "nvmlDeviceGetPciInfo", handle)
+        info = StaticInfo(
+            name=_text(calls.call(g, "nvmlDeviceGetName", handle) or ""),
+            uuid=_text(calls.call(g, "nvmlDeviceGetUUID", handle) or ""),
+            serial=_text(calls.call(g, "nvmlDeviceGetSerial", handle) or ""),
+            pci_bus_id=_text(pci.busId) if pci is not None else "",
+            thresholds={},
+            sm_clock_max_hz=None, memory_clock_max_hz=None,
+            pcie_max_generation=calls.call("pcie", "nvmlDeviceGetMaxPcieLinkGeneration", handle),
+            pcie_gpu_max_generation=calls.call("pcie", "nvmlDeviceGetGpuMaxPcieLinkGeneration", handle),
+            pcie_max_width=calls.call("pcie", "nvmlDeviceGetMaxPcieLinkWidth", handle),
+            supported_reasons=None,
+            link_count=0,
+            read_at=now,
+        )
+        for kind, threshold in F.TEMPERATURE_THRESHOLDS.items():
+            value = calls.call("thermal", "nvmlDeviceGetTemperatureThreshold", handle, threshold)
+            if value is not None:
+                info.thresholds[kind] = float(value)
+        sm_max = calls.call("clocks", "nvmlDeviceGetMaxClockInfo", handle, F.NVML_CLOCK_SM)
+        mem_max = calls.call("clocks", "nvmlDeviceGetMaxClockInfo", handle, F.NVML_CLOCK_MEM)
+        info.sm_clock_max_hz = None if sm_max is None else float(sm_max) * 1e6
+        info.memory_clock_max_hz = None if mem_max is None else float(mem_max) * 1e6
+        supported = calls.call("clock_events", "nvmlDeviceGetSupportedClocksEventReasons", handle)
+        if supported is None:
+            supported = calls.call("clock_events", "nvmlDeviceGetSupportedClocksThrottleReasons", handle)
+        info.supported_reasons = None if supported is None else int(supported)
+        if self.nvlink:
+            info.link_count = self._link_count(calls, handle, index)
+        self._static[index] = info
+        self._identity[index] = (info.name, info.uuid, info.serial, info.pci_bus_id)
+        return info
+
+    def _link_count(self, calls: GpuCalls, handle: Any, index: int) -> int:
+        """NVLinks of this GPU: the link-count field, else probe the legacy per-link state call."""
+        planner = self._planners[index]
+        slots = (F.LINK_COUNT_SLOT,)
+        answers = self._field_answers(calls, handle, planner.requests(slots))
+        if answers is not None:
+            values, _ = planner.resolve(slots, answers)
+            if ("nvlink_count",) in values:
+                return int(values[("nvlink_count",)])
+        links = 0
+        for link in range(F.LEGACY_MAX_LINKS):
+            if calls.call("nvlink", "nvmlDeviceGetNvLinkState", handle, link) is None:
+                break
+            links += 1
+        return links
+
+    # ---- dynamic values ------------------------------------------------------------------------
+    def _read_dynamic(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> None:
+        util = calls.call("utilization", "nvmlDeviceGetUtilizationRates", handle)
+        if util is not None:
+            sink.add("watchdog_gpu_utilization_ratio", util.gpu / 100.0)
+            sink.add("watchdog_gpu_memory_utilization_ratio", util.memory / 100.0)
+        self._read_memory(calls, handle, sink)
+        temperature = calls.call("thermal", "nvmlDeviceGetTemperatureV", handle, F.NVML_TEMPERATURE_GPU)
+        if temperature is None:
+            temperature = calls.call("thermal", "nvmlDeviceGetTemperature", handle, F.NVML_TEMPERATURE_GPU)
+        sink.add("watchdog_gpu_temperature_celsius", temperature)
+        for kind, value in info.thresholds.items():
+            sink.add("watchdog_gpu_temperature_threshold_celsius", value, kind=kind)
+        power = calls.call("power", "nvmlDeviceGetPowerUsage", handle)
+        sink.add("watchdog_gpu_power_watts", None if power is None else power / 1000.0)
+        limit = calls.call("power", "nvmlDeviceGetEnforcedPowerLimit", handle)
+        sink.add("watchdog_gpu_power_limit_watts", None if limit is None else limit / 1000.0)
+        sm = calls.call("clocks", "nvmlDeviceGetClockInfo", handle, F.NVML_CLOCK_SM)
+        sink.add("watchdog_gpu_sm_clock_hertz", None if sm is None else sm * 1e6)
+        sink.add("watchdog_gpu_sm_clock_max_hertz", info.sm_clock_max_hz)
+        mem = calls.call("clocks", "nvmlDeviceGetClockInfo", handle, F.NVML_CLOCK_MEM)
+        sink.add("watchdog_gpu_memory_clock_hertz", None if mem is None else mem * 1e6)
+        sink.add("watchdog_gpu_memory_clock_max_hertz", info.memory_clock_max_hz)
+        reasons = calls.call("clock_events", "nvmlDeviceGetCurrentClocksEventReasons", handle)
+        if reasons is None:
+            reasons = calls.call("clock_events", "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+        if reasons is not None:
+            for reason, active in F.clock_event_flags(int(reasons), info.supported_reasons).items():
+                sink.add("watchdog_gpu_clock_event_active", active, reason=reason)
+        self._read_pcie(calls, handle, info, sink)
+        persistence = calls.call("identity", "nvmlDeviceGetPersistenceMode", handle)
+        sink.add("watchdog_gpu_persistence_mode_enabled",
+                 None if persistence is None else float(persistence == F.NVML_FEATURE_ENABLED))
+        self._read_fields(calls, handle, info, sink)
+        if self.processes:
+            self._read_processes(calls, handle, sink)
+
+    def _read_memory(self, calls: GpuCalls, handle: Any, sink: SampleSink) -> None:
+        memory = calls.call("memory", "nvmlDeviceGetMemoryInfo", handle, F.NVML_MEMORY_V2)
+        if memory is not None:
+            sink.add("watchdog_gpu_memory_reserved_bytes", memory.reserved)
+        else:
+            memory = calls.call("memory", "nvmlDeviceGetMemoryInfo", handle)
+        if memory is not None:
+            sink.add("watchdog_gpu_memory_used_bytes", memory.used)
+            sink.add("watchdog_gpu_memory_total_bytes", memory.total)
+
+    def _read_pcie(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> None:
+        g = "pcie"
+        sink.add("watchdog_gpu_pcie_link_generation",
+                 calls.call(g, "nvmlDeviceGetCurrPcieLinkGeneration", handle), kind="current")
+        sink.add("watchdog_gpu_pcie_link_generation", info.pcie_max_generation, kind="max")
+        sink.add("watchdog_gpu_pcie_link_generation", info.pcie_gpu_max_generation, kind="gpu_max")
+        sink.add("watchdog_gpu_pcie_link_width", calls.call(g, "nvmlDeviceGetCurrPcieLinkWidth", handle),
+                 kind="current")
+        sink.add("watchdog_gpu_pcie_link_width", info.pcie_max_width, kind="max")
+
+    def _field_answers(self, calls: GpuCalls, handle: Any, requests: list[F.FieldRequest],
+                       ) -> dict[F.FieldRequest, tuple[int, float]] | None:
+        """Answers per request from batched ``nvmlDeviceGetFieldValues`` calls; None when the call
+        itself is unavailable (old driver)."""
+        answers: dict[F.FieldRequest, tuple[int, float]] = {}
+        for batch in F.chunked(requests):
+            entries = calls.call("fields", "nvmlDeviceGetFieldValues", handle, batch, memo=FIELD_VALUES_MEMO)
+            if entries is None:
+                if FIELD_VALUES_MEMO in calls.unsupported:
+                    return None
+                continue  # counted as an error; the values of this batch are skipped this tick
+            for entry in entries:
+                ret = int(entry.nvmlReturn)
+                value = F.decode_field_value(entry) if ret == F.NVML_SUCCESS else 0.0
+                answers[(int(entry.fieldId), int(entry.scopeId))] = (ret, value)
+        return answers
+
+    def _read_fields(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> None:
+        slots: list[F.FieldSlot] = list(F.SCALAR_SLOTS)
+        if self.nvlink:
+            for link in range(info.link_count):
+                slots.extend(F.nvlink_slots(link))
+        values: dict[tuple[Any, ...], float] = {}
+        answers = None
+        if FIELD_VALUES_MEMO not in calls.unsupported:
+            planner = self._planners[calls.index]
+            answers = self._field_answers(calls, handle, planner.requests(slots))
+            if answers is not None:
+                values, failed = planner.resolve(slots, answers)
+                for fid, scope in failed:
+                    ret = answers[(fid, scope)][0]
+                    calls.errors[(calls.index, f"nvmlDeviceGetFieldValues[{fid}]", F.error_name(ret))] += 1
+                self._legacy_nvlink(calls, handle, info, values, planner)
+        if answers is None:
+            values = self._direct_values(calls, handle, info)
+        self._emit_fields(values, sink)
+
+    def _legacy_nvlink(self, calls: GpuCalls, handle: Any, info: StaticInfo,
+                       values: dict[tuple[Any, ...], float], planner: FieldPlanner | None) -> None:
+        """Per-link calls for NVLink values that no field can answer (drivers before the scoped fields);
+        with ``planner`` None, for every NVLink value (drivers without field values)."""
+        if not self.nvlink:
+            return
+
+        def wanted(key: tuple[Any, ...]) -> bool:
+            return key not in values and (planner is None or planner.chosen.get(key, ...) is None)
+
+        for link in range(info.link_count):
+            key = ("nvlink", link, "state")
+            if wanted(key):
+                state = calls.call("nvlink", "nvmlDeviceGetNvLinkState", handle, link)
+                if state is not None:
+                    values[key] = float(state)
+            for kind, counter in F.NVLINK_LEGACY_COUNTERS.items():
+                key = ("nvlink", link, kind)
+                if wanted(key):
+                    count = calls.call("nvlink", "nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)
+                    if count is not None:
+                        values[key] = float(count)
+
+    def _direct_values(self, calls: GpuCalls, handle: Any, info: StaticInfo) -> dict[tuple[Any, ...], float]:
+        """The field-slot values through the dedicated calls, for drivers without field values."""
+        values: dict[tuple[Any, ...], float] = {}
+
+        def put(key: tuple[Any, ...], value: Any) -> None:
+            if value is not None:
+                values[key] = float(value)
+
+        put(("energy_mj",), calls.call("power", "nvmlDeviceGetTotalEnergyConsumption", handle))
+        put(("pcie_replays",), calls.call("pcie", "nvmlDeviceGetPcieReplayCounter", handle))
+        mode = calls.call("ecc", "nvmlDeviceGetEccMode", handle)
+        if mode is not None:
+            put(("ecc_mode",), mode[0])
+        for kind, error_type in (("corrected", F.NVML_MEMORY_ERROR_TYPE_CORRECTED),
+                                 ("uncorrected", F.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
+            for scope, counter in (("volatile", F.NVML_VOLATILE_ECC), ("aggregate", F.NVML_AGGREGATE_ECC)):
+                put(("ecc", kind, scope), calls.call("ecc", "nvmlDeviceGetTotalEccErrors", handle,
+                                                     error_type, counter))
+        rows = calls.call("ecc", "nvmlDeviceGetRemappedRows", handle)
+        if rows is not None:
+            put(("remapped", "correctable"), rows[0])
+            put(("remapped", "uncorrectable"), rows[1])
+            put(("remap_pending",), rows[2])
+            put(("remap_failed",), rows[3])
+        if self.nvlink:
+            self._legacy_nvlink(calls, handle, info, values, None)
+        return values
+
+    @staticmethod
+    def _emit_fields(values: dict[tuple[Any, ...], float], sink: SampleSink) -> None:
+        for key, value in values.items():
+            head = key[0]
+            if head == "memory_temperature":
+                sink.add("watchdog_gpu_memory_temperature_celsius", value)
+            elif head == "energy_mj":
+                sink.add("watchdog_gpu_energy_joules_total", value / 1000.0)
+            elif head == "pcie_replays":
+                sink.add("watchdog_gpu_pcie_replays_total", value)
+            elif head == "ecc_mode":
+                sink.add("watchdog_gpu_ecc_mode_enabled", float(value == F.NVML_FEATURE_ENABLED))
+            elif head == "ecc":
+                sink.add("watchdog_gpu_ecc_errors_total", value, type=key[1], scope=key[2])
+            elif head == "remapped":
+                sink.add("watchdog_gpu_remapped_rows", value, kind=key[1])
+            elif head == "remap_pending":
+                sink.add("watchdog_gpu_row_remap_pending", float(value != 0))
+            elif head == "remap_failed":
+                sink.add("watchdog_gpu_row_remap_failed", float(value != 0))
+            elif head == "recovery_action":
+                for code, action in F.RECOVERY_ACTIONS.items():
+                    sink.add("watchdog_gpu_recovery_action", float(int(value) == code), action=action)
+            elif head == "nvlink" and key[2] == "state":
+                # 1 = active (field and legacy call alike), 2 = sleep (idle power saving, still trained).
+                sink.add("watchdog_gpu_nvlink_up", float(int(value) in (1, 2)), link=str(key[1]))
+            elif head == "nvlink":
+                sink.add("watchdog_gpu_nvlink_errors_total", value, link=str(key[1]), type=key[2])
+
+    def _read_processes(self, calls: GpuCalls, handle: Any, sink: SampleSink) -> None:
+        procs = calls.call("processes", "nvmlDeviceGetComputeRunningProcesses", handle)
+        if procs is None:
+            return
+        sink.add("watchdog_gpu_processes", float(len(procs)))
+        for proc in procs:
+            used = getattr(proc, "usedGpuMemory", None)
+            sink.add("watchdog_gpu_process_memory_used_bytes", used, pid=str(proc.pid))
+
+
+def gpu_processes(nvml: Any) -> dict[int, list[tuple[int, int | None]]]:
+    """Compute processes per GPU index: ``{0: [(pid, used_bytes or None)], ...}``.
+
+    Takes and releases its own NVML reference (``nvmlInit``/``nvmlShutdown`` are reference counted),
+    so it is safe next to a running :class:`NvmlCollector`. A GPU whose list cannot be read (lost,
+    unsupported) maps to ``[]``. Raises ``nvml.NVMLError`` when NVML itself cannot be initialised.
+    """
+    nvml.nvmlInit()
+    try:
+        out: dict[int, list[tuple[int, int | None]]] = {}
+        for index in range(int(nvml.nvmlDeviceGetCount())):
+            try:
+                handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                procs = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+            except nvml.NVMLError as exc:
+                log.debug("compute processes unreadable", extra={"gpu": index, "error": str(exc)})
+                out[index] = []
+                continue
+            out[index] = [(int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory))
+                          for p in procs]
+        return out
+    finally:
+        nvml.nvmlShutdown()
+
+
+def resolve_nvml(config: dict[str, Any], context: CollectorContext) -> Any | None:
+    """The NVML module this node uses: ``context.nvml`` if set, else a fake over ``collectors.nvml.
+    fake_profile`` (stored into ``context.nvml`` so that every collector sees the same GPUs), else None
+    (the real ``pynvml``, imported on first use)."""
+    if context.nvml is None:
+        profile = ((config.get("collectors") or {}).get("nvml") or {}).get("fake_profile")
+        if profile:
+            from watchdog.fakes.pynvml import FakeNvml
+
+            context.nvml = FakeNvml.from_profile(str(profile))
+    return context.nvml
+
+
+@register("nvml")
+def nvml_collectors(config: dict[str, Any], context: CollectorContext) -> list[Collector]:
+    """Factory for the config's ``collectors.nvml`` section: one collector, or none when disabled.
+
+    NVML comes from ``context.nvml`` (tests, demo), else from ``fake_profile`` (a fake over that GPU
+    profile), else the real ``pynvml`` imported on first use.
+    """
+    section = (config.get("collectors") or {}).get("nvml") or {}
+    if not section.get("enabled", True):
+        return []
+    collector = NvmlCollector(
+        resolve_nvml(config, context),
+        timeout_seconds=float(section.get("timeout_seconds", 2.0)),
+        nvlink=bool(section.get("nvlink", True)),
+        processes=bool(section.get("processes", True)),
+        static_refresh_seconds=float(section.get("static_refresh_seconds", 300.0)),
+        backoff_max_seconds=float(section.get("init_backoff_max_seconds", 300.0)),
+    )
+    return [collector]

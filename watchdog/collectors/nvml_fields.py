@@ -1,0 +1,357 @@
+"""NVML facts as data: ABI constants, field-value plans, label vocabularies and the series catalogue.
+
+Everything here is pure: no NVML calls. The numeric constants are NVML's C ABI (``nvml.h``) and equal
+the same-named constants of ``pynvml`` (nvidia-ml-py); a test checks every one of them against the
+installed ``pynvml`` and against :mod:`watchdog.fakes.pynvml`. They are kept here rather than read from the
+injected module so that an older ``pynvml`` lacking a newer name still works.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# --- return codes (nvmlReturn_t) --------------------------------------------------------------------
+NVML_SUCCESS = 0
+NVML_ERROR_UNINITIALIZED = 1
+NVML_ERROR_INVALID_ARGUMENT = 2
+NVML_ERROR_NOT_SUPPORTED = 3
+NVML_ERROR_NO_PERMISSION = 4
+NVML_ERROR_NOT_FOUND = 6
+NVML_ERROR_INSUFFICIENT_SIZE = 7
+NVML_ERROR_DRIVER_NOT_LOADED = 9
+NVML_ERROR_TIMEOUT = 10
+NVML_ERROR_LIBRARY_NOT_FOUND = 12
+NVML_ERROR_FUNCTION_NOT_FOUND = 13
+NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_RESET_REQUIRED = 16
+NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
+NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25
+NVML_ERROR_UNKNOWN = 999
+
+#: The GPU itself is gone or unusable until reset: ``watchdog_gpu_lost 1``, the other GPUs go on.
+GPU_GONE_CODES = frozenset({NVML_ERROR_GPU_IS_LOST, NVML_ERROR_RESET_REQUIRED})
+#: NVML cannot work on this host at all (no driver, no library): "no data", quietly.
+NVML_ABSENT_CODES = frozenset({NVML_ERROR_LIBRARY_NOT_FOUND, NVML_ERROR_DRIVER_NOT_LOADED})
+#: The session is broken (driver reloaded or upgraded under us): shut down and initialise again.
+SESSION_BROKEN_CODES = frozenset(
+    {NVML_ERROR_UNINITIALIZED, NVML_ERROR_DRIVER_NOT_LOADED, NVML_ERROR_LIB_RM_VERSION_MISMATCH}
+)
+#: The function or field does not exist here: the series is absent, quietly, and not asked again.
+UNSUPPORTED_CODES = frozenset(
+    {NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_FUNCTION_NOT_FOUND, NVML_ERROR_ARGUMENT_VERSION_MISMATCH}
+)
+
+#: Short label values for error codes (``watchdog_gpu_nvml_errors_total{error}``).
+ERROR_NAMES: Mapping[int, str] = {
+    NVML_ERROR_UNINITIALIZED: "uninitialized",
+    NVML_ERROR_INVALID_ARGUMENT: "invalid_argument",
+    NVML_ERROR_NOT_SUPPORTED: "not_supported",
+    NVML_ERROR_NO_PERMISSION: "no_permission",
+    NVML_ERROR_NOT_FOUND: "not_found",
+    NVML_ERROR_INSUFFICIENT_SIZE: "insufficient_size",
+    NVML_ERROR_DRIVER_NOT_LOADED: "driver_not_loaded",
+    NVML_ERROR_TIMEOUT: "timeout",
+    NVML_ERROR_LIBRARY_NOT_FOUND: "library_not_found",
+    NVML_ERROR_FUNCTION_NOT_FOUND: "function_not_found",
+    NVML_ERROR_GPU_IS_LOST: "gpu_is_lost",
+    NVML_ERROR_RESET_REQUIRED: "reset_required",
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH: "lib_rm_version_mismatch",
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH: "argument_version_mismatch",
+    NVML_ERROR_UNKNOWN: "unknown",
+}
+
+
+def error_name(code: int | None) -> str:
+    """A stable label value for an NVML return code (``code_<n>`` for codes we do not name)."""
+    if code is None:
+        return "unknown"
+    return ERROR_NAMES.get(code, f"code_{code}")
+
+
+# --- enums used as call arguments -------------------------------------------------------------------
+NVML_FEATURE_DISABLED = 0
+NVML_FEATURE_ENABLED = 1
+NVML_TEMPERATURE_GPU = 0
+NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0
+NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+NVML_TEMPERATURE_THRESHOLD_MEM_MAX = 2
+NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_MEMORY_ERROR_TYPE_CORRECTED = 0
+NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVML_VOLATILE_ECC = 0
+NVML_AGGREGATE_ECC = 1
+NVML_NVLINK_ERROR_DL_REPLAY = 0
+NVML_NVLINK_ERROR_DL_RECOVERY = 1
+NVML_NVLINK_ERROR_DL_CRC_FLIT = 2
+NVML_NVLINK_ERROR_DL_CRC_DATA = 3
+#: ``nvmlMemory_v2``: the version tag that makes ``nvmlDeviceGetMemoryInfo`` report ``reserved``.
+NVML_MEMORY_V2 = 0x02000028
+#: Links probed by the legacy per-link calls when NVML cannot tell the link count (18 on Hopper).
+LEGACY_MAX_LINKS = 18
+
+#: Temperature thresholds: label ``kind`` → ``nvmlTemperatureThresholds_t``.
+TEMPERATURE_THRESHOLDS: Mapping[str, int] = {
+    "shutdown": NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,
+    "slowdown": NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,
+    "mem_max": NVML_TEMPERATURE_THRESHOLD_MEM_MAX,
+    "gpu_max": NVML_TEMPERATURE_THRESHOLD_GPU_MAX,
+}
+
+# --- clock event ("throttle") reasons ----------------------------------------------------------------
+#: Bit of ``nvmlDeviceGetCurrentClocksEventReasons`` → label ``reason``. The older throttle-reasons call
+#: uses the same bits and adds ``board_limit`` and ``reliability``.
+CLOCK_EVENT_REASONS: Mapping[int, str] = {
+    0x0001: "gpu_idle",
+    0x0002: "applications_clocks_setting",
+    0x0004: "sw_power_cap",
+    0x0008: "hw_slowdown",
+    0x0010: "sync_boost",
+    0x0020: "sw_thermal",
+    0x0040: "hw_thermal",
+    0x0080: "hw_power_brake",
+    0x0100: "display_clock_setting",
+    0x0200: "board_limit",
+    0x0400: "reliability",
+}
+
+
+def clock_event_flags(active_mask: int, supported_mask: int | None) -> dict[str, float]:
+    """``reason → 0/1`` for every reason the GPU supports (every known reason when that is unknown)."""
+    out: dict[str, float] = {}
+    for bit, reason in CLOCK_EVENT_REASONS.items():
+        if supported_mask is not None and not supported_mask & bit:
+            continue
+        out[reason] = 1.0 if active_mask & bit else 0.0
+    return out
+
+
+# --- GPU recovery action (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION) ----------------------------------------
+RECOVERY_ACTIONS: Mapping[int, str] = {
+    0: "none",
+    1: "gpu_reset",
+    2: "node_reboot",
+    3: "drain_p2p",
+    4: "drain_and_reset",
+    5: "recover_imex_domain",
+    6: "bus_reset",
+    7: "system_reboot",
+}
+
+# --- field values -------------------------------------------------------------------------------------
+NVML_FI_DEV_ECC_CURRENT = 1
+NVML_FI_DEV_ECC_SBE_VOL_TOTAL = 3
+NVML_FI_DEV_ECC_DBE_VOL_TOTAL = 4
+NVML_FI_DEV_ECC_SBE_AGG_TOTAL = 5
+NVML_FI_DEV_ECC_DBE_AGG_TOTAL = 6
+NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0 = 32  # L0..L5 = 32..37, L6..L11 = 96..101
+NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0 = 39  # L0..L5 = 39..44, L6..L11 = 102..107
+NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0 = 46  # L0..L5 = 46..51, L6..L11 = 108..113
+NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0 = 53  # L0..L5 = 53..58, L6..L11 = 114..119
+NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L6 = 96
+NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6 = 102
+NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L6 = 108
+NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6 = 114
+NVML_FI_DEV_MEMORY_TEMP = 82
+NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83
+NVML_FI_DEV_NVLINK_LINK_COUNT = 91
+NVML_FI_DEV_PCIE_REPLAY_COUNTER = 94
+NVML_FI_DEV_REMAPPED_COR = 142
+NVML_FI_DEV_REMAPPED_UNC = 143
+NVML_FI_DEV_REMAPPED_PENDING = 144
+NVML_FI_DEV_REMAPPED_FAILURE = 145
+NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY = 161
+NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY = 162
+NVML_FI_DEV_NVLINK_ERROR_DL_CRC = 163
+NVML_FI_DEV_NVLINK_GET_STATE = 165
+NVML_FI_DEV_GET_GPU_RECOVERY_ACTION = 230
+
+#: The per-link field ids with an ``_L<n>`` suffix exist for links 0..11 only.
+LEGACY_PER_LINK_FIELDS = 12
+
+NVML_VALUE_TYPE_DOUBLE = 0
+NVML_VALUE_TYPE_UNSIGNED_INT = 1
+NVML_VALUE_TYPE_UNSIGNED_LONG = 2
+NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3
+NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4
+NVML_VALUE_TYPE_SIGNED_INT = 5
+NVML_VALUE_TYPE_UNSIGNED_SHORT = 6
+
+_UNION_MEMBER: Mapping[int, str] = {
+    NVML_VALUE_TYPE_DOUBLE: "dVal",
+    NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+    NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+    NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+    NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+    NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+    NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+}
+
+
+def legacy_link_field(base_l0: int, base_l6: int, link: int) -> int | None:
+    """The ``..._L<link>`` field id of a per-link counter family, or None for links past 11."""
+    if link < 6:
+        return base_l0 + link
+    if link < LEGACY_PER_LINK_FIELDS:
+        return base_l6 + link - 6
+    return None
+
+
+def decode_field_value(entry: Any) -> float:
+    """The numeric value of one ``nvmlFieldValue_t`` whose ``nvmlReturn`` is success."""
+    member = _UNION_MEMBER.get(int(entry.valueType), "ullVal")
+    return float(getattr(entry.value, member))
+
+
+FieldRequest = tuple[int, int]  # (fieldId, scopeId)
+
+
+@dataclass(frozen=True)
+class FieldSlot:
+    """One value we want, with the field requests that can provide it, best first.
+
+    ``key`` names the value (``("ecc", "corrected", "volatile")``, ``("nvlink", 3, "replay")``). The
+    collector asks every candidate on its first pass, then only the first one the GPU answered.
+    """
+
+    key: tuple[Any, ...]
+    candidates: tuple[FieldRequest, ...]
+
+
+#: Per-GPU scalar slots read through ``nvmlDeviceGetFieldValues`` every tick.
+SCALAR_SLOTS: tuple[FieldSlot, ...] = (
+    FieldSlot(("memory_temperature",), ((NVML_FI_DEV_MEMORY_TEMP, 0),)),
+    FieldSlot(("energy_mj",), ((NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 0),)),
+    FieldSlot(("pcie_replays",), ((NVML_FI_DEV_PCIE_REPLAY_COUNTER, 0),)),
+    FieldSlot(("ecc_mode",), ((NVML_FI_DEV_ECC_CURRENT, 0),)),
+    FieldSlot(("ecc", "corrected", "volatile"), ((NVML_FI_DEV_ECC_SBE_VOL_TOTAL, 0),)),
+    FieldSlot(("ecc", "uncorrected", "volatile"), ((NVML_FI_DEV_ECC_DBE_VOL_TOTAL, 0),)),
+    FieldSlot(("ecc", "corrected", "aggregate"), ((NVML_FI_DEV_ECC_SBE_AGG_TOTAL, 0),)),
+    FieldSlot(("ecc", "uncorrected", "aggregate"), ((NVML_FI_DEV_ECC_DBE_AGG_TOTAL, 0),)),
+    FieldSlot(("remapped", "correctable"), ((NVML_FI_DEV_REMAPPED_COR, 0),)),
+    FieldSlot(("remapped", "uncorrectable"), ((NVML_FI_DEV_REMAPPED_UNC, 0),)),
+    FieldSlot(("remap_pending",), ((NVML_FI_DEV_REMAPPED_PENDING, 0),)),
+    FieldSlot(("remap_failed",), ((NVML_FI_DEV_REMAPPED_FAILURE, 0),)),
+    FieldSlot(("recovery_action",), ((NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 0),)),
+)
+
+#: Read once per GPU (static): how many NVLinks it has.
+LINK_COUNT_SLOT = FieldSlot(("nvlink_count",), ((NVML_FI_DEV_NVLINK_LINK_COUNT, 0),))
+
+NVLINK_ERROR_TYPES = ("replay", "recovery", "crc_flit", "crc_data")
+
+
+def nvlink_slots(link: int) -> tuple[FieldSlot, ...]:
+    """The field slots of one NVLink: state and the four error counters.
+
+    Newer drivers answer the scoped data-link fields (``scopeId`` = link) for every link; older ones only
+    the ``_L<n>`` fields of links 0..11. Hopper reports no data-CRC counter, Blackwell none of the
+    data-link counters: those slots are absent, quietly.
+    """
+    def legacy(base_l0: int, base_l6: int) -> tuple[FieldRequest, ...]:
+        fid = legacy_link_field(base_l0, base_l6, link)
+        return () if fid is None else ((fid, 0),)
+
+    return (
+        FieldSlot(("nvlink", link, "state"), ((NVML_FI_DEV_NVLINK_GET_STATE, link),)),
+        FieldSlot(
+            ("nvlink", link, "replay"),
+            ((NVML_FI_DEV_NVLINK_ERROR_DL_REPLAY, link),
+             *legacy(NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_L6)),
+        ),
+        FieldSlot(
+            ("nvlink", link, "recovery"),
+            ((NVML_FI_DEV_NVLINK_ERROR_DL_RECOVERY, link),
+             *legacy(NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L6)),
+        ),
+        FieldSlot(
+            ("nvlink", link, "crc_flit"),
+            ((NVML_FI_DEV_NVLINK_ERROR_DL_CRC, link),
+             *legacy(NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L6)),
+        ),
+        FieldSlot(
+            ("nvlink", link, "crc_data"),
+            legacy(NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L0, NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_L6),
+        ),
+    )
+
+
+#: Legacy per-link error-counter enum (``nvmlDeviceGetNvLinkErrorCounter``) per error type.
+NVLINK_LEGACY_COUNTERS: Mapping[str, int] = {
+    "replay": NVML_NVLINK_ERROR_DL_REPLAY,
+    "recovery": NVML_NVLINK_ERROR_DL_RECOVERY,
+    "crc_flit": NVML_NVLINK_ERROR_DL_CRC_FLIT,
+    "crc_data": NVML_NVLINK_ERROR_DL_CRC_DATA,
+}
+
+#: Largest number of field requests sent in one ``nvmlDeviceGetFieldValues`` call.
+FIELD_BATCH_MAX = 128
+
+
+def chunked(requests: list[FieldRequest], size: int = FIELD_BATCH_MAX) -> list[list[FieldRequest]]:
+    """``requests`` split into batches of at most ``size``."""
+    return [requests[i:i + size] for i in range(0, len(requests), size)]
+
+
+# --- the series catalogue -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SeriesInfo:
+    """One exported series: Prometheus type, help text and labels beyond ``gpu`` and ``uuid``."""
+
+    type: str
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+#: Every series the NVML collector can emit (all carry ``gpu`` and ``uuid``).
+NVML_SERIES: Mapping[str, SeriesInfo] = {
+    "watchdog_gpu_info": SeriesInfo(
+        "gauge", "GPU attributes; value 1.", ("name", "pci_bus_id", "driver_version", "serial")),
+    "watchdog_gpu_lost": SeriesInfo("gauge", "1 when NVML reports the GPU lost or requiring a reset."),
+    "watchdog_gpu_reset_required": SeriesInfo("gauge", "1 when NVML reports the GPU requires a reset."),
+    "watchdog_gpu_utilization_ratio": SeriesInfo("gauge", "Fraction of the sample period a kernel ran."),
+    "watchdog_gpu_memory_utilization_ratio": SeriesInfo(
+        "gauge", "Fraction of the sample period device memory was read or written."),
+    "watchdog_gpu_memory_used_bytes": SeriesInfo("gauge", "Device memory in use."),
+    "watchdog_gpu_memory_total_bytes": SeriesInfo("gauge", "Device memory installed."),
+    "watchdog_gpu_memory_reserved_bytes": SeriesInfo("gauge", "Device memory reserved by the driver."),
+    "watchdog_gpu_temperature_celsius": SeriesInfo("gauge", "GPU core temperature."),
+    "watchdog_gpu_memory_temperature_celsius": SeriesInfo("gauge", "HBM temperature."),
+    "watchdog_gpu_temperature_threshold_celsius": SeriesInfo(
+        "gauge", "Temperature thresholds: shutdown, slowdown, gpu_max, mem_max.", ("kind",)),
+    "watchdog_gpu_power_watts": SeriesInfo("gauge", "Power draw."),
+    "watchdog_gpu_power_limit_watts": SeriesInfo("gauge", "Enforced power limit."),
+    "watchdog_gpu_energy_joules_total": SeriesInfo("counter", "Energy consumed since the driver loaded."),
+    "watchdog_gpu_sm_clock_hertz": SeriesInfo("gauge", "Current SM clock."),
+    "watchdog_gpu_sm_clock_max_hertz": SeriesInfo("gauge", "Maximum SM clock."),
+    "watchdog_gpu_memory_clock_hertz": SeriesInfo("gauge", "Current memory clock."),
+    "watchdog_gpu_memory_clock_max_hertz": SeriesInfo("gauge", "Maximum memory clock."),
+    "watchdog_gpu_clock_event_active": SeriesInfo(
+        "gauge", "1 while a clock event reason (throttle) is active.", ("reason",)),
+    "watchdog_gpu_pcie_link_generation": SeriesInfo(
+        "gauge", "PCIe link generation: current, max (of the link), gpu_max (of the GPU).", ("kind",)),
+    "watchdog_gpu_pcie_link_width": SeriesInfo("gauge", "PCIe link width in lanes: current, max.", ("kind",)),
+    "watchdog_gpu_pcie_replays_total": SeriesInfo("counter", "PCIe replay counter."),
+    "watchdog_gpu_nvlink_up": SeriesInfo("gauge", "1 when the NVLink is active.", ("link",)),
+    "watchdog_gpu_nvlink_errors_total": SeriesInfo(
+        "counter", "NVLink data-link error counters: replay, recovery, crc_flit, crc_data.",
+        ("link", "type")),
+    "watchdog_gpu_ecc_mode_enabled": SeriesInfo("gauge", "1 when ECC is enabled (current mode)."),
+    "watchdog_gpu_ecc_errors_total": SeriesInfo(
+        "counter", "ECC error counts.", ("type", "scope")),
+    "watchdog_gpu_remapped_rows": SeriesInfo(
+        "gauge", "Rows remapped because of correctable or uncorrectable errors.", ("kind",)),
+    "watchdog_gpu_row_remap_pending": SeriesInfo("gauge", "1 when a row remap awaits a GPU reset."),
+    "watchdog_gpu_row_remap_failed": SeriesInfo("gauge", "1 when a row remap failed."),
+    "watchdog_gpu_persistence_mode_enabled": SeriesInfo("gauge", "1 when persistence mode is on."),
+    "watchdog_gpu_recovery_action": SeriesInfo(
+        "gauge", "1 for the recovery action the driver asks for (state set).", ("action",)),
+    "watchdog_gpu_processes": SeriesInfo("gauge", "Compute processes on the GPU."),
+    "watchdog_gpu_process_memory_used_bytes": SeriesInfo(
+        "gauge", "Device memory used by one compute process.", ("pid",)),
+    "watchdog_gpu_nvml_errors_total": SeriesInfo(
+        "counter", "NVML calls that failed other than NOT_SUPPORTED, per call and error.", ("call", "error")),
+}

@@ -1,0 +1,1 @@
+"""GPU profiles (YAML) for the fake pynvml: one file per machine type."""
