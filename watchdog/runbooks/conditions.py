@@ -19,7 +19,7 @@ ConditionCheck = Callable[[str, int], Condition]
 
 def truth(value: Any) -> tuple[bool, str]:
     """Whether a PromQL result counts as "holds", with a short description of the result."""
-    from watchdog.promql.values import RangeSeries, Scalar, String, VectorSample
+    from watchdog.promql.values import MatrixList, RangeSeries, Scalar, String, VectorSample
 
     if isinstance(value, Scalar):
         ok = not math.isnan(value.value) and value.value != 0
@@ -27,7 +27,7 @@ def truth(value: Any) -> tuple[bool, str]:
     if isinstance(value, String):
         return False, "a string is not a condition"
     if isinstance(value, list):
-        if value and isinstance(value[0], RangeSeries):
+        if isinstance(value, MatrixList) or (value and isinstance(value[0], RangeSeries)):
             return False, "a range vector is not a condition"
         samples = [v for v in value if isinstance(v, VectorSample)]
         if not samples:

@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,6 +267,14 @@ class RunbookManager:
         escalated = self.state.escalation(alert.fingerprint) is not None
         return [self._decide(step, alert, now_ms, escalated=escalated, evaluate=evaluate)
                 for step in runbook.remediate]
+
+    def wait_idle(self, timeout_s: float = 60.0) -> bool:
+        """Block until every step in the worker pool has finished (results are still collected by the
+        next :meth:`on_alerts`); True when idle. For shutdown, the CLI and tests."""
+        with self._lock:
+            futures = [job.future for job in self._jobs]
+        _done, pending = wait_futures(futures, timeout=timeout_s)
+        return not pending
 
     def close(self, wait: bool = False) -> None:
         """Stop the worker pool (running subprocesses finish or hit their own timeouts)."""

@@ -5,17 +5,17 @@ from the store, and passes them in. The order of checks, first match wins:
 
 1. ``remediation.mode: off``                       → skipped
 2. a template that cannot be rendered               → refused (hostile value) / skipped (missing)
-3. the node's allowlists (units, commands, URLs)    → skipped ("not allowlisted")
-4. no human approval and
-   - mode ``suggest``                               → suggested
+3. mode ``suggest``                                 → suggested (the agent never runs anything)
+4. the node's allowlists (units, commands, URLs)    → skipped ("not allowlisted")
+5. no human approval and
    - mode ``approve``                               → awaiting_approval
    - mode ``auto`` but the step is not ``auto``      → awaiting_approval
    - mode ``auto`` but the alert is escalated        → awaiting_approval
-5. ``cooldown`` since the last run of the same target → skipped
-6. ``max_per_day`` runs of the same target in 24 h  → skipped
-7. ``requires`` does not hold                       → skipped (``requires_not_met``: the plan moves on)
-8. ``dry_run``                                      → dry_run (decided, audited, not executed)
-9. otherwise                                        → run
+6. ``cooldown`` since the last run of the same target → skipped
+7. ``max_per_day`` runs of the same target in 24 h  → skipped
+8. ``requires`` does not hold                       → skipped (``requires_not_met``: the plan moves on)
+9. ``dry_run``                                      → dry_run (decided, audited, not executed)
+10. otherwise                                       → run
 """
 
 from __future__ import annotations
@@ -223,12 +223,14 @@ def decide_step(
     if action is None:
         verdict = Verdict.REFUSE if refused else Verdict.SKIP
         return StepDecision(step, verdict, render_error, None)
-    problem = allowlist_problem(action, policy)
-    if problem and action.kind != "notify":
-        return StepDecision(step, Verdict.SKIP, problem, action)
+    problem = allowlist_problem(action, policy) if action.kind != "notify" else ""
+    if policy.mode == "suggest":
+        note = f" ({problem})" if problem else ""
+        return StepDecision(step, Verdict.SUGGEST, f"remediation.mode is suggest: run it by hand{note}",
+                            action)
+    if problem:
+        return StepDecision(step, Verdict.SKIP, f"{problem}: the agent will not run it", action)
     if not approved:
-        if policy.mode == "suggest":
-            return StepDecision(step, Verdict.SUGGEST, "remediation.mode is suggest: run it by hand", action)
         if policy.mode == "approve":
             return StepDecision(step, Verdict.AWAIT_APPROVAL, "remediation.mode is approve", action)
         if not step.guards.auto:

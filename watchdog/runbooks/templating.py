@@ -7,8 +7,8 @@ Syntax (deliberately tiny, no expressions, no filters)::
     {{ vars.NAME }}                an operator-provided value (``remediation.vars`` in the config)
     {{ config.PATH }}              a config value; PATH is ``key.key`` with ``key[LABEL]`` lookups:
                                    ``config.engines[job].unit`` is the ``unit`` of the entry of the
-                                   ``engines`` list whose ``name`` equals the alert's ``job`` label
-                                   (for a mapping, the key equal to the label's value)
+                                   ``engines`` list whose ``job`` (or ``name``) equals the alert's
+                                   ``job`` label (for a mapping, the key equal to the label's value)
 
 Contract:
 - A template renders to exactly one string: one argv element, one unit name, one URL. Literal text
@@ -178,7 +178,8 @@ def _lookup_config(ph: Placeholder, ctx: TemplateContext) -> Any:
                 raise TemplateMissing(ph.text)
             node = node[wanted]
         elif isinstance(node, list):
-            found = [item for item in node if isinstance(item, Mapping) and item.get("name") == wanted]
+            found = [item for item in node if isinstance(item, Mapping)
+                     and wanted in (item.get("job"), item.get("name"))]
             if not found:
                 raise TemplateMissing(ph.text)
             node = found[0]
