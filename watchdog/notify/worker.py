@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -125,27 +126,41 @@ class DeliveryWorker:
         return int(self.clock() * 1000)
 
     def _run(self) -> None:
+        """The thread's boundary: an unexpected error is logged and backed off, never fatal."""
         while True:
-            if self._stop.is_set():
-                deadline = self._drain_deadline or 0.0
-                if time.monotonic() >= deadline or self._retry_at > deadline:
-                    return
             try:
-                self.notifier.periodic(self._now_ms())
-            except DeliveryError as exc:
-                log.debug("periodic work failed", extra={"notifier": self.notifier.name, "error": str(exc)})
-            wait = self._retry_at - time.monotonic()
-            if wait > 0:
-                self._wait(wait)
-                continue
-            self._wake.clear()
-            rows = self.outbox.due(self.notifier.name, self.notifier.batch_size)
-            if not rows:
-                if self._stop.is_set():
+                if self._loop_once():
                     return
-                self._wait(self.poll_seconds)
-                continue
-            self.attempt(rows)
+            except Exception as exc:
+                if self._stop.is_set() and isinstance(exc, sqlite3.ProgrammingError):
+                    return  # the database was closed under a thread that overran close()
+                failures = self.stats.record_failure(self._now_ms(), "internal error")
+                log.exception("notifier delivery loop error", extra={"notifier": self.notifier.name})
+                self._retry_at = time.monotonic() + self.backoff.delay(failures, 0.0, self.rand())
+
+    def _loop_once(self) -> bool:
+        """One pass: periodic work, then one attempt or a wait; True when the thread should end."""
+        if self._stop.is_set():
+            deadline = self._drain_deadline or 0.0
+            if time.monotonic() >= deadline or self._retry_at > deadline:
+                return True
+        try:
+            self.notifier.periodic(self._now_ms())
+        except DeliveryError as exc:
+            log.debug("periodic work failed", extra={"notifier": self.notifier.name, "error": str(exc)})
+        wait = self._retry_at - time.monotonic()
+        if wait > 0:
+            self._wait(wait)
+            return False
+        self._wake.clear()
+        rows = self.outbox.due(self.notifier.name, self.notifier.batch_size)
+        if not rows:
+            if self._stop.is_set():
+                return True
+            self._wait(self.poll_seconds)
+            return False
+        self.attempt(rows)
+        return False
 
     def _wait(self, seconds: float) -> None:
         if self._stop.is_set():

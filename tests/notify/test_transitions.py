@@ -1,0 +1,93 @@
+"""Transition derivation and grouping: pure, with literal inputs."""
+
+from __future__ import annotations
+
+from tests.notify.alerts import make_alert, xid_storm
+from watchdog.notify.grouping import group_transitions, member_description
+from watchdog.notify.model import AlertSnapshot, Transition
+from watchdog.notify.transitions import KnownAlert, derive_transitions
+
+
+def _known(alerts, state="firing"):
+    return {
+        a.fingerprint: KnownAlert(a.fingerprint, state, AlertSnapshot.from_alert(a), a.active_at_ms, a.fired_at_ms)
+        for a in alerts
+    }
+
+
+def test_new_firing_alert_is_one_transition_and_pending_is_none() -> None:
+    firing = make_alert("GpuHot", gpu="0")
+    pending = make_alert("GpuHot", "pending", gpu="1")
+    d = derive_transitions({}, [firing, pending], now_ms=2_000_000)
+    assert [(t.kind, t.alert.fingerprint) for t in d.transitions] == [("firing", firing.fingerprint)]
+    assert {k.fingerprint: k.state for k in d.upserts} == {firing.fingerprint: "firing", pending.fingerprint: "pending"}
+
+
+def test_still_firing_produces_nothing_even_with_a_new_fired_at() -> None:
+    a = make_alert("GpuHot", gpu="0")
+    restored = make_alert("GpuHot", gpu="0", fired_at_ms=a.fired_at_ms + 5000)
+    d = derive_transitions(_known([a]), [restored], now_ms=2_000_000)
+    assert d.transitions == [] and d.upserts == []
+
+
+def test_resolved_alert_is_one_transition_with_resolution_time() -> None:
+    a = make_alert("GpuHot", gpu="0")
+    gone = make_alert("GpuHot", "resolved", gpu="0", resolved_at_ms=1_500_000)
+    d = derive_transitions(_known([a]), [gone], now_ms=2_000_000)
+    assert [(t.kind, t.alert.resolved_at_ms, t.alert.fired_at_ms) for t in d.transitions] == [
+        ("resolved", 1_500_000, a.fired_at_ms)
+    ]
+    again = derive_transitions({k.fingerprint: k for k in d.upserts}, [gone], now_ms=2_001_000)
+    assert again.transitions == []
+
+
+def test_alert_gone_from_engine_list_resolves_at_now() -> None:
+    a = make_alert("GpuHot", gpu="0")
+    d = derive_transitions(_known([a]), [], now_ms=2_000_000)
+    assert [(t.kind, t.alert.resolved_at_ms) for t in d.transitions] == [("resolved", 2_000_000)]
+
+
+def test_firing_then_pending_means_it_resolved_in_between() -> None:
+    a = make_alert("GpuHot", gpu="0")
+    pending_again = make_alert("GpuHot", "pending", gpu="0", fired_at_ms=1_900_000)
+    d = derive_transitions(_known([a]), [pending_again], now_ms=2_000_000)
+    assert [t.kind for t in d.transitions] == ["resolved"]
+    assert [k.state for k in d.upserts] == ["pending"]
+
+
+def test_refiring_after_resolve_is_a_new_episode_with_a_new_key() -> None:
+    a = make_alert("GpuHot", gpu="0")
+    resolved = _known([a], state="resolved")
+    b = make_alert("GpuHot", gpu="0", fired_at_ms=3_000_000)
+    d = derive_transitions(resolved, [b], now_ms=3_000_000)
+    assert [t.key for t in d.transitions] == [f"{a.fingerprint}:firing:3000000"]
+
+
+def test_pending_that_goes_away_is_forgotten() -> None:
+    p = make_alert("GpuHot", "pending", gpu="0")
+    d = derive_transitions(_known([p], state="pending"), [], now_ms=2_000_000)
+    assert d.transitions == [] and d.deletes == [p.fingerprint]
+
+
+def test_same_cause_groups_into_one_notification_with_members_in_gpu_order() -> None:
+    storm = xid_storm(gpus=12)
+    other = make_alert("GpuHot", gpu="3")
+    transitions = [Transition("firing", AlertSnapshot.from_alert(a)) for a in [*reversed(storm), other]]
+    groups = group_transitions(transitions, at_ms=1)
+    assert [len(g.members) for g in groups] == [12, 1]
+    assert [m.labels["gpu"] for m in groups[0].members] == [str(i) for i in range(12)]
+    assert member_description(groups[0].members[0]) == "gpu=0 uuid=GPU-0000"
+    assert groups[0].key == group_transitions(list(reversed(transitions)), at_ms=9)[1].key
+
+
+def test_different_xid_or_severity_is_a_different_cause() -> None:
+    a = make_alert("GpuXidError", gpu="0", xid="79")
+    b = make_alert("GpuXidError", gpu="1", xid="48")
+    c = make_alert("GpuXidError", gpu="2", xid="79", severity="warning")
+    groups = group_transitions([Transition("firing", AlertSnapshot.from_alert(x)) for x in (a, b, c)], at_ms=1)
+    assert len(groups) == 3
+
+
+def test_grouping_disabled_keeps_every_alert_apart() -> None:
+    transitions = [Transition("firing", AlertSnapshot.from_alert(a)) for a in xid_storm(gpus=3)]
+    assert len(group_transitions(transitions, at_ms=1, enabled=False)) == 3
