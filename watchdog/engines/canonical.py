@@ -1,0 +1,299 @@
+"""The engine-neutral ``engine:*`` signals as data, and the renderer of ``rules/engines.yaml``.
+
+Every canonical series is a recording rule whose expression is an ``or`` chain over the names the
+engines have used, newest first (DESIGN.md, "Series"). Rules:
+
+- vLLM terms carry ``{server=""}``: the production-stack router re-exports ``vllm:*`` gauges with a
+  ``server`` label, and those must never feed engine signals.
+- SGLang terms are wrapped in :func:`sglang_term`, which moves SGLang 0.3's ``name`` label (the model)
+  to ``model_name``, so every engine's series carry ``model_name``.
+- ``a or b`` keeps ``b`` only where no ``a`` sample has the same labels apart from ``__name__``. When an
+  engine exports an old and a new name side by side (vLLM 0.10-0.11) the label sets are equal, so only
+  the new name survives and nothing is counted twice. For ``_bucket`` series that is not enough (two
+  histograms with different bucket layouts would mix), so fallbacks are added with
+  ``unless ignoring(le)``: a fallback histogram is used only where no bucket of the preferred one exists.
+- Recording rules drop ``__name__``; all other labels (``job``, ``instance``, ``model_name``, vLLM's
+  ``engine`` rank, SGLang's ``tp_rank``/``dp_rank``..., configured target labels) are kept.
+
+``python -m watchdog.engines.canonical > rules/engines.yaml`` renders the file; a test keeps the
+checked-in file equal to the rendering.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+# Labels that SGLang adds per scheduler rank; aggregated away where series of the scheduler (ranks) and of
+# the tokenizer (no ranks) are combined.
+RANK_LABELS = ("engine_type", "tp_rank", "pp_rank", "moe_ep_rank", "dp_rank")
+
+
+def vllm_term(name: str) -> str:
+    """A vLLM selector that excludes the production-stack router's ``server``-labelled series."""
+    return f'{name}{{server=""}}'
+
+
+# SGLang 0.3 metric families: they carry the model in a ``name`` label instead of ``model_name``.
+SGLANG_03_FAMILIES = frozenset({
+    "sglang:num_requests_running", "sglang:num_requests_waiting", "sglang:token_usage",
+    "sglang:max_total_num_tokens", "sglang:prompt_tokens_total", "sglang:generation_tokens_total",
+    "sglang:time_to_first_token_seconds", "sglang:time_per_output_token_seconds",
+    "sglang:e2e_request_latency_seconds", "sglang:waiting_request_latency_seconds",
+    "sglang:request_prompt_tokens", "sglang:request_generation_tokens", "sglang:request_success_total",
+})
+
+
+def sglang_term(name: str) -> str:
+    """An SGLang selector; for families SGLang 0.3 had, its ``name`` label is moved to ``model_name``."""
+    family = re.sub(r"_(bucket|sum|count)$", "", name)
+    if family not in SGLANG_03_FAMILIES:
+        return name
+    return (f'label_replace(label_replace({name}, "model_name", "$1", "name", "(.+)"), '
+            f'"name", "", "name", ".*")')
+
+
+def with_label(expr: str, label: str, value: str) -> str:
+    """``expr`` with a constant label set on every sample."""
+    return f'label_replace({expr}, "{label}", "{value}", "__name__", ".*")'
+
+
+@dataclass(frozen=True)
+class Canonical:
+    """One canonical signal: its record name, the source terms in preference order, and its help."""
+
+    record: str
+    terms: tuple[str, ...]
+    help: str
+
+
+@dataclass(frozen=True)
+class CanonicalHistogram:
+    """A canonical histogram: vLLM and SGLang base names in preference order; renders _bucket/_sum/_count."""
+
+    record: str
+    vllm: tuple[str, ...]
+    sglang: tuple[str, ...]
+    help: str
+
+
+def or_chain(terms: Sequence[str]) -> str:
+    """``t1 or t2 or ...`` (plain set union; see the module docstring)."""
+    return " or ".join(terms)
+
+
+def bucket_chain(terms: Sequence[str]) -> str:
+    """Union of ``_bucket`` terms where a fallback histogram never mixes its buckets into a preferred one.
+
+    ``t1 or (t2 unless ignoring(le) t1) or (t3 unless ignoring(le) (t1 or t2))``: a fallback series is
+    used only where no bucket of an earlier term has the same labels apart from ``le``.
+    """
+    parts = [terms[0]]
+    for i, term in enumerate(terms[1:], start=1):
+        parts.append(f"({term} unless ignoring(le) ({' or '.join(terms[:i])}))")
+    return " or ".join(parts)
+
+
+V = vllm_term
+S = sglang_term
+
+
+def _hist(vllm: Sequence[str], sglang: Sequence[str], suffix: str) -> tuple[str, ...]:
+    return tuple([V(n + suffix) for n in vllm] + [S(n + suffix) for n in sglang])
+
+
+CANONICAL: tuple[Canonical | CanonicalHistogram, ...] = (
+    Canonical("engine:requests_running",
+              (V("vllm:num_requests_running"), S("sglang:num_running_reqs"),
+               S("sglang:num_requests_running")),
+              "Requests in the running batch."),
+    Canonical("engine:requests_waiting",
+              (V("vllm:num_requests_waiting"), S("sglang:num_queue_reqs"),
+               S("sglang:num_requests_waiting")),
+              "Requests waiting to be scheduled."),
+    Canonical("engine:kv_cache_usage_ratio",
+              (V("vllm:kv_cache_usage_perc"), V("vllm:gpu_cache_usage_perc"), S("sglang:token_usage")),
+              "Fraction of the KV cache pool in use, 0..1."),
+    Canonical("engine:preemptions_total",
+              (V("vllm:num_preemptions_total"), S("sglang:num_retracted_requests_total")),
+              "Requests preempted (vLLM) or retracted (SGLang) since start."),
+    Canonical("engine:prefix_cache_queries_total",
+              (V("vllm:prefix_cache_queries_total"), V("vllm:gpu_prefix_cache_queries_total"),
+               S("sglang:prompt_tokens_total")),
+              "Prompt tokens looked up in the prefix cache (vLLM < 0.9: blocks)."),
+    Canonical("engine:prefix_cache_hits_total",
+              (V("vllm:prefix_cache_hits_total"), V("vllm:gpu_prefix_cache_hits_total"),
+               S("sglang:cached_tokens_total")),
+              "Prompt tokens served from the prefix cache (vLLM < 0.9: blocks)."),
+    Canonical("engine:prompt_tokens_total",
+              (V("vllm:prompt_tokens_total"), S("sglang:prompt_tokens_total")),
+              "Prompt (prefill) tokens processed."),
+    Canonical("engine:generation_tokens_total",
+              (V("vllm:generation_tokens_total"), S("sglang:generation_tokens_total")),
+              "Generated tokens."),
+    Canonical("engine:requests_finished_total",
+              (V("vllm:request_success_total"), S("sglang:request_success_total"),
+               with_label(S("sglang:num_requests_total"), "finished_reason", "unknown"),
+               with_label(S("sglang:num_aborted_requests_total"), "finished_reason", "abort")),
+              "Finished requests by finished_reason (SGLang >= 0.4: 'unknown' = all finished, 'abort')."),
+    CanonicalHistogram("engine:ttft_seconds",
+                       ("vllm:time_to_first_token_seconds",),
+                       ("sglang:time_to_first_token_seconds",),
+                       "Time to first token per request."),
+    CanonicalHistogram("engine:tpot_seconds",
+                       ("vllm:request_time_per_output_token_seconds", "vllm:time_per_output_token_seconds"),
+                       ("sglang:time_per_output_token_seconds", "sglang:inter_token_latency_seconds"),
+                       "Time per output token: per request (vLLM >= 0.11), else per token."),
+    CanonicalHistogram("engine:itl_seconds",
+                       ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+                       ("sglang:inter_token_latency_seconds",),
+                       "Inter-token latency per generated token."),
+    CanonicalHistogram("engine:e2e_latency_seconds",
+                       ("vllm:e2e_request_latency_seconds",),
+                       ("sglang:e2e_request_latency_seconds",),
+                       "End-to-end latency per finished request."),
+    CanonicalHistogram("engine:queue_time_seconds",
+                       ("vllm:request_queue_time_seconds",),
+                       ("sglang:queue_time_seconds", "sglang:waiting_request_latency_seconds"),
+                       "Time a request waited before its first schedule."),
+    CanonicalHistogram("engine:request_prompt_tokens",
+                       ("vllm:request_prompt_tokens",),
+                       ("sglang:prompt_tokens_histogram", "sglang:request_prompt_tokens"),
+                       "Prompt length per finished request."),
+    CanonicalHistogram("engine:request_generation_tokens",
+                       ("vllm:request_generation_tokens",),
+                       ("sglang:generation_tokens_histogram", "sglang:request_generation_tokens"),
+                       "Generated length per finished request."),
+)
+
+
+def canonical_rules() -> list[dict[str, Any]]:
+    """The recording rules of the ``engine-canonical`` group, in order."""
+    rules: list[dict[str, Any]] = []
+    for c in CANONICAL:
+        if isinstance(c, Canonical):
+            rules.append({"record": c.record, "expr": or_chain(c.terms)})
+            continue
+        for suffix in ("_bucket", "_sum", "_count"):
+            if suffix == "_bucket":  # vLLM and SGLang series never share labels: guard within each engine
+                chains = [bucket_chain([V(n + suffix) for n in c.vllm]),
+                          bucket_chain([S(n + suffix) for n in c.sglang])]
+                expr = " or ".join(chains)
+            else:
+                expr = or_chain(_hist(c.vllm, c.sglang, suffix))
+            rules.append({"record": c.record + suffix, "expr": expr})
+    return rules
+
+
+def _without(labels: Sequence[str]) -> str:
+    return f"without ({', '.join(labels)})"
+
+
+SCHED = _without(RANK_LABELS)
+ENDPOINT_KEEP_ENGINE = _without(("model_name", *RANK_LABELS))
+
+
+def derived_rules() -> list[dict[str, Any]]:
+    """Rates, ratios and the predicted queue wait over the canonical series (``engine-derived`` group)."""
+    completions_1m = "rate(engine:e2e_latency_seconds_count[1m])"
+    return [
+        {"record": "engine:prefix_cache_hit_ratio:rate5m",
+         "expr": "rate(engine:prefix_cache_hits_total[5m]) / rate(engine:prefix_cache_queries_total[5m])"},
+        {"record": "engine:preemptions:rate5m", "expr": "rate(engine:preemptions_total[5m])"},
+        {"record": "engine:prompt_tokens:rate1m", "expr": "rate(engine:prompt_tokens_total[1m])"},
+        {"record": "engine:generation_tokens:rate1m", "expr": "rate(engine:generation_tokens_total[1m])"},
+        {"record": "engine:generation_tokens:rate5m", "expr": "rate(engine:generation_tokens_total[5m])"},
+        {"record": "engine:request_completions:rate1m", "expr": completions_1m},
+        {"record": "engine:request_completions:rate5m",
+         "expr": "rate(engine:e2e_latency_seconds_count[5m])"},
+        # Little's law on the queue: a request arriving now waits for the queue ahead of it to drain at the
+        # recent completion rate. clamp_min keeps an idle engine at 0 instead of 0/0.
+        {"record": "engine:predicted_queue_wait_seconds",
+         "expr": (f"sum {SCHED} (engine:requests_waiting)\n/ clamp_min(sum {SCHED} ({completions_1m}), "
+                  "0.001)")},
+    ]
+
+
+def capacity_rules() -> list[dict[str, Any]]:
+    """KV capacity, B_max, in-flight concurrency and headroom (``engine-capacity`` group)."""
+    per_engine_max = "max without (tp_rank, pp_rank, moe_ep_rank)"
+    per_engine_sum = "sum without (model_name, engine_type, dp_rank)"
+    request_level = "sum without (model_name)"
+    mean_from_histograms = (
+        f"({request_level} (rate(engine:request_prompt_tokens_sum[5m]))"
+        f" + {request_level} (rate(engine:request_generation_tokens_sum[5m])))"
+        f"\n/ {request_level} (rate(engine:request_prompt_tokens_count[5m]))"
+    )
+    mean_from_counters = (
+        f"({request_level} (rate(engine:prompt_tokens_total[5m]))"
+        f" + {request_level} (rate(engine:generation_tokens_total[5m])))"
+        f"\n/ {request_level} (rate(engine:e2e_latency_seconds_count[5m]))"
+    )
+    return [
+        {"record": "engine:kv_cache_capacity_tokens",
+         "expr": ("watchdog_engine_kv_cache_blocks * watchdog_engine_kv_cache_block_size_tokens\nor "
+                  + S("sglang:max_total_num_tokens"))},
+        {"record": "engine:kv_cache_capacity_tokens:sum",
+         "expr": f"{per_engine_sum} ({per_engine_max} (engine:kv_cache_capacity_tokens))"},
+        {"record": "engine:request_tokens:mean5m",
+         "expr": f"({mean_from_histograms})\nor\n({mean_from_counters})"},
+        {"record": "engine:kv_cache_max_concurrency",
+         "expr": "engine:kv_cache_capacity_tokens:sum / engine:request_tokens:mean5m"},
+        {"record": "engine:requests_in_flight",
+         "expr": f"{per_engine_sum} ({per_engine_max} (engine:requests_running + engine:requests_waiting))"},
+        {"record": "engine:requests_in_flight:littles_law_5m",
+         "expr": f"{request_level} (rate(engine:e2e_latency_seconds_sum[5m]))"},
+        {"record": "engine:kv_cache_usage_ratio:max",
+         "expr": f"max {ENDPOINT_KEEP_ENGINE} (engine:kv_cache_usage_ratio)"},
+        {"record": "engine:kv_cache_free_tokens",
+         "expr": "engine:kv_cache_capacity_tokens:sum * (1 - engine:kv_cache_usage_ratio:max)"},
+        # The smaller of the modelled headroom (demand vs B_max) and the measured one (free KV):
+        # `(a <= b) or b` is an element-wise min that also falls back to b where a is absent or NaN.
+        {"record": "engine:capacity_headroom_ratio",
+         "expr": ("(1 - engine:requests_in_flight / engine:kv_cache_max_concurrency)"
+                  "\n<= (1 - engine:kv_cache_usage_ratio:max)\nor (1 - engine:kv_cache_usage_ratio:max)")},
+    ]
+
+
+HEADER = """\
+# Engine-neutral signals: the canonical engine:* series (DESIGN.md, "Series") over vLLM (V0, V1 0.7 to
+# current) and SGLang (0.3 to current), plus rates, predicted queue wait and live capacity headroom.
+# GENERATED by `python -m watchdog.engines.canonical` from watchdog/engines/canonical.py: edit that file.
+# Formulas and caveats: docs/engines.md.
+"""
+
+
+def render_rule_file() -> dict[str, Any]:
+    """The whole ``rules/engines.yaml`` document."""
+    return {"groups": [
+        {"name": "engine-canonical", "rules": canonical_rules()},
+        {"name": "engine-derived", "rules": derived_rules()},
+        {"name": "engine-capacity", "rules": capacity_rules()},
+    ]}
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """Multi-line strings as YAML block literals, so long expressions stay readable."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_LiteralDumper.add_representer(str, _str_representer)
+
+
+def render_text() -> str:
+    """``rules/engines.yaml`` as text (header comment plus YAML)."""
+    body = yaml.dump(render_rule_file(), Dumper=_LiteralDumper, sort_keys=False, width=1000)
+    return HEADER + body
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.stdout.write(render_text())
