@@ -9,8 +9,6 @@ Two kinds:
 
 from __future__ import annotations
 
-import calendar
-import datetime as dt
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -330,8 +328,8 @@ MATH_FUNCTIONS: dict[str, Callable[[float], float]] = {
     "exp": gomath.exp,
     "sqrt": gomath.sqrt,
     "ln": gomath.log,
-    "log2": lambda v: gomath.log(v, math.log2),
-    "log10": lambda v: gomath.log(v, math.log10),
+    "log2": gomath.log2,
+    "log10": gomath.log10,
     "sin": gomath.guarded(math.sin, math.nan),
     "cos": gomath.guarded(math.cos, math.nan),
     "tan": gomath.guarded(math.tan, math.nan),
@@ -573,26 +571,78 @@ def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
 
 
 # --- date functions --------------------------------------------------------------------------------
+# Go's time package arithmetic (UTC), so that every input, even NaN or huge values, gives Go's answer.
 
-def _date_part(name: str, seconds: float) -> float:
-    if not math.isfinite(seconds):
-        return math.nan
-    moment = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=int(seconds))
+_SECONDS_PER_DAY = 86_400
+_UNIX_TO_ABSOLUTE = 9_223_372_028_715_321_600  # Go: unixToInternal + internalToAbsolute
+_ABSOLUTE_ZERO_YEAR = -292_277_022_399
+_DAYS_BEFORE = (0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334, 365)
+
+
+def _is_leap(year: int) -> bool:
+    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+
+
+def _absolute(seconds: int) -> int:
+    """Go's ``Time.abs()`` for a UTC time: seconds since the absolute zero year, as uint64."""
+    return (seconds + _UNIX_TO_ABSOLUTE) % 2**64
+
+
+def _abs_date(absolute: int) -> tuple[int, int, int, int]:
+    """Go's ``absDate``: (year, month 1-12, day of month, zero-based day of year)."""
+    days = absolute // _SECONDS_PER_DAY
+    n = days // 146_097
+    year = 400 * n
+    days -= 146_097 * n
+    n = days // 36_524
+    n -= n >> 2
+    year += 100 * n
+    days -= 36_524 * n
+    n = days // 1_461
+    year += 4 * n
+    days -= 1_461 * n
+    n = days // 365
+    n -= n >> 2
+    year += n
+    days -= 365 * n
+    year += _ABSOLUTE_ZERO_YEAR
+    yday = days
+    day = yday
+    if _is_leap(year):
+        if day > 31 + 29 - 1:
+            day -= 1
+        elif day == 31 + 29 - 1:
+            return year, 2, 29, yday
+    month = day // 31
+    end = _DAYS_BEFORE[month + 1]
+    if day >= end:
+        month += 1
+        begin = end
+    else:
+        begin = _DAYS_BEFORE[month]
+    return year, month + 1, day - begin + 1, yday
+
+
+def _date_part(name: str, seconds: int) -> float:
+    absolute = _absolute(seconds)
     if name == "minute":
-        return float(moment.minute)
+        return float(absolute % 3_600 // 60)
     if name == "hour":
-        return float(moment.hour)
+        return float(absolute % _SECONDS_PER_DAY // 3_600)
     if name == "day_of_week":
-        return float((moment.weekday() + 1) % 7)  # Go: Sunday = 0
+        return float((absolute + _SECONDS_PER_DAY) % (7 * _SECONDS_PER_DAY) // _SECONDS_PER_DAY)
+    year, month, day, yday = _abs_date(absolute)
     if name == "day_of_month":
-        return float(moment.day)
+        return float(day)
     if name == "day_of_year":
-        return float(moment.timetuple().tm_yday)
-    if name == "days_in_month":
-        return float(calendar.monthrange(moment.year, moment.month)[1])
+        return float(yday + 1)
     if name == "month":
-        return float(moment.month)
-    return float(moment.year)  # year
+        return float(month)
+    if name == "days_in_month":
+        if month == 2:
+            return 29.0 if _is_leap(year) else 28.0
+        return float(_DAYS_BEFORE[month] - _DAYS_BEFORE[month - 1])
+    return float(year)  # year
 
 
 DATE_FUNCTIONS = frozenset(
@@ -603,6 +653,6 @@ DATE_FUNCTIONS = frozenset(
 def date_function(name: str, args: list[Any], eval_ms: int) -> InstantVector:
     """Date functions: of the evaluation time without argument, else of each sample value (seconds)."""
     if not args:
-        seconds = int(eval_ms / 1000)  # Go truncates toward zero
+        seconds = int(eval_ms / 1000) if eval_ms >= 0 else -((-eval_ms) // 1000)  # Go truncates
         return [((), _date_part(name, seconds))]
-    return [(drop_name(labels), _date_part(name, value)) for labels, value in args[0]]
+    return [(drop_name(labels), _date_part(name, gomath.to_int64(value))) for labels, value in args[0]]
