@@ -173,7 +173,7 @@ CANONICAL: tuple[Canonical | CanonicalHistogram, ...] = (
 
 
 def canonical_rules() -> list[dict[str, Any]]:
-    """The recording rules of the ``engine-canonical`` group, in order."""
+    """The canonical recording rules, in order (first part of the ``engines`` group)."""
     rules: list[dict[str, Any]] = []
     for c in CANONICAL:
         if isinstance(c, Canonical):
@@ -199,7 +199,7 @@ ENDPOINT_KEEP_ENGINE = _without(("model_name", *RANK_LABELS))
 
 
 def derived_rules() -> list[dict[str, Any]]:
-    """Rates, ratios and the predicted queue wait over the canonical series (``engine-derived`` group)."""
+    """Rates, ratios and the predicted queue wait over the canonical series (``engines`` group, part 2)."""
     completions_1m = "rate(engine:e2e_latency_seconds_count[1m])"
     return [
         {"record": "engine:prefix_cache_hit_ratio:rate5m",
@@ -220,7 +220,7 @@ def derived_rules() -> list[dict[str, Any]]:
 
 
 def capacity_rules() -> list[dict[str, Any]]:
-    """KV capacity, B_max, in-flight concurrency and headroom (``engine-capacity`` group)."""
+    """KV capacity, B_max, in-flight concurrency and headroom (``engines`` group, part 3)."""
     per_engine_max = "max without (tp_rank, pp_rank, moe_ep_rank)"
     per_engine_sum = "sum without (model_name, engine_type, dp_rank)"
     request_level = "sum without (model_name)"
@@ -270,10 +270,10 @@ HEADER = """\
 
 def render_rule_file() -> dict[str, Any]:
     """The whole ``rules/engines.yaml`` document."""
+    # One group: Prometheus evaluates the rules of a group in order at the same timestamp, so derived
+    # rules see this evaluation's canonical series. (Groups run independently of each other.)
     return {"groups": [
-        {"name": "engine-canonical", "rules": canonical_rules()},
-        {"name": "engine-derived", "rules": derived_rules()},
-        {"name": "engine-capacity", "rules": capacity_rules()},
+        {"name": "engines", "rules": canonical_rules() + derived_rules() + capacity_rules()},
     ]}
 
 
