@@ -97,6 +97,7 @@ class GpuCalls:
         self.unsupported = unsupported
         self.errors = errors
         self.stats = stats
+        self.mismatch: type[BaseException] | tuple[()] = getattr(nvml, "NVMLLibraryMismatchError", ())
 
     def call(self, group: str, name: str, *args: Any, memo: tuple[Any, ...] | None = None) -> Any | None:
         """``nvml.<name>(*args)``, or None when unsupported or failed; raises :class:`GpuGone` and
@@ -112,6 +113,10 @@ class GpuCalls:
         started = time.perf_counter()
         try:
             return fn(*args)
+        except self.mismatch:
+            # pynvml's unversioned wrappers on a driver without the versioned symbol
+            self.unsupported.add(key)
+            return None
         except self.nvml.NVMLError as exc:
             code = _error_code(exc)
             if code in F.GPU_GONE_CODES:
@@ -633,6 +638,8 @@ class NvmlCollector:
 
     def _read_processes(self, calls: GpuCalls, handle: Any, sink: SampleSink) -> None:
         procs = calls.call("processes", "nvmlDeviceGetComputeRunningProcesses", handle)
+        if procs is None and ("nvmlDeviceGetComputeRunningProcesses",) in calls.unsupported:
+            procs = calls.call("processes", "nvmlDeviceGetComputeRunningProcesses_v2", handle)
         if procs is None:
             return
         sink.add("watchdog_gpu_processes", float(len(procs)))
@@ -648,13 +655,17 @@ def gpu_processes(nvml: Any) -> dict[int, list[tuple[int, int | None]]]:
     so it is safe next to a running :class:`NvmlCollector`. A GPU whose list cannot be read (lost,
     unsupported) maps to ``[]``. Raises ``nvml.NVMLError`` when NVML itself cannot be initialised.
     """
+    mismatch: type[BaseException] | tuple[()] = getattr(nvml, "NVMLLibraryMismatchError", ())
     nvml.nvmlInit()
     try:
         out: dict[int, list[tuple[int, int | None]]] = {}
         for index in range(int(nvml.nvmlDeviceGetCount())):
             try:
                 handle = nvml.nvmlDeviceGetHandleByIndex(index)
-                procs = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                try:
+                    procs = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                except mismatch:  # a driver before the _v3 call
+                    procs = nvml.nvmlDeviceGetComputeRunningProcesses_v2(handle)
             except nvml.NVMLError as exc:
                 log.debug("compute processes unreadable", extra={"gpu": index, "error": str(exc)})
                 out[index] = []

@@ -178,6 +178,10 @@ for _family, (_l0, _l6) in _LEGACY_LINK_FAMILIES.items():
 
 
 # --- the NVMLError hierarchy, built the way pynvml builds it -----------------------------------------
+class NVMLLibraryMismatchError(Exception):
+    """Raised by pynvml's unversioned wrappers when the driver lacks the versioned function."""
+
+
 class NVMLError(Exception):
     """An NVML return code as an exception; ``NVMLError(code)`` returns the code's subclass."""
 
@@ -189,9 +193,6 @@ class NVMLError(Exception):
         obj = Exception.__new__(typ)
         obj.value = value
         return obj
-
-    def __init__(self, value: int) -> None:
-        super().__init__(value)
 
     def __str__(self) -> str:
         return _ERROR_STRINGS.get(self.value, f"NVML Error with code {self.value}")
@@ -401,6 +402,13 @@ class FakeNvml:
             state = self.gpus[gpu]
             state.processes = [(int(pid), None if used is None else int(used)) for pid, used in processes]
             state.memory_used_bytes = sum(used or 0 for _, used in state.processes)
+
+    def set_supported(self, feature: str, supported: bool, gpu: int | None = None) -> None:
+        """Switch a profile ``supports`` flag (``memory_v2``, ``clock_events_api``, ``recovery_action``,
+        ``nvlink_scoped_fields`` ...) for one GPU or all: an older driver or another board."""
+        with self._lock:
+            for state in self.gpus if gpu is None else [self.gpus[gpu]]:
+                state.supports[feature] = supported
 
     def schedule(self, faults: Iterable[Fault | Mapping[str, Any]]) -> None:
         """Add scripted faults (``Fault`` or ``{at_seconds, gpu, fault, params, duration_seconds}``)."""
@@ -628,6 +636,8 @@ class FakeNvml:
             mem.total, mem.used = state.memory_total_bytes, used + state.memory_reserved_bytes
             mem.free = state.memory_total_bytes - mem.used
             return mem
+        if not state.supports.get("memory_v2", True):
+            raise NVMLError(NVML_ERROR_FUNCTION_NOT_FOUND)
         if version != nvmlMemory_v2:
             raise NVMLError(NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
         mem2 = c_nvmlMemory_v2_t()
@@ -806,8 +816,21 @@ class FakeNvml:
 
     # ---- processes ---------------------------------------------------------------------------------
     def nvmlDeviceGetComputeRunningProcesses(self, handle: c_nvmlDevice_t) -> list[nvmlFriendlyObject]:
-        """Compute processes: objects with ``pid``, ``usedGpuMemory`` (bytes or None), instance ids."""
+        """Compute processes: objects with ``pid``, ``usedGpuMemory`` (bytes or None), instance ids.
+        Raises NVMLLibraryMismatchError (as pynvml does) where the driver lacks the _v3 call."""
         state, _ = self._device("nvmlDeviceGetComputeRunningProcesses", handle)
+        if not state.supports.get("processes_v3", True):
+            raise NVMLLibraryMismatchError("Unversioned function called and the pyNVML version does not "
+                                           "match the NVML lib version.")
+        return self._processes(state)
+
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: c_nvmlDevice_t) -> list[nvmlFriendlyObject]:
+        """The _v2 process list (drivers before R510)."""
+        state, _ = self._device("nvmlDeviceGetComputeRunningProcesses_v2", handle)
+        return self._processes(state)
+
+    @staticmethod
+    def _processes(state: GpuState) -> list[nvmlFriendlyObject]:
         return [nvmlFriendlyObject({"pid": pid, "usedGpuMemory": used, "gpuInstanceId": 0xFFFFFFFF,
                                     "computeInstanceId": 0xFFFFFFFF}) for pid, used in state.processes]
 
