@@ -375,8 +375,7 @@ class KernelLogParser:
         self.catalogue = catalogue or default_catalogue()
         self.uuid_by_pci: dict[str, str] = {}
         self._pending: _PendingMultiline | None = None
-        self._recent_xid79: dict[str, int] = {}
-        self._recent_fallen: dict[str, int] = {}
+        self._recent_lost: dict[str, int] = {}
         self._recent_oom: dict[int, int] = {}
         self._recent_sxid: dict[tuple[str | None, int], tuple[int, str, str]] = {}
 
@@ -435,13 +434,11 @@ class KernelLogParser:
             self._recent_oom[event.pid] = line
             return previous is not None and line - previous <= DEDUPE_WINDOW_LINES
         pci = event.pci_bus_id
-        if event.kind == "xid" and event.xid == FALLEN_OFF_BUS_XID and pci:
-            self._recent_xid79[pci] = line
-            previous = self._recent_fallen.get(pci)
-            return previous is not None and line - previous <= DEDUPE_WINDOW_LINES
-        if event.kind == "fallen_off_bus" and pci:
-            self._recent_fallen[pci] = line
-            previous = self._recent_xid79.get(pci)
+        if event.xid == FALLEN_OFF_BUS_XID and event.kind in ("xid", "fallen_off_bus") and pci:
+            # One GPU falling off the bus is often logged twice or three times (Xid 79, then the
+            # "GPU has fallen off the bus" line, sometimes the multi-line form too): one incident.
+            previous = self._recent_lost.get(pci)
+            self._recent_lost[pci] = line
             return previous is not None and line - previous <= DEDUPE_WINDOW_LINES
         if event.kind == "sxid" and event.xid is not None:
             key = (pci, event.xid)

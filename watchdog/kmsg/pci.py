@@ -24,7 +24,7 @@ _TWO_PART = re.compile(rf"^([{_HEX}]{{1,4}}):([{_HEX}]{{1,2}})(?:\.[0-7])?$")
 # but then with a function (``3b:00.0``), so that ``10de:2330`` (a PCI *device id*) is not mistaken for one.
 PCI_IN_TEXT = re.compile(
     rf"(?<![{_HEX}:])(?:[{_HEX}]{{4,8}}:[{_HEX}]{{2}}:[{_HEX}]{{2}}(?:\.[0-7])?|[{_HEX}]{{2}}:[{_HEX}]{{2}}\.[0-7])"
-    rf"(?![{_HEX}:])"
+    rf"(?![{_HEX}])(?!:[{_HEX}])"
 )
 
 
