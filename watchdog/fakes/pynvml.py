@@ -477,9 +477,10 @@ class FakeNvml:
             lines, self._kmsg = self._kmsg, []
             return lines
 
-    def xid_line(self, gpu: int, xid: int, pid: int | None = None, process: str | None = None) -> str:
+    def xid_line(self, gpu: int, xid: int, pid: int | None = None, process: str | None = None,
+                 message: str | None = None) -> str:
         """The ``NVRM: Xid`` line for an XID on this fake's GPU ``gpu``."""
-        return xid_kmsg_line(self.gpus[gpu].pci_bus_id, xid, pid, process)
+        return xid_kmsg_line(self.gpus[gpu].pci_bus_id, xid, pid, process, message)
 
     def _apply_due_faults(self) -> None:
         self._kmsg.extend(apply_due_faults(self.gpus, self.faults, self.now))
