@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -63,8 +64,11 @@ class Executor(Protocol):
 
 
 def _minimal_env() -> dict[str, str]:
+    """PATH (with the agent's own bin directory first, so ``inference-watchdog`` resolves inside its
+    virtual environment), locale and TZ; nothing else, so no secret in the agent's environment leaks."""
     env = {k: os.environ[k] for k in SAFE_ENV_KEYS if k in os.environ}
-    env.setdefault("PATH", DEFAULT_PATH)
+    own_bin = os.path.dirname(sys.executable)
+    env["PATH"] = os.pathsep.join(p for p in (own_bin, env.get("PATH", DEFAULT_PATH)) if p)
     env.setdefault("LC_ALL", "C.UTF-8")
     return env
 

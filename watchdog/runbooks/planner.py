@@ -82,7 +82,7 @@ class Policy:
 
 
 DEFAULT_DIAGNOSTIC_COMMANDS = ("nvidia-smi", "journalctl", "dmesg", "numactl", "lspci", "lscpu", "ps",
-                               "free", "uptime", "systemctl", "nproc")
+                               "free", "uptime", "systemctl", "nproc", "inference-watchdog")
 DEFAULT_DIAGNOSTIC_URLS = ("http://127.0.0.1:*/", "http://localhost:*/", "http://[::1]:*/")
 
 
