@@ -61,7 +61,7 @@ def duration_ms(text: str) -> int:
     """A Prometheus duration (``1m30s``) in milliseconds."""
     if text in ("0", "0s"):
         return 0
-    return int(round(promql_parser.parse_duration(text).total_seconds() * 1000))
+    return round(promql_parser.parse_duration(text).total_seconds() * 1000)
 
 
 def series_labels(selector: str) -> Labels:

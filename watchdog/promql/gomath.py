@@ -44,7 +44,7 @@ def _is_odd_integer(y: float) -> bool:
     return fraction == 0 and abs(whole) < 2**63 and int(whole) & 1 == 1
 
 
-def pow_(x: float, y: float) -> float:  # noqa: PLR0911 - mirrors Go's special-case table
+def pow_(x: float, y: float) -> float:
     """Go 1.19's ``math.Pow``: special cases per IEEE 754-2008, then repeated squaring.
 
     The integer part of ``y`` is applied by squaring ``frexp`` mantissas (as Go does), so results
@@ -91,7 +91,7 @@ def pow_(x: float, y: float) -> float:  # noqa: PLR0911 - mirrors Go's special-c
     x1, xe = math.frexp(x)
     i = int(whole)
     while i != 0:
-        if xe < -(1 << 12) or (1 << 12) < xe:
+        if xe < -(1 << 12) or xe > (1 << 12):
             ae += xe
             break
         if i & 1 == 1:
