@@ -251,6 +251,11 @@ class NvmlCollector:
         self._gone: dict[int, int] = {}
         self.last_stats = CallStats()
 
+    @property
+    def driver_version(self) -> str:
+        """The driver version NVML reported at the last successful init ("" before that)."""
+        return self._driver_version
+
     # ---- session -------------------------------------------------------------------------------
     def _module(self) -> Any:
         if self._nvml is None:
