@@ -205,6 +205,27 @@ def test_scripted_timeline() -> None:
     assert fake.nvmlDeviceGetPowerUsage(h3) > 0  # the loss window is over
 
 
+def test_clear_ends_window_faults_of_its_gpu() -> None:
+    fake = started()
+    fake.schedule([
+        {"at_seconds": 1, "gpu": 0, "fault": "hw_slowdown"},
+        {"at_seconds": 1, "gpu": 0, "fault": "nvlink_down", "params": {"links": [1, 2]}},
+        {"at_seconds": 1, "gpu": 1, "fault": "gpu_lost"},
+        {"at_seconds": 5, "gpu": 0, "fault": "clear"},
+    ])
+    h0, h1 = fake.nvmlDeviceGetHandleByIndex(0), fake.nvmlDeviceGetHandleByIndex(1)
+    fake.set_time(2)
+    assert fake.nvmlDeviceGetCurrentClocksEventReasons(h0) & fake.nvmlClocksEventReasonHwSlowdown
+    assert fake.nvmlDeviceGetNvLinkState(h0, 2) == fake.NVML_FEATURE_DISABLED
+    fake.set_time(6)
+    assert not fake.nvmlDeviceGetCurrentClocksEventReasons(h0) & fake.nvmlClocksEventReasonHwSlowdown
+    assert fake.nvmlDeviceGetNvLinkState(h0, 2) == fake.NVML_FEATURE_ENABLED
+    with pytest.raises(fake.NVMLError_GpuIsLost):  # another GPU's fault is untouched
+        fake.nvmlDeviceGetUUID(h1)
+    fake.clear_faults()
+    assert fake.nvmlDeviceGetUUID(h1) == fake.gpus[1].uuid
+
+
 def test_faults_are_validated() -> None:
     fake = started("l40s-pcie-4")
     with pytest.raises(ValueError, match="unknown fault"):

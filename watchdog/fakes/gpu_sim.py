@@ -170,10 +170,11 @@ def xid_kmsg_line(pci_bus_id: str, xid: int, pid: int | None = None, process: st
 # --- scripted faults --------------------------------------------------------------------------------
 FAULT_KINDS = frozenset({
     "xid", "gpu_lost", "reset_required", "pcie_downtrain", "nvlink_down", "nvlink_crc_burst",
-    "ecc_uncorrectable", "row_remap_pending", "hw_slowdown", "thermal_throttle", "straggler",
+    "ecc_uncorrectable", "row_remap_pending", "hw_slowdown", "thermal_throttle", "straggler", "clear",
 })
-#: Faults that happen once (counters jump, log lines appear); the others hold for ``duration_seconds``.
-ONE_SHOT_FAULTS = frozenset({"xid", "nvlink_crc_burst", "ecc_uncorrectable"})
+#: Faults that happen once (counters jump, log lines appear, ``clear`` ends the GPU's window faults);
+#: the others hold for ``duration_seconds``.
+ONE_SHOT_FAULTS = frozenset({"xid", "nvlink_crc_burst", "ecc_uncorrectable", "clear"})
 
 
 @dataclass
@@ -375,13 +376,19 @@ def apply_due_faults(gpus: list[GpuState], faults: Iterable[Fault], now: float) 
     """Apply the one-shot effects of every fault due by ``now`` (once each); returns the kernel-log
     lines they produce, oldest first."""
     lines: list[str] = []
-    for fault in faults:
+    faults = list(faults)
+    for fault in sorted(faults, key=lambda f: f.at_seconds):
         if fault.applied or fault.at_seconds > now:
             continue
         fault.applied = True
         state = gpus[fault.gpu]
         p = fault.params
-        if fault.fault == "xid":
+        if fault.fault == "clear":
+            for other in faults:
+                if (other.gpu == fault.gpu and other.fault not in ONE_SHOT_FAULTS
+                        and other.active(fault.at_seconds)):
+                    other.duration_seconds = fault.at_seconds - other.at_seconds
+        elif fault.fault == "xid":
             lines.append(xid_kmsg_line(state.pci_bus_id, int(p.get("xid", 79)), p.get("pid"),
                                        p.get("process"), p.get("message")))
         elif fault.fault == "gpu_lost" and p.get("emit_xid", True):

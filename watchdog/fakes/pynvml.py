@@ -437,6 +437,14 @@ class FakeNvml:
             self.now = t
             self._apply_due_faults()
 
+    def clear_faults(self, gpu: int | None = None) -> None:
+        """End now every window fault (lost, throttling, link down ...) of one GPU or all; counters keep
+        their values and faults scheduled for later stay scheduled."""
+        with self._lock:
+            for fault in self.faults:
+                if (gpu is None or fault.gpu == gpu) and fault.active(self.now):
+                    fault.duration_seconds = self.now - fault.at_seconds
+
     def fail(self, call: str, code: int, gpu: int | None = None) -> None:
         """Make ``call`` (a pynvml function name) raise ``NVMLError(code)``, for one GPU or all."""
         with self._lock:
