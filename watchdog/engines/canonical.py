@@ -278,7 +278,10 @@ def render_rule_file() -> dict[str, Any]:
 
 
 class _LiteralDumper(yaml.SafeDumper):
-    """Multi-line strings as YAML block literals, so long expressions stay readable."""
+    """Multi-line strings as YAML block literals, so long expressions stay readable; no aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
@@ -289,10 +292,14 @@ def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 _LiteralDumper.add_representer(str, _str_representer)
 
 
+def dump_rule_yaml(doc: dict[str, Any]) -> str:
+    """A rule-file document as YAML text: keys in order, expressions with newlines as block literals."""
+    return yaml.dump(doc, Dumper=_LiteralDumper, sort_keys=False, width=1000)
+
+
 def render_text() -> str:
     """``rules/engines.yaml`` as text (header comment plus YAML)."""
-    body = yaml.dump(render_rule_file(), Dumper=_LiteralDumper, sort_keys=False, width=1000)
-    return HEADER + body
+    return HEADER + dump_rule_yaml(render_rule_file())
 
 
 if __name__ == "__main__":  # pragma: no cover
