@@ -1,0 +1,291 @@
+"""Evaluate a rule set against the store, tick by tick, like Prometheus' rule manager.
+
+Contract:
+- :meth:`RuleEngine.evaluate` runs groups in order and rules in order at ``t_ms``. A recording rule's
+  output is written into the store at once (so later rules in the same tick see it) under the source
+  ``rules:<group>/<index>``; series it stops producing get a staleness marker, as in Prometheus.
+  Alerting rules go through :class:`watchdog.rules.alerting.AlertingRuleState`; their ``ALERTS`` and
+  ``ALERTS_FOR_STATE`` series are written the same way.
+- A rule that fails (evaluation error, non-vector result, duplicate label sets) is logged and counted
+  in ``watchdog_rule_evaluation_failures_total{rule_group}``; the tick goes on with the next rule and
+  the failed rule's previous output is left to age out, as in Prometheus.
+- The returned alerts are every pending, firing and recently resolved alert of every rule.
+- :meth:`RuleEngine.export_state` and ``restored_state=`` carry alert state (active_at, fired_at, ...)
+  across restarts; restored alerts resume where they were (a firing alert keeps its ``fired_at``).
+Evaluation is pure apart from the store and the injected ``clock`` (for durations only).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from watchdog.model import METRIC_NAME, Labels, Sample, make_labels
+from watchdog.promql import PromQLError, evaluate, parse_query
+from watchdog.rules.alert import Alert
+from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Candidate
+from watchdog.rules.loader import AlertingRule, RecordingRule, RuleGroup, RuleSet
+from watchdog.rules.templates import TemplateContext, expand
+
+log = logging.getLogger("watchdog.rules")
+
+DEFAULT_LOOKBACK_MS = 300_000
+
+
+class RuleEvaluationError(Exception):
+    """One rule failed at one evaluation (the message is Prometheus' where one exists)."""
+
+
+@dataclass
+class GroupStats:
+    """Self-metrics of one rule group."""
+
+    name: str
+    rules: int
+    evaluations_total: int = 0
+    failures_total: int = 0
+    last_duration_seconds: float = 0.0
+    last_evaluation_ms: int = 0
+
+
+@dataclass
+class RuleFailure:
+    """The most recent failure of one rule (``rule`` is its name, ``index`` its position)."""
+
+    group: str
+    rule: str
+    index: int
+    t_ms: int
+    error: str
+
+
+@dataclass
+class _GroupRuntime:
+    group: RuleGroup
+    key: str
+    alert_states: dict[int, AlertingRuleState] = field(default_factory=dict)
+
+
+def vector_of(value: Any) -> list[tuple[Labels, float]]:
+    """A query result as (labels, value) pairs; a scalar becomes one sample with no labels.
+
+    Raises :class:`RuleEvaluationError` for matrix and string results, as Prometheus does.
+    """
+    from watchdog.promql import MatrixList, Scalar, VectorSample
+
+    if isinstance(value, Scalar):
+        return [((), value.value)]
+    if isinstance(value, list) and not isinstance(value, MatrixList) and all(
+            isinstance(s, VectorSample) for s in value):
+        return [(s.labels, s.value) for s in value]
+    raise RuleEvaluationError("rule result is not a vector or scalar")
+
+
+class RuleEngine:
+    """Evaluates a :class:`RuleSet` against a store; see the module docstring for the contract."""
+
+    def __init__(
+        self,
+        ruleset: RuleSet,
+        store: Any,
+        external_labels: Mapping[str, str] | None = None,
+        *,
+        restored_state: Iterable[Mapping[str, Any]] | None = None,
+        external_url: str | None = None,
+        lookback_ms: int = DEFAULT_LOOKBACK_MS,
+        subquery_step_ms: int | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.ruleset = ruleset
+        self.store = store
+        self.external_labels = dict(external_labels or {})
+        self.external_url = external_url
+        self.lookback_ms = lookback_ms
+        self.subquery_step_ms = subquery_step_ms
+        self.clock = clock
+        self.last_failures: dict[tuple[str, int], RuleFailure] = {}
+        names = [g.name for g in ruleset.groups]
+        self._groups: list[_GroupRuntime] = []
+        for group in ruleset.groups:
+            key = group.name if names.count(group.name) == 1 else f"{group.file}:{group.name}"
+            runtime = _GroupRuntime(group, key)
+            for index, rule in enumerate(group.rules):
+                if isinstance(rule, AlertingRule):
+                    runtime.alert_states[index] = AlertingRuleState(
+                        rule.alert, rule.labels, rule.for_ms, rule.keep_firing_for_ms, group.name, rule.expr)
+            self._groups.append(runtime)
+        self.stats: dict[str, GroupStats] = {
+            rt.key: GroupStats(rt.group.name, len(rt.group.rules)) for rt in self._groups}
+        if restored_state:
+            self._restore(restored_state)
+
+    # ------------------------------------------------------------------ evaluation
+
+    def evaluate(self, t_ms: int) -> list[Alert]:
+        """Evaluate every group in order at ``t_ms``; returns every held alert."""
+        for runtime in self._groups:
+            self._evaluate_group(runtime, t_ms)
+        return self.alerts()
+
+    def alerts(self) -> list[Alert]:
+        """Every pending, firing and recently resolved alert, in rule order."""
+        out: list[Alert] = []
+        for runtime in self._groups:
+            for index in sorted(runtime.alert_states):
+                out.extend(runtime.alert_states[index].alerts())
+        return out
+
+    def failures_at(self, t_ms: int) -> list[RuleFailure]:
+        """Rules whose most recent evaluation, at ``t_ms``, failed (group order, then rule order)."""
+        out: list[RuleFailure] = []
+        for runtime in self._groups:
+            for index in range(len(runtime.group.rules)):
+                failure = self.last_failures.get((runtime.key, index))
+                if failure is not None and failure.t_ms == t_ms:
+                    out.append(failure)
+        return out
+
+    def rule_alerts(self, alertname: str) -> list[Alert]:
+        """The alerts of every alerting rule named ``alertname`` (any group)."""
+        return [a for a in self.alerts() if a.name == alertname]
+
+    def _evaluate_group(self, runtime: _GroupRuntime, t_ms: int) -> None:
+        started = self.clock()
+        stats = self.stats[runtime.key]
+        for index, rule in enumerate(runtime.group.rules):
+            try:
+                samples = self._evaluate_rule(runtime, index, rule, t_ms)
+            except (RuleEvaluationError, AlertEvaluationError, PromQLError) as exc:
+                self._record_failure(runtime, index, rule, t_ms, str(exc))
+                continue
+            except Exception as exc:  # a bug in evaluation must not stop the tick: count it, log it
+                log.exception("rule evaluation crashed", extra={"rule_group": runtime.group.name,
+                                                                "rule": rule.name})
+                self._record_failure(runtime, index, rule, t_ms, f"{type(exc).__name__}: {exc}")
+                continue
+            self.last_failures.pop((runtime.key, index), None)
+            self.store.ingest(self._source(runtime, index), samples, t_ms)
+        stats.evaluations_total += 1
+        stats.last_duration_seconds = max(self.clock() - started, 0.0)
+        stats.last_evaluation_ms = t_ms
+
+    def _record_failure(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int, error: str) -> None:
+        self.stats[runtime.key].failures_total += 1
+        self.last_failures[(runtime.key, index)] = RuleFailure(runtime.group.name, rule.name, index, t_ms,
+                                                               error)
+        log.warning("rule evaluation failed", extra={
+            "rule_group": runtime.group.name, "rule": rule.name, "index": index, "t_ms": t_ms,
+            "error": error})
+
+    @staticmethod
+    def _source(runtime: _GroupRuntime, index: int) -> str:
+        return f"rules:{runtime.key}/{index}"
+
+    def _query(self, query: Any, t_ms: int) -> Any:
+        if self.subquery_step_ms is None:
+            return evaluate(query, self.store, t_ms, self.lookback_ms)
+        return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms)
+
+    def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
+        vector = vector_of(self._query(rule.query, t_ms))
+        if isinstance(rule, RecordingRule):
+            return self._recording_samples(rule, vector)
+        assert isinstance(rule, AlertingRule)
+        state = runtime.alert_states[index]
+        candidates = [self._candidate(rule, labels, value, t_ms) for labels, value in vector]
+        return state.step(t_ms, candidates)
+
+    @staticmethod
+    def _recording_samples(rule: RecordingRule, vector: list[tuple[Labels, float]]) -> list[Sample]:
+        samples: list[Sample] = []
+        seen: set[Labels] = set()
+        for labels, value in vector:
+            merged = {**dict(labels), METRIC_NAME: rule.record, **rule.labels}
+            out = make_labels(merged)
+            if out in seen:
+                raise RuleEvaluationError(
+                    "vector contains metrics with the same labelset after applying rule labels")
+            seen.add(out)
+            samples.append(Sample(out, value))
+        return samples
+
+    def _candidate(self, rule: AlertingRule, labels: Labels, value: float, t_ms: int) -> Candidate:
+        series_labels = dict(labels)
+        ctx = TemplateContext(
+            labels=series_labels,
+            value=value,
+            external_labels=self.external_labels,
+            external_url=self.external_url,
+            query=lambda expr: self._template_query(expr, t_ms),
+        )
+        out = {k: v for k, v in series_labels.items() if k != METRIC_NAME}
+        for name in rule.labels:
+            rendered = expand(rule.labels[name], rule.alert, ctx)
+            if rendered == "":
+                out.pop(name, None)
+            else:
+                out[name] = rendered
+        out["alertname"] = rule.alert
+        annotations = {name: expand(text, rule.alert, ctx) for name, text in rule.annotations.items()}
+        return Candidate(out, annotations, value)
+
+    def _template_query(self, expr: str, t_ms: int) -> list[tuple[dict[str, str], float]]:
+        return [(dict(labels), value) for labels, value in vector_of(self._query(parse_query(expr), t_ms))]
+
+    # ------------------------------------------------------------------ state and self-metrics
+
+    def export_state(self) -> list[dict[str, Any]]:
+        """Every held alert as plain data, for :class:`RuleEngine` ``restored_state=`` after a restart."""
+        out: list[dict[str, Any]] = []
+        for runtime in self._groups:
+            for index in sorted(runtime.alert_states):
+                out.extend(runtime.alert_states[index].export())
+        return out
+
+    def _restore(self, entries: Iterable[Mapping[str, Any]]) -> None:
+        for entry in entries:
+            state = self._state_for(str(entry.get("rule_group", "")), str(entry.get("alertname", "")),
+                                    dict(entry.get("labels") or {}))
+            if state is None:
+                log.info("dropping restored alert of a rule that no longer exists", extra={
+                    "rule_group": entry.get("rule_group"), "alertname": entry.get("alertname")})
+                continue
+            state.restore(entry)
+
+    def _state_for(self, group_name: str, alertname: str, labels: Mapping[str, str]) -> AlertingRuleState | None:
+        fallback: AlertingRuleState | None = None
+        for runtime in self._groups:
+            if runtime.group.name != group_name:
+                continue
+            for index, state in sorted(runtime.alert_states.items()):
+                if state.name != alertname:
+                    continue
+                static = {k: v for k, v in state.rule_labels.items() if "{{" not in v}
+                if all(labels.get(k) == v for k, v in static.items()):
+                    return state
+                fallback = fallback or state
+        return fallback
+
+    def self_samples(self) -> list[Sample]:
+        """The engine's own series for the exporter (per group: rules, evaluations, failures,
+        last duration and last evaluation time)."""
+        out: list[Sample] = []
+        for stats in self.stats.values():
+            group = stats.name
+            out.append(Sample(make_labels({METRIC_NAME: "watchdog_rule_group_rules", "rule_group": group}),
+                              float(stats.rules)))
+            out.append(Sample(make_labels({METRIC_NAME: "watchdog_rule_group_evaluations_total",
+                                           "rule_group": group}), float(stats.evaluations_total)))
+            out.append(Sample(make_labels({METRIC_NAME: "watchdog_rule_evaluation_failures_total",
+                                           "rule_group": group}), float(stats.failures_total)))
+            out.append(Sample(make_labels({METRIC_NAME: "watchdog_rule_group_last_duration_seconds",
+                                           "rule_group": group}), stats.last_duration_seconds))
+            last = stats.last_evaluation_ms / 1000.0 if stats.last_evaluation_ms else math.nan
+            out.append(Sample(make_labels({METRIC_NAME: "watchdog_rule_group_last_evaluation_timestamp_seconds",
+                                           "rule_group": group}), last))
+        return out
+
