@@ -142,7 +142,7 @@ def _eval(args: argparse.Namespace) -> int:
                     "annotations": dict(sorted(a.annotations.items())),
                     "value": _json_number(a.value),
                     "active_at": a.active_at_ms / 1000.0,
-                    "fired_at": a.fired_at_ms / 1000.0 if a.fired_at_ms or a.state.value == "firing" else None,
+                    "fired_at": a.fired_at_ms / 1000.0 if a.state.value == "firing" else None,
                 }
                 for a in alerts
             ],
@@ -156,7 +156,8 @@ def _eval(args: argparse.Namespace) -> int:
     from watchdog.rules.gofmt import format_float
     from watchdog.rules.labelsets import format_labels_go
 
-    print(f"at {format_duration(result.at_ms)} (last evaluation at {format_duration(result.evaluated_at_ms)}): "
+    evaluated = format_duration(result.evaluated_at_ms)
+    print(f"at {format_duration(result.at_ms)} (last evaluation at {evaluated}): "
           f"{sum(a.state.value == 'firing' for a in alerts)} firing, "
           f"{sum(a.state.value == 'pending' for a in alerts)} pending")
     for a in alerts:
@@ -164,7 +165,8 @@ def _eval(args: argparse.Namespace) -> int:
         print(f"{a.state.value:<8} {a.name} {format_labels_go(labels)} value={format_float(a.value)} "
               f"active_at={format_duration(a.active_at_ms)}")
     for failure in result.failures:
-        print(f"rule failed: group {failure.group!r}, rule {failure.rule!r}: {failure.error}", file=sys.stderr)
+        print(f"rule failed: group {failure.group!r}, rule {failure.rule!r}: {failure.error}",
+              file=sys.stderr)
     return EXIT_OK
 
 

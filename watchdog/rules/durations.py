@@ -9,6 +9,7 @@ Contract:
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS_MS: tuple[tuple[str, int], ...] = (
@@ -40,7 +41,7 @@ def parse_duration(text: str) -> int:
     if match is None:
         raise DurationError(f"not a valid duration string: {text!r}")
     total = 0
-    for group, (_unit, mult) in zip(match.groups(), _UNITS_MS):
+    for group, (_unit, mult) in zip(match.groups(), _UNITS_MS, strict=True):
         if group is not None:
             total += int(group) * mult
     if total > _MAX_MS:
@@ -88,6 +89,9 @@ def format_go_duration(ms: int) -> str:
 def parse_time_arg(text: str) -> int:
     """A command-line time offset: a Prometheus duration (``10m``) or plain seconds (``600``, ``1.5``)."""
     try:
-        return int(round(float(text) * 1000))
+        value = float(text)
     except ValueError:
         return parse_duration(text)
+    if math.isnan(value) or math.isinf(value):
+        raise DurationError(f"not a valid time: {text!r}")
+    return round(value * 1000)

@@ -99,6 +99,7 @@ class RuleEngine:
         lookback_ms: int = DEFAULT_LOOKBACK_MS,
         subquery_step_ms: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        logger: logging.Logger | None = None,
     ) -> None:
         self.ruleset = ruleset
         self.store = store
@@ -107,6 +108,7 @@ class RuleEngine:
         self.lookback_ms = lookback_ms
         self.subquery_step_ms = subquery_step_ms
         self.clock = clock
+        self.log = logger or log
         self.last_failures: dict[tuple[str, int], RuleFailure] = {}
         names = [g.name for g in ruleset.groups]
         self._groups: list[_GroupRuntime] = []
@@ -163,7 +165,7 @@ class RuleEngine:
                 self._record_failure(runtime, index, rule, t_ms, str(exc))
                 continue
             except Exception as exc:  # a bug in evaluation must not stop the tick: count it, log it
-                log.exception("rule evaluation crashed", extra={"rule_group": runtime.group.name,
+                self.log.exception("rule evaluation crashed", extra={"rule_group": runtime.group.name,
                                                                 "rule": rule.name})
                 self._record_failure(runtime, index, rule, t_ms, f"{type(exc).__name__}: {exc}")
                 continue
@@ -177,7 +179,7 @@ class RuleEngine:
         self.stats[runtime.key].failures_total += 1
         self.last_failures[(runtime.key, index)] = RuleFailure(runtime.group.name, rule.name, index, t_ms,
                                                                error)
-        log.warning("rule evaluation failed", extra={
+        self.log.warning("rule evaluation failed", extra={
             "rule_group": runtime.group.name, "rule": rule.name, "index": index, "t_ms": t_ms,
             "error": error})
 
@@ -251,17 +253,18 @@ class RuleEngine:
             state = self._state_for(str(entry.get("rule_group", "")), str(entry.get("alertname", "")),
                                     dict(entry.get("labels") or {}))
             if state is None:
-                log.info("dropping restored alert of a rule that no longer exists", extra={
+                self.log.info("dropping restored alert of a rule that no longer exists", extra={
                     "rule_group": entry.get("rule_group"), "alertname": entry.get("alertname")})
                 continue
             state.restore(entry)
 
-    def _state_for(self, group_name: str, alertname: str, labels: Mapping[str, str]) -> AlertingRuleState | None:
+    def _state_for(self, group_name: str, alertname: str,
+                   labels: Mapping[str, str]) -> AlertingRuleState | None:
         fallback: AlertingRuleState | None = None
         for runtime in self._groups:
             if runtime.group.name != group_name:
                 continue
-            for index, state in sorted(runtime.alert_states.items()):
+            for _index, state in sorted(runtime.alert_states.items()):
                 if state.name != alertname:
                     continue
                 static = {k: v for k, v in state.rule_labels.items() if "{{" not in v}
@@ -274,18 +277,16 @@ class RuleEngine:
         """The engine's own series for the exporter (per group: rules, evaluations, failures,
         last duration and last evaluation time)."""
         out: list[Sample] = []
+
+        def add(name: str, group: str, value: float) -> None:
+            out.append(Sample(make_labels({METRIC_NAME: name, "rule_group": group}), value))
+
         for stats in self.stats.values():
-            group = stats.name
-            out.append(Sample(make_labels({METRIC_NAME: "watchdog_rule_group_rules", "rule_group": group}),
-                              float(stats.rules)))
-            out.append(Sample(make_labels({METRIC_NAME: "watchdog_rule_group_evaluations_total",
-                                           "rule_group": group}), float(stats.evaluations_total)))
-            out.append(Sample(make_labels({METRIC_NAME: "watchdog_rule_evaluation_failures_total",
-                                           "rule_group": group}), float(stats.failures_total)))
-            out.append(Sample(make_labels({METRIC_NAME: "watchdog_rule_group_last_duration_seconds",
-                                           "rule_group": group}), stats.last_duration_seconds))
             last = stats.last_evaluation_ms / 1000.0 if stats.last_evaluation_ms else math.nan
-            out.append(Sample(make_labels({METRIC_NAME: "watchdog_rule_group_last_evaluation_timestamp_seconds",
-                                           "rule_group": group}), last))
+            add("watchdog_rule_group_rules", stats.name, float(stats.rules))
+            add("watchdog_rule_group_evaluations_total", stats.name, float(stats.evaluations_total))
+            add("watchdog_rule_evaluation_failures_total", stats.name, float(stats.failures_total))
+            add("watchdog_rule_group_last_duration_seconds", stats.name, stats.last_duration_seconds)
+            add("watchdog_rule_group_last_evaluation_timestamp_seconds", stats.name, last)
         return out
 

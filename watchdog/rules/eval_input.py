@@ -22,10 +22,11 @@ from watchdog.rules.engine import RuleEngine, RuleFailure
 from watchdog.rules.loader import RuleLoadError, expand_paths, load_rule_files
 from watchdog.rules.promtool_tests import (
     DEFAULT_EVALUATION_INTERVAL_MS,
+    QUIET_LOG,
     TestFileError,
     TestGroup,
-    _Decoder,
     _decode_group,
+    _Decoder,
     _LazySeries,
     _ordered,
     load_input_series,
@@ -82,7 +83,8 @@ def read_eval_input(path: str) -> EvalInput:
             spec = parse_test_file(text)
             if not spec.tests:
                 raise EvalInputError(f"{path}: no test group in 'tests'")
-            return EvalInput(spec.tests[0], spec.rule_files, spec.evaluation_interval_ms, spec.group_eval_order)
+            return EvalInput(spec.tests[0], spec.rule_files, spec.evaluation_interval_ms,
+                             spec.group_eval_order)
         unknown = sorted(keys - set(_FILE_KEYS) - set(_GROUP_KEYS))
         if unknown:
             raise EvalInputError(f"{path}: unknown field(s): {', '.join(unknown)}")
@@ -126,7 +128,8 @@ def evaluate_input(path: str, at: str, extra_rules: Sequence[str] = (),
     store = Store(retention_ms=_UNLIMITED, max_points=_UNLIMITED, max_series=_UNLIMITED)
     lazy = _LazySeries(store, points)
     engine = RuleEngine(ruleset, store, spec.group.external_labels,
-                        external_url=spec.group.external_url or None, subquery_step_ms=step_ms)
+                        external_url=spec.group.external_url or None, subquery_step_ms=step_ms,
+                        logger=QUIET_LOG)
     ts = 0
     last = 0
     while ts <= at_ms:

@@ -248,9 +248,7 @@ def _fmt_float(value: float, verb: str, spec: _Spec) -> str | None:
         return None
     if verb == "v":
         body = format_float(value, "g", -1 if spec.prec is None else spec.prec)
-    elif verb in "gG":
-        body = format_float(value, verb, -1 if spec.prec is None else spec.prec)
-    elif verb in "xX":
+    elif verb in "gG" or verb in "xX":
         body = format_float(value, verb, -1 if spec.prec is None else spec.prec)
     else:
         body = format_float(value, verb, 6 if spec.prec is None else spec.prec)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 from urllib.parse import quote_plus
 
 from watchdog.rules import gofmt
@@ -454,8 +454,6 @@ class _ElseNode(_Node):
     pass
 
 
-Operand = Union[_Node]
-
 # ---------------------------------------------------------------------------------------------- parser
 
 _GO_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\",
@@ -579,10 +577,7 @@ def parse_go_float(text: str) -> float:
         raise ValueError(f'strconv.ParseFloat: parsing {gofmt.go_quote(text)}: invalid syntax')
     body = text.replace("_", "")
     low = body.lower().lstrip("+-")
-    if low.startswith("0x"):
-        value = float.fromhex(body)
-    else:
-        value = float(body)
+    value = float.fromhex(body) if low.startswith("0x") else float(body)
     if value in (float("inf"), float("-inf")) and "inf" not in low:
         raise ValueError(f'strconv.ParseFloat: parsing {gofmt.go_quote(text)}: value out of range')
     return value
@@ -624,8 +619,7 @@ class _Parser:
         return self.lexer.fail(tok.pos, msg)
 
     def unexpected(self, tok: _Tok, context: str) -> TemplateParseError:
-        shown = "EOF" if tok.kind == "eof" else (f'"{tok.val}"' if tok.kind not in ("rdelim",) else
-                                                   f'"{tok.val}"')
+        shown = "EOF" if tok.kind == "eof" else f'"{tok.val}"'
         return self.fail(tok, f"unexpected {shown} in {context}")
 
     # grammar
@@ -634,7 +628,8 @@ class _Parser:
         while self.peek().kind != "eof":
             node = self.text_or_action()
             if isinstance(node, (_EndNode, _ElseNode)):
-                raise self.fail(self.toks[self.i - 1], f"unexpected {'{{end}}' if isinstance(node, _EndNode) else '{{else}}'}")
+                which = "{{end}}" if isinstance(node, _EndNode) else "{{else}}"
+                raise self.fail(self.toks[self.i - 1], f"unexpected {which}")
             root.nodes.append(node)
         return root
 

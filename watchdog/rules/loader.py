@@ -24,7 +24,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import yaml
 
@@ -117,7 +117,7 @@ class AlertingRule:
         return self.alert
 
 
-Rule = Union[RecordingRule, AlertingRule]
+Rule = RecordingRule | AlertingRule
 
 
 @dataclass(frozen=True)

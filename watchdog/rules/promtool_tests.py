@@ -19,13 +19,14 @@ Contract: behaves like Prometheus 2.42's ``promtool test rules`` (cmd/promtool/u
 from __future__ import annotations
 
 import glob
+import logging
 import math
 import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TextIO
 
 import yaml
 
@@ -43,7 +44,6 @@ from watchdog.rules.yamlnodes import (
     is_null,
     line_of,
     mapping_entries,
-    scalar,
     sequence,
     string_map,
 )
@@ -51,6 +51,11 @@ from watchdog.series_notation import SeriesNotationError, expand_values
 from watchdog.store import Store
 
 DEFAULT_EVALUATION_INTERVAL_MS = 60_000
+
+QUIET_LOG = logging.getLogger("watchdog.rules.unittest")
+"""Rule failures in unit tests are reported as test errors, not logged (promtool uses a no-op logger)."""
+QUIET_LOG.propagate = False
+QUIET_LOG.addHandler(logging.NullHandler())
 _UNLIMITED = 1 << 62
 
 
@@ -114,7 +119,8 @@ class TestGroup:
 
     def max_eval_time_ms(self) -> int:
         """The largest ``eval_time`` of the group's test cases (0 when none)."""
-        times = [t.eval_time_ms for t in self.alert_rule_tests] + [t.eval_time_ms for t in self.promql_expr_tests]
+        times = [t.eval_time_ms for t in self.alert_rule_tests]
+        times += [t.eval_time_ms for t in self.promql_expr_tests]
         return max(times, default=0)
 
 
@@ -164,7 +170,8 @@ class _Decoder:
         out: dict[str, yaml.Node] = {}
         for entry in mapping_entries(node, go_type):
             if entry.key not in known:
-                self.errors.append(f"line {line_of(entry.key_node)}: field {entry.key} not found in type {go_type}")
+                self.errors.append(
+                    f"line {line_of(entry.key_node)}: field {entry.key} not found in type {go_type}")
                 continue
             out[entry.key] = entry.value
         return out
@@ -232,6 +239,7 @@ def _yaml_kind(node: yaml.Node) -> str:
         return "!!map"
     if isinstance(node, yaml.SequenceNode):
         return "!!seq"
+    assert isinstance(node, yaml.ScalarNode)
     if node.style in (None, "") and node.tag != NULL_TAG:
         value = str(node.value)
         if value in ("true", "false", "True", "False", "yes", "no", "on", "off"):
@@ -298,7 +306,8 @@ def _decode_group(dec: _Decoder, node: yaml.Node) -> TestGroup:
 # ------------------------------------------------------------------------------------------ input series
 
 
-def load_input_series(series: Iterable[InputSeries], interval_ms: int) -> dict[Labels, list[tuple[int, float]]]:
+def load_input_series(series: Iterable[InputSeries],
+                      interval_ms: int) -> dict[Labels, list[tuple[int, float]]]:
     """Points of every input series (t=0, interval, ...); omitted values skipped. A series listed twice
     keeps its last definition; with a zero interval only the first point survives (as in promtool).
     Raises ValueError naming the bad series."""
@@ -352,7 +361,8 @@ def _alerts_string(alerts: list[AlertPair]) -> str:
         return "[]"
 
     def one(pair: AlertPair) -> str:
-        return "Labels:" + format_labels_go(dict(pair[0])) + "\nAnnotations:" + format_labels_go(dict(pair[1]))
+        labels, annotations = format_labels_go(dict(pair[0])), format_labels_go(dict(pair[1]))
+        return "Labels:" + labels + "\nAnnotations:" + annotations
 
     out = "[\n0:" + _indent_lines("\n" + one(alerts[0]), "  ")
     for i, pair in enumerate(alerts[1:], start=1):
@@ -380,7 +390,7 @@ def run_test_group(tg: TestGroup, rule_files: Sequence[str], evaluation_interval
     store = Store(retention_ms=_UNLIMITED, max_points=_UNLIMITED, max_series=_UNLIMITED)
     lazy = _LazySeries(store, points)
     engine = RuleEngine(ruleset, store, tg.external_labels, external_url=tg.external_url or None,
-                        subquery_step_ms=evaluation_interval_ms)
+                        subquery_step_ms=evaluation_interval_ms, logger=QUIET_LOG)
     group_label = f"    name: {tg.name},\n" if tg.name else ""
     for case in tg.alert_rule_tests:
         if case.alertname == "":
@@ -397,7 +407,8 @@ def run_test_group(tg: TestGroup, rule_files: Sequence[str], evaluation_interval
         engine.evaluate(ts)
         failures = engine.failures_at(ts)
         if failures:
-            errors.extend(f"    rule: {f.rule}, time: {format_go_duration(ts)}, err: {f.error}" for f in failures)
+            errors.extend(f"    rule: {f.rule}, time: {format_go_duration(ts)}, err: {f.error}"
+                          for f in failures)
             return errors
         while curr < len(alert_times) and ts <= alert_times[curr] < ts + evaluation_interval_ms:
             t = alert_times[curr]
@@ -405,8 +416,8 @@ def run_test_group(tg: TestGroup, rule_files: Sequence[str], evaluation_interval
                                         group_label))
             curr += 1
         ts += evaluation_interval_ms
-    for case in tg.promql_expr_tests:
-        errors.extend(_check_expr(store, case, evaluation_interval_ms))
+    for expr_case in tg.promql_expr_tests:
+        errors.extend(_check_expr(store, expr_case, evaluation_interval_ms))
     return errors
 
 
@@ -427,7 +438,8 @@ def _check_alerts(engine: RuleEngine, cases: list[AlertTestCase], group_label: s
         if got != exp:
             indent = "            "
             errors.append(
-                f"{group_label}    alertname: {case.alertname}, time: {format_duration(case.eval_time_ms)}, \n"
+                f"{group_label}    alertname: {case.alertname}, "
+                f"time: {format_duration(case.eval_time_ms)}, \n"
                 f"        exp:{_indent_lines(_alerts_string(exp), indent)}, \n"
                 f"        got:{_indent_lines(_alerts_string(got), indent)}")
     return errors
@@ -438,7 +450,8 @@ def _check_expr(store: Store, case: PromqlTestCase, evaluation_interval_ms: int)
 
     when = format_duration(case.eval_time_ms)
     try:
-        value = evaluate(parse_query(case.expr), store, case.eval_time_ms, subquery_step_ms=evaluation_interval_ms)
+        value = evaluate(parse_query(case.expr), store, case.eval_time_ms,
+                         subquery_step_ms=evaluation_interval_ms)
         vector = vector_of(value)
     except (PromQLError, RuleEvaluationError) as exc:
         return [f"    expr: {go_quote(case.expr)}, time: {when}, err: {exc}"]
@@ -451,10 +464,12 @@ def _check_expr(store: Store, case: PromqlTestCase, evaluation_interval_ms: int)
         try:
             exp.append((sorted_pairs(parse_metric(sample.labels)), sample.value))
         except MetricSyntaxError as exc:
-            return [f"    expr: {go_quote(case.expr)}, time: {when}, err: labels {go_quote(sample.labels)}: {exc}"]
+            return [f"    expr: {go_quote(case.expr)}, time: {when}, "
+                    f"err: labels {go_quote(sample.labels)}: {exc}"]
     got.sort(key=lambda s: s[0])
     exp.sort(key=lambda s: s[0])
-    same = len(got) == len(exp) and all(g[0] == e[0] and g[1] == e[1] for g, e in zip(got, exp))
+    same = len(got) == len(exp) and all(
+        g[0] == e[0] and g[1] == e[1] for g, e in zip(got, exp, strict=True))
     if same:
         return []
     return [f"    expr: {go_quote(case.expr)}, time: {when},\n"
@@ -514,6 +529,7 @@ def run_test_files(paths: Sequence[str], out: TextIO | None = None, err: TextIO 
                 print(error, file=err)
                 err.flush()
                 print(file=out)
+                out.flush()
             failed = True
         else:
             print("  SUCCESS", file=out)

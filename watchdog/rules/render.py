@@ -33,7 +33,7 @@ def render_ruleset(ruleset: RuleSet) -> tuple[str, list[tuple[str, str]]]:
     doc = ruleset_to_dict(ruleset)
     seen: set[str] = set()
     renamed: list[tuple[str, str]] = []
-    for group, out in zip(ruleset.groups, doc["groups"]):
+    for group, out in zip(ruleset.groups, doc["groups"], strict=True):
         name = str(out["name"])
         if name in seen:
             new = f"{name} ({os.path.basename(group.file)})"

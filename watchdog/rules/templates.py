@@ -41,8 +41,8 @@ from watchdog.rules.gotemplate import (
 
 __all__ = [
     "TEMPLATE_DEFS",
-    "TemplateContext",
     "QueryFunc",
+    "TemplateContext",
     "TemplateParseError",
     "check_template",
     "expand",
@@ -64,7 +64,7 @@ QueryFunc = Callable[[str], list[tuple[dict[str, str], float]]]
 Raises any exception whose text becomes the template error."""
 
 
-class QueryResult(list):  # type: ignore[type-arg]
+class QueryResult(list):  # type: ignore[type-arg,unused-ignore]
     """Prometheus' ``queryResult``: a list of ``*sample`` structs."""
 
     GO_TYPE = "template.queryResult"
@@ -76,7 +76,7 @@ class SafeHTML(str):
     GO_TYPE = "template.HTML"
 
 
-class AnyMap(dict):  # type: ignore[type-arg]
+class AnyMap(dict):  # type: ignore[type-arg,unused-ignore]
     """``map[string]interface {}`` (what ``args`` returns)."""
 
     GO_TYPE = "map[string]interface {}"
@@ -390,7 +390,7 @@ def _sample(labels: Mapping[str, str], value: float) -> GoStruct:
 
 def _first(result: QueryResult) -> GoStruct:
     if result:
-        return result[0]  # type: ignore[no-any-return]
+        return result[0]  # type: ignore[no-any-return,unused-ignore]
     raise FuncError("first() called on vector with no elements")
 
 

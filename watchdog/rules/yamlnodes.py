@@ -47,7 +47,7 @@ def line_of(node: yaml.Node | None) -> int:
 def compose(text: str) -> yaml.Node | None:
     """The node tree of a single-document YAML text; raises :class:`YamlError`."""
     try:
-        return yaml.compose(text, Loader=_Loader)  # type: ignore[no-any-return]
+        return yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 0
@@ -70,27 +70,27 @@ def kind_name(node: yaml.Node) -> str:
     return f"scalar {node.value!r}"
 
 
-def scalar(node: yaml.Node, what: str) -> str:
+def scalar(node: yaml.Node | None, what: str) -> str:
     """The source text of a scalar node (null reads as ""); raises :class:`YamlError` otherwise."""
-    if is_null(node):
+    if node is None or is_null(node):
         return ""
     if not isinstance(node, yaml.ScalarNode):
         raise YamlError(line_of(node), f"{what}: expected a string, got a {kind_name(node)}")
     return str(node.value)
 
 
-def sequence(node: yaml.Node, what: str) -> list[yaml.Node]:
+def sequence(node: yaml.Node | None, what: str) -> list[yaml.Node]:
     """The items of a sequence node (null reads as empty); raises :class:`YamlError` otherwise."""
-    if is_null(node):
+    if node is None or is_null(node):
         return []
     if not isinstance(node, yaml.SequenceNode):
         raise YamlError(line_of(node), f"{what}: expected a list, got a {kind_name(node)}")
     return list(node.value)
 
 
-def mapping_entries(node: yaml.Node, what: str) -> list[Entry]:
+def mapping_entries(node: yaml.Node | None, what: str) -> list[Entry]:
     """The entries of a mapping node in source order (null reads as empty); duplicate keys are errors."""
-    if is_null(node):
+    if node is None or is_null(node):
         return []
     if not isinstance(node, yaml.MappingNode):
         raise YamlError(line_of(node), f"{what}: expected a mapping, got a {kind_name(node)}")
@@ -116,6 +116,6 @@ def mapping_entries(node: yaml.Node, what: str) -> list[Entry]:
     return entries
 
 
-def string_map(node: yaml.Node, what: str) -> dict[str, str]:
+def string_map(node: yaml.Node | None, what: str) -> dict[str, str]:
     """A mapping of strings to strings (``labels``, ``annotations``), values read as source text."""
     return {entry.key: scalar(entry.value, f"{what}.{entry.key}") for entry in mapping_entries(node, what)}
