@@ -45,7 +45,8 @@ def expand_values(text: str) -> list[float | None]:
     out: list[float | None] = []
     for token in str(text).split():
         match = _TOKEN.match(token)
-        if match is None:
+        # promtool's lexer reads "Infx2" / "NaNx2" as one identifier and rejects it.
+        if match is None or re.search(r"(?i)(?:inf|nan)x", token):
             raise SeriesNotationError(f"invalid series value {token!r} in {text!r}")
         if match.group("blank"):
             out.extend([None] * int(match.group("blank_n") or 1))
