@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 from pathlib import Path
@@ -49,3 +50,12 @@ def test_promtool_passes_the_engine_rule_tests(path: Path) -> None:
     out = subprocess.run([str(PROMTOOL), "test", "rules", path.name], capture_output=True, text=True,
                          cwd=path.parent, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("path", RULE_TESTS, ids=lambda p: p.name)
+def test_our_evaluator_passes_the_engine_rule_tests(path: Path) -> None:
+    """The same files under our evaluator (``inference-watchdog rules test``): promtool is the oracle."""
+    from watchdog.rules.promtool_tests import run_test_files
+
+    out, err = io.StringIO(), io.StringIO()
+    assert run_test_files([str(path)], out=out, err=err) == 0, out.getvalue() + err.getvalue()
