@@ -341,3 +341,20 @@ def test_factory_reads_the_config(tmp_path: Path) -> None:
     assert any(metric_name(s.labels) == XID_ERRORS for s in collector.collect())
     disabled = load_config_text("kmsg:\n  enabled: false\n")
     assert kmsg_collectors(disabled, CollectorContext(config=disabled)) == []
+
+
+def test_gpu_lost_with_its_xid_keeps_gpu_and_uuid(tmp_path: Path, nvml: FakeNvml) -> None:
+    """The demo's fallen-off-bus scenario: the Xid line and NVML's GPU_IS_LOST arrive together."""
+    log = tmp_path / "kmsg.log"
+    log.touch()
+    nvml.nvmlInit()
+    uuid5 = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(5))
+    nvml.schedule([{"at_seconds": 10, "gpu": 5, "fault": "xid", "params": {"xid": 79}},
+                   {"at_seconds": 10, "gpu": 5, "fault": "gpu_lost"}])
+    collector = make(tmp_path, log, nvml=nvml)
+    assert values(collector.collect(), XID_ERRORS) == {}  # before the fault: nothing, but the map is learnt
+    nvml.advance(11)
+    append(log, "".join(f"[ 11.0] {line}\n" for line in nvml.drain_kmsg()))
+    with pytest.raises(nvml.NVMLError):
+        nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(5))
+    assert values(collector.collect(), XID_ERRORS) == {(("gpu", "5"), ("uuid", uuid5), ("xid", "79")): 1.0}

@@ -258,6 +258,9 @@ class KmsgCollector:
             lines = source.read()
         except (FileNotFoundError, PermissionError) as exc:
             raise NoData(f"kernel log not readable: {exc}") from exc
+        # Learn (and persist) which GPU sits at which PCI address while NVML can still tell: a GPU that
+        # falls off the bus answers nothing afterwards, and its Xid line still needs its gpu and uuid.
+        self._refresh_nvml_map()
         t_ms = now_ms(self.clock())
         rows: list[tuple[Any, ...]] = []
         for line in lines:
