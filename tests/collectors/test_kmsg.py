@@ -358,3 +358,19 @@ def test_gpu_lost_with_its_xid_keeps_gpu_and_uuid(tmp_path: Path, nvml: FakeNvml
     with pytest.raises(nvml.NVMLError):
         nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(5))
     assert values(collector.collect(), XID_ERRORS) == {(("gpu", "5"), ("uuid", uuid5), ("xid", "79")): 1.0}
+
+
+def test_idle_collections_do_not_write(tmp_path: Path) -> None:
+    log = tmp_path / "kmsg.log"
+    clock = Clock()
+    log.write_text("Out of memory: Killed process 1 (a)\n")
+    collector = make(tmp_path, log, clock=clock)
+    collector.collect()
+    written = collector.db.query("SELECT t_ms FROM kmsg_cursor")[0]["t_ms"]
+    clock.now += 5
+    collector.collect()
+    assert collector.db.query("SELECT t_ms FROM kmsg_cursor")[0]["t_ms"] == written
+    append(log, "hello\n")  # a line without events still moves the cursor
+    clock.now += 5
+    collector.collect()
+    assert collector.db.query("SELECT t_ms FROM kmsg_cursor")[0]["t_ms"] == written + 10_000

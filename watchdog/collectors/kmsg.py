@@ -159,6 +159,7 @@ class KmsgCollector:
         self._nvml_map: dict[str, GpuIdentity] = {}
         self._nvml_map_at = float("-inf")
         self._nvml_ready = False
+        self._persisted_cursor: dict[str, Any] | None = None
         ensure_schema(db)
         self._counters: dict[Labels, float] = self._load_counters()
         self._remembered: dict[str, GpuIdentity] = self._load_gpu_map()
@@ -213,7 +214,8 @@ class KmsgCollector:
     # ---- collection ---------------------------------------------------------------------------
     def _source_now(self) -> LogSource:
         if self._source is None:
-            self._source = self._source_factory(self._load_cursor())
+            self._persisted_cursor = self._load_cursor()
+            self._source = self._source_factory(self._persisted_cursor)
         return self._source
 
     def _bump(self, labels: Labels, by: float = 1.0) -> None:
@@ -273,6 +275,8 @@ class KmsgCollector:
 
     def _persist(self, rows: list[tuple[Any, ...]], cursor: dict[str, Any], t_ms: int) -> None:
         mapped = {pci: ident for pci, ident in self._nvml_map.items() if self._remembered.get(pci) != ident}
+        if not rows and not mapped and cursor == self._persisted_cursor:
+            return  # nothing new: no write (the database is fsynced on every commit)
         with self.db.transaction() as cur:
             if rows:
                 cur.executemany(
@@ -295,6 +299,7 @@ class KmsgCollector:
                         "ON CONFLICT(source) DO UPDATE SET cursor = excluded.cursor, t_ms = excluded.t_ms",
                         (self.source_key, json.dumps(cursor), t_ms))
         self._remembered.update(mapped)
+        self._persisted_cursor = cursor
 
     def samples(self) -> list[Sample]:
         """Every counter, plus the reader's own counters."""

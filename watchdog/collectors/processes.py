@@ -160,6 +160,7 @@ class ProcessCollector:
         self.sysfs_root = Path(sysfs_root)
         self.self_pid = os.getpid() if self_pid is None else self_pid
         self._nvml_ready = False
+        self._roots: dict[tuple[str, str], tuple[int, float, int]] = {}
         self._skip = (ps.NoSuchProcess, ps.AccessDenied, getattr(ps, "ZombieProcess", ps.NoSuchProcess))
         db.ensure_schema(SCHEMA_COMPONENT, SCHEMA_VERSION, SCHEMA_DDL)
 
@@ -245,6 +246,14 @@ class ProcessCollector:
     def _restarts(self, target: EngineTarget, pid: int, create_time: float) -> int:
         """Restart count after seeing ``(pid, create_time)`` as the root now (persisted)."""
         key = (target.job, target.instance)
+        known = self._roots.get(key)
+        if known is not None and known[0] == pid and abs(known[1] - create_time) <= 0.5:
+            return known[2]  # same process as last time: no database round trip
+        restarts = self._restarts_in_db(key, pid, create_time)
+        self._roots[key] = (pid, create_time, restarts)
+        return restarts
+
+    def _restarts_in_db(self, key: tuple[str, str], pid: int, create_time: float) -> int:
         with self.db.transaction() as cur:
             row = cur.execute(
                 "SELECT pid, create_time, restarts FROM engine_process_roots WHERE job = ? AND instance = ?",
