@@ -30,15 +30,18 @@ def make_alert(
     return Alert(
         name=name,
         labels=all_labels,
-        annotations={"summary": summary or f"{name} on {labels}", "description": "value {{ $value }}",
-                     "runbook": runbook},
+        annotations={
+            "summary": summary or f"{name} on {labels}",
+            "description": "value {{ $value }}",
+            "runbook": runbook,
+        },
         state=st,
         value=value,
         fingerprint=fingerprint(all_labels),
         active_at_ms=fired_at_ms - 60_000,
         fired_at_ms=fired_at_ms if state != "pending" else 0,
         resolved_at_ms=resolved_at_ms if state == "resolved" else 0,
-        generator='watchdog_gpu_xid_errors_total > 0',
+        generator="watchdog_gpu_xid_errors_total > 0",
     )
 
 

@@ -30,12 +30,21 @@ def notify_config(slack: dict[str, Any] | None = None, **sections: Any) -> dict[
     """A validated, defaulted config with fast outbox retries for tests."""
     notifiers: dict[str, Any] = {
         "log": {"enabled": True, "format": "json"},
-        "outbox": {"initial_backoff_seconds": 0.05, "max_backoff_seconds": 0.3, "poll_interval_seconds": 0.05,
-                   "failing_alert_after_seconds": 0.5},
+        "outbox": {
+            "initial_backoff_seconds": 0.05,
+            "max_backoff_seconds": 0.3,
+            "poll_interval_seconds": 0.05,
+            "failing_alert_after_seconds": 0.5,
+        },
     }
     if slack is not None:
-        notifiers["slack"] = {"enabled": True, "channel": "C0ALERTS", "timeout_seconds": 2,
-                              "rate_limit_max_wait_seconds": 2, **slack}
+        notifiers["slack"] = {
+            "enabled": True,
+            "channel": "C0ALERTS",
+            "timeout_seconds": 2,
+            "rate_limit_max_wait_seconds": 2,
+            **slack,
+        }
     for key, value in sections.items():
         notifiers[key] = {**notifiers.get(key, {}), **value}
     return load_config_text(yaml.safe_dump({"node": "gpu-node-7", "notifiers": notifiers}))

@@ -17,11 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.notify.alerts import make_alert, xid_storm  # noqa: E402
-from watchdog.logs import setup_logging  # noqa: E402
-from watchdog.notify.dispatcher import NotificationDispatcher  # noqa: E402
-from watchdog.rules.alert import Alert  # noqa: E402
-from watchdog.state import StateDB  # noqa: E402
+from tests.notify.alerts import make_alert, xid_storm
+from watchdog.logs import setup_logging
+from watchdog.notify.dispatcher import NotificationDispatcher
+from watchdog.rules.alert import Alert
+from watchdog.state import StateDB
 
 BASE_MS = 1_790_000_000_000  # fixed fired_at: the same alert is the same episode across restarts
 
@@ -32,11 +32,22 @@ def phase_alerts(phase: str) -> list[Alert]:
     if phase == "storm":
         return [*xid_storm(fired_at_ms=BASE_MS), engine_down]
     if phase == "after":
-        return [*xid_storm("resolved", fired_at_ms=BASE_MS, resolved_at_ms=BASE_MS + 600_000), engine_down,
-                make_alert("GpuHot", fired_at_ms=BASE_MS + 300_000, gpu="5")]
+        return [
+            *xid_storm("resolved", fired_at_ms=BASE_MS, resolved_at_ms=BASE_MS + 600_000),
+            engine_down,
+            make_alert("GpuHot", fired_at_ms=BASE_MS + 300_000, gpu="5"),
+        ]
     if phase == "clear":
-        return [make_alert("EngineDown", "resolved", fired_at_ms=BASE_MS, resolved_at_ms=BASE_MS + 900_000,
-                           job="vllm", instance="127.0.0.1:8000")]
+        return [
+            make_alert(
+                "EngineDown",
+                "resolved",
+                fired_at_ms=BASE_MS,
+                resolved_at_ms=BASE_MS + 900_000,
+                job="vllm",
+                instance="127.0.0.1:8000",
+            )
+        ]
     raise SystemExit(f"unknown phase {phase}")
 
 
@@ -50,15 +61,16 @@ def main() -> int:
     setup_logging("debug", json_lines=True, stream=sys.stderr)
     config = json.loads(Path(args.config).read_text())
     db = StateDB.in_dir(args.state_dir)
-    dispatcher = NotificationDispatcher(config, db, "gpu-node-7", stream=open(Path(args.state_dir) / "alerts.log", "a"))
-    alerts = phase_alerts(args.phase)
-    dispatcher.reconcile_on_start(alerts)
-    print("READY", flush=True)
-    stop = Path(args.stop_file) if args.stop_file else None
-    while stop is None or not stop.exists():
-        dispatcher.handle(alerts, [], int(time.time() * 1000))
-        time.sleep(0.05)
-    dispatcher.close(10.0)
+    with open(Path(args.state_dir) / "alerts.log", "a") as alert_log:
+        dispatcher = NotificationDispatcher(config, db, "gpu-node-7", stream=alert_log)
+        alerts = phase_alerts(args.phase)
+        dispatcher.reconcile_on_start(alerts)
+        print("READY", flush=True)
+        stop = Path(args.stop_file) if args.stop_file else None
+        while stop is None or not stop.exists():
+            dispatcher.handle(alerts, [], int(time.time() * 1000))
+            time.sleep(0.05)
+        dispatcher.close(10.0)
     db.close()
     return 0
 

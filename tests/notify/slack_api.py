@@ -13,6 +13,7 @@ Point slack-sdk at it with ``WebClient(base_url=server.base_url)``; run it stand
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import threading
@@ -178,8 +179,14 @@ class FakeSlack:
                 thread_ts = str(args.get("thread_ts") or "")
                 if thread_ts and not any(m.ts == thread_ts and m.channel == channel for m in self.messages):
                     return {"ok": False, "error": "thread_not_found"}
-                msg = Message(channel, self._new_ts(), str(args.get("text", "")), blocks,
-                              _json_arg(args.get("metadata")), thread_ts)
+                msg = Message(
+                    channel,
+                    self._new_ts(),
+                    str(args.get("text", "")),
+                    blocks,
+                    _json_arg(args.get("metadata")),
+                    thread_ts,
+                )
                 self.messages.append(msg)
             return {"ok": True, "channel": channel, "ts": msg.ts, "message": msg.as_api(True)}
         if method == "chat.update":
@@ -204,15 +211,22 @@ class FakeSlack:
                     found = sorted(found, key=lambda m: float(m.ts), reverse=True)  # newest first
                 else:
                     parent = str(args.get("ts", ""))
-                    found = [m for m in self.messages if m.channel == channel and (m.ts == parent or
-                                                                                   m.thread_ts == parent)]
+                    found = [
+                        m
+                        for m in self.messages
+                        if m.channel == channel and (m.ts == parent or m.thread_ts == parent)
+                    ]
                 found = [m for m in found if float(m.ts) > oldest]
                 start = int(args.get("cursor") or 0)
                 limit = int(args.get("limit") or 100)
-                page = found[start:start + limit]
+                page = found[start : start + limit]
                 more = start + limit < len(found)
-                return {"ok": True, "messages": [m.as_api(with_meta) for m in page], "has_more": more,
-                        "response_metadata": {"next_cursor": str(start + limit) if more else ""}}
+                return {
+                    "ok": True,
+                    "messages": [m.as_api(with_meta) for m in page],
+                    "has_more": more,
+                    "response_metadata": {"next_cursor": str(start + limit) if more else ""},
+                }
         return {"ok": False, "error": "unknown_method"}
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
@@ -224,17 +238,17 @@ class FakeSlack:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
-            def _send(self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None) -> None:
+            def _send(
+                self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
+            ) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 for k, v in (headers or {}).items():
                     self.send_header(k, v)
                 self.end_headers()
-                try:
+                with contextlib.suppress(OSError):  # the client gave up (timeout, killed)
                     self.wfile.write(body)
-                except OSError:
-                    pass
 
             def _args(self) -> dict[str, Any]:
                 parsed = urllib.parse.urlsplit(self.path)
@@ -255,7 +269,9 @@ class FakeSlack:
                 method = "webhook" if webhook else path.rsplit("/", 1)[-1]
                 fault = fake._take_fault(method)
                 if fault is not None and fault.kind == "status":
-                    headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
+                    headers = (
+                        {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
+                    )
                     err = {429: "ratelimited"}.get(fault.status, "service_unavailable")
                     body = err.encode() if webhook else json.dumps({"ok": False, "error": err}).encode()
                     fake.requests.append((method, fault.status))
@@ -263,7 +279,9 @@ class FakeSlack:
                     return
                 if fault is not None and fault.kind == "error":
                     fake.requests.append((method, 200))
-                    self._send(200, json.dumps({"ok": False, "error": fault.error}).encode(), "application/json")
+                    self._send(
+                        200, json.dumps({"ok": False, "error": fault.error}).encode(), "application/json"
+                    )
                     return
                 if webhook:
                     if path != WEBHOOK_PATH:

@@ -18,8 +18,9 @@ from tests.notify.alerts import make_alert, xid_storm
 from tests.notify.conftest import Dispatchers, notify_config, wait_until
 
 BINARY = shutil.which("alertmanager") or shutil.which("prometheus-alertmanager")
-pytestmark = pytest.mark.skipif(BINARY is None, reason="alertmanager binary not installed "
-                                "(Debian package prometheus-alertmanager)")
+pytestmark = pytest.mark.skipif(
+    BINARY is None, reason="alertmanager binary not installed (Debian package prometheus-alertmanager)"
+)
 CONFIG = """
 route:
   receiver: blackhole
@@ -51,10 +52,17 @@ class RealAlertmanager:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "am.yml").write_text(CONFIG)
         assert BINARY is not None
+        self._log = open(self.workdir / "am.log", "wb")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(
-            [BINARY, f"--config.file={self.workdir / 'am.yml'}", f"--storage.path={self.workdir / 'data'}",
-             "--cluster.listen-address=", f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=subprocess.DEVNULL, stderr=open(self.workdir / "am.log", "wb"),
+            [
+                BINARY,
+                f"--config.file={self.workdir / 'am.yml'}",
+                f"--storage.path={self.workdir / 'data'}",
+                "--cluster.listen-address=",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
         )
         wait_until(self._ready, timeout=30, what="alertmanager ready")
         return self
@@ -80,6 +88,7 @@ class RealAlertmanager:
             self.proc.terminate()
             self.proc.wait(timeout=10)
             self.proc = None
+            self._log.close()
 
 
 @pytest.fixture
@@ -98,8 +107,13 @@ def test_alerts_arrive_at_every_alertmanager_deduplicate_and_resolve(
     alertmanagers: list[RealAlertmanager], dispatchers: Dispatchers
 ) -> None:
     now = int(time.time() * 1000)
-    config = notify_config(alertmanager={"urls": [am.url for am in alertmanagers], "resend_interval_seconds": 1,
-                                         "generator_url": "https://grafana.example/explore?expr={expr}"})
+    config = notify_config(
+        alertmanager={
+            "urls": [am.url for am in alertmanagers],
+            "resend_interval_seconds": 1,
+            "generator_url": "https://grafana.example/explore?expr={expr}",
+        }
+    )
     d = dispatchers(config)
     storm = xid_storm(fired_at_ms=now - 5000)
     d.handle(storm, [], now)
@@ -114,8 +128,10 @@ def test_alerts_arrive_at_every_alertmanager_deduplicate_and_resolve(
     # still firing for a few ticks, re-sent every second: same 8 alerts, endsAt pushed ahead
     for tick in range(1, 4):
         d.handle(storm, [], now + tick * 1000)
-    wait_until(lambda: next(a for a in _firing(alertmanagers[0]) if a["labels"]["gpu"] == "3")["endsAt"] != ends_at,
-               what="re-send with a later endsAt")
+    wait_until(
+        lambda: next(a for a in _firing(alertmanagers[0]) if a["labels"]["gpu"] == "3")["endsAt"] != ends_at,
+        what="re-send with a later endsAt",
+    )
     assert len(alertmanagers[0].alerts()) == 8 and len(alertmanagers[1].alerts()) == 8
 
     resolved_at = int(time.time() * 1000)
@@ -140,8 +156,11 @@ def test_alertmanager_down_for_a_while_gets_everything_once_it_is_up(
     d.handle([alert, gone], [], now - 4000)
     wait_until(lambda: d.workers["alertmanager"].stats.attempt_failures >= 3, what="failures while down")
     assert d.outbox.pending_counts()["alertmanager"] == 3
-    samples = {dict(s.labels)["__name__"]: s.value for s in d.self_samples()
-               if dict(s.labels).get("notifier") == "alertmanager" and "outcome" not in dict(s.labels)}
+    samples = {
+        dict(s.labels)["__name__"]: s.value
+        for s in d.self_samples()
+        if dict(s.labels).get("notifier") == "alertmanager" and "outcome" not in dict(s.labels)
+    }
     assert samples["watchdog_notifier_up"] == 0 and samples["watchdog_outbox_pending"] == 3
     am.start()
     try:

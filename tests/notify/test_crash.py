@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.notify.conftest import notify_config, wait_until
-from tests.notify.slack_api import DEFAULT_TOKEN, Fault, FakeSlack
+from tests.notify.slack_api import DEFAULT_TOKEN, FakeSlack, Fault
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("driver.py")
@@ -37,9 +37,23 @@ class Driver:
     def start(self, phase: str) -> None:
         env = {**os.environ, "SLACK_BOT_TOKEN": DEFAULT_TOKEN, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), "--state-dir", str(self.state_dir), "--config", str(self.config),
-             "--phase", phase, "--stop-file", str(self.stop_file)],
-            stdout=subprocess.PIPE, stderr=open(self.stderr, "a"), text=True, env=env, cwd=ROOT,
+            [
+                sys.executable,
+                str(DRIVER),
+                "--state-dir",
+                str(self.state_dir),
+                "--config",
+                str(self.config),
+                "--phase",
+                phase,
+                "--stop-file",
+                str(self.stop_file),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self.stderr.open("a"),
+            text=True,
+            env=env,
+            cwd=ROOT,
         )
         assert self.proc.stdout is not None
         assert self.proc.stdout.readline().strip() == "READY"
@@ -59,8 +73,11 @@ class Driver:
 
     def open_rows(self) -> int:
         with sqlite3.connect(self.state_dir / "state.db") as conn:
-            return int(conn.execute("SELECT COUNT(*) FROM notify_outbox WHERE status IN ('pending','sending')")
-                       .fetchone()[0])
+            return int(
+                conn.execute(
+                    "SELECT COUNT(*) FROM notify_outbox WHERE status IN ('pending','sending')"
+                ).fetchone()[0]
+            )
 
     def cleanup(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -128,13 +145,17 @@ def test_kill_mid_send_then_restart_does_not_post_twice(fake_slack: FakeSlack, d
     assert ("conversations.history", 200) in fake_slack.requests
 
 
-def test_resolved_while_down_is_resolved_in_slack_after_restart(fake_slack: FakeSlack, driver: Driver) -> None:
+def test_resolved_while_down_is_resolved_in_slack_after_restart(
+    fake_slack: FakeSlack, driver: Driver
+) -> None:
     driver.start("storm")
     wait_until(lambda: len(fake_slack.top_level()) == 2 and driver.open_rows() == 0, what="firing posted")
     driver.kill()
     driver.start("clear")  # storm and engine both gone while the agent was down
-    wait_until(lambda: driver.open_rows() == 0 and sum(len(m.updates) for m in fake_slack.top_level()) == 2,
-               what="resolves delivered")
+    wait_until(
+        lambda: driver.open_rows() == 0 and sum(len(m.updates) for m in fake_slack.top_level()) == 2,
+        what="resolves delivered",
+    )
     assert driver.stop() == 0
     assert len(fake_slack.top_level()) == 2  # not re-announced
     for message in fake_slack.top_level():

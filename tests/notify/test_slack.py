@@ -9,7 +9,7 @@ import pytest
 
 from tests.notify.alerts import make_alert, xid_storm
 from tests.notify.conftest import Dispatchers, notify_config, wait_until
-from tests.notify.slack_api import WEBHOOK_PATH, Fault, FakeSlack
+from tests.notify.slack_api import WEBHOOK_PATH, FakeSlack, Fault
 from watchdog.runbooks.events import RunbookEvent
 
 NOW = 1_000_000
@@ -22,8 +22,15 @@ def _drained(d) -> bool:
 def test_storm_of_eight_gpus_is_one_message_and_resolve_updates_it_and_replies(
     fake_slack: FakeSlack, slack_token: str, dispatchers: Dispatchers
 ) -> None:
-    d = dispatchers(notify_config({"base_url": fake_slack.base_url, "runbook_base_url": "https://rb.example/rb",
-                                   "grafana_url": "https://grafana.example"}))
+    d = dispatchers(
+        notify_config(
+            {
+                "base_url": fake_slack.base_url,
+                "runbook_base_url": "https://rb.example/rb",
+                "grafana_url": "https://grafana.example",
+            }
+        )
+    )
     storm = xid_storm()
     d.handle(storm, [], NOW)
     d.handle(storm, [], NOW + 1000)  # still firing: nothing new
@@ -36,8 +43,12 @@ def test_storm_of_eight_gpus_is_one_message_and_resolve_updates_it_and_replies(
     assert "https://rb.example/rb/gpu-xid.md" in text and "grafana.example/explore" in text
     assert "gpu-node-7" in text
 
-    resolved = [make_alert("GpuXidError", "resolved", resolved_at_ms=NOW + 60_000, gpu=str(i),
-                           uuid=f"GPU-{i:04d}", xid="79") for i in range(8)]
+    resolved = [
+        make_alert(
+            "GpuXidError", "resolved", resolved_at_ms=NOW + 60_000, gpu=str(i), uuid=f"GPU-{i:04d}", xid="79"
+        )
+        for i in range(8)
+    ]
     d.handle(resolved, [], NOW + 61_000)
     wait_until(lambda: _drained(d), what="resolve delivered")
     assert len(fake_slack.top_level()) == 1
@@ -52,8 +63,10 @@ def test_partial_resolve_marks_members_and_keeps_the_message_firing(
     d = dispatchers(notify_config({"base_url": fake_slack.base_url}))
     storm = xid_storm(gpus=3)
     d.handle(storm, [], NOW)
-    one_resolved = [make_alert("GpuXidError", "resolved", resolved_at_ms=NOW + 5000, gpu="0", uuid="GPU-0000",
-                               xid="79"), *storm[1:]]
+    one_resolved = [
+        make_alert("GpuXidError", "resolved", resolved_at_ms=NOW + 5000, gpu="0", uuid="GPU-0000", xid="79"),
+        *storm[1:],
+    ]
     d.handle(one_resolved, [], NOW + 6000)
     wait_until(lambda: _drained(d), what="delivered")
     [message] = fake_slack.top_level()
@@ -67,8 +80,9 @@ def test_runbook_events_go_in_the_thread_and_unknown_alerts_get_their_own_messag
 ) -> None:
     d = dispatchers(notify_config({"base_url": fake_slack.base_url}))
     alert = make_alert("EngineDown", job="vllm", instance="127.0.0.1:8000", model_name="llama")
-    diag = RunbookEvent(alert.fingerprint, "EngineDown", "engine-down", "diagnostics", "systemctl status",
-                        "x" * 5000, NOW)
+    diag = RunbookEvent(
+        alert.fingerprint, "EngineDown", "engine-down", "diagnostics", "systemctl status", "x" * 5000, NOW
+    )
     orphan = RunbookEvent("nope", "Other", "other", "decision", "skipped", "cooldown active", NOW)
     d.handle([alert], [diag, orphan], NOW)
     wait_until(lambda: _drained(d), what="delivered")
@@ -80,21 +94,34 @@ def test_runbook_events_go_in_the_thread_and_unknown_alerts_get_their_own_messag
     assert "llama" in json.dumps(parent.blocks)
 
 
-def test_approve_mode_adds_buttons_to_suggestions(fake_slack: FakeSlack, slack_token: str,
-                                                  dispatchers: Dispatchers) -> None:
+def test_approve_mode_adds_buttons_to_suggestions(
+    fake_slack: FakeSlack, slack_token: str, dispatchers: Dispatchers
+) -> None:
     config = notify_config({"base_url": fake_slack.base_url})
     config["remediation"] = {"mode": "approve"}
     d = dispatchers(config)
     alert = make_alert("EngineDown", job="vllm")
-    ev = RunbookEvent(alert.fingerprint, "EngineDown", "engine-down", "suggestion", "restart vllm", "systemctl "
-                      "restart vllm", NOW)
+    plan = (
+        "policy: mode=approve\n"
+        "1. restart-engine [systemd] systemctl restart vllm.service\n"
+        "   → awaiting_approval: approve mode\n"
+        "   guards: cooldown 10m\n"
+        "2. drain-node [http] POST http://127.0.0.1:9000/drain\n"
+        "   → refused: url not allowlisted\n"
+    )
+    ev = RunbookEvent(
+        alert.fingerprint, "EngineDown", "engine-down", "suggestion", "runbook engine-down", plan, NOW
+    )
     d.handle([alert], [ev], NOW)
     wait_until(lambda: _drained(d), what="delivered")
     parent = fake_slack.top_level()[0]
     [reply] = fake_slack.replies(parent.ts)
-    actions = [b for b in reply.blocks if b["type"] == "actions"][0]["elements"]
-    assert [a["action_id"] for a in actions] == ["watchdog_approve", "watchdog_skip"]
-    assert json.loads(actions[0]["value"]) == {"fingerprint": alert.fingerprint, "step": "restart vllm"}
+    [actions] = [b for b in reply.blocks if b["type"] == "actions"]
+    assert [a["action_id"] for a in actions["elements"]] == ["watchdog_approve", "watchdog_skip"]
+    assert json.loads(actions["elements"][0]["value"]) == {
+        "fingerprint": alert.fingerprint,
+        "step": "restart-engine",
+    }
 
 
 def test_short_rate_limit_is_retried_by_the_sdk_honouring_retry_after(
@@ -105,7 +132,9 @@ def test_short_rate_limit_is_retried_by_the_sdk_honouring_retry_after(
     d.handle([make_alert("GpuHot", gpu="0")], [], NOW)
     wait_until(lambda: _drained(d), what="delivered")
     assert [r for r in fake_slack.requests if r[0] == "chat.postMessage"] == [
-        ("chat.postMessage", 429), ("chat.postMessage", 200)]
+        ("chat.postMessage", 429),
+        ("chat.postMessage", 200),
+    ]
     assert d.workers["slack"].stats.attempt_failures == 0  # the SDK's handler absorbed it
 
 
@@ -129,8 +158,11 @@ def test_server_errors_are_retried_until_delivered_once(
     d.handle([make_alert("GpuHot", gpu="0")], [], NOW)
     wait_until(lambda: _drained(d), what="delivered")
     assert fake_slack.by_key() == {f"post:{make_alert('GpuHot', gpu='0').fingerprint}:firing:{1_000_000}": 1}
-    samples = {(dict(s.labels).get("__name__"), dict(s.labels).get("outcome")): s.value
-               for s in d.self_samples() if dict(s.labels).get("notifier") == "slack"}
+    samples = {
+        (dict(s.labels).get("__name__"), dict(s.labels).get("outcome")): s.value
+        for s in d.self_samples()
+        if dict(s.labels).get("notifier") == "slack"
+    }
     assert samples[("watchdog_notifications_total", "delivered")] == 1
     assert samples[("watchdog_notification_attempt_failures_total", None)] >= 2
 
@@ -176,8 +208,11 @@ def test_webhook_mode_posts_firing_and_resolved_as_messages(
 
 
 def test_secrets_never_reach_logs_or_metrics_when_sends_fail(
-    fake_slack: FakeSlack, dispatchers: Dispatchers, monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+    fake_slack: FakeSlack,
+    dispatchers: Dispatchers,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     from watchdog.logs import JsonFormatter
 
@@ -190,8 +225,13 @@ def test_secrets_never_reach_logs_or_metrics_when_sends_fail(
     hook = dispatchers(notify_config({"mode": "webhook"}))
     for d in (bot, hook):
         d.handle([make_alert("GpuHot", gpu="0")], [], NOW)
-    wait_until(lambda: bot.workers["slack"].stats.attempt_failures >= 3
-               and hook.workers["slack"].stats.attempt_failures >= 3, what="failures")
+    wait_until(
+        lambda: (
+            bot.workers["slack"].stats.attempt_failures >= 3
+            and hook.workers["slack"].stats.attempt_failures >= 3
+        ),
+        what="failures",
+    )
     # a closed port too: connection errors carry the URL in urllib's exception text
     monkeypatch.setenv("SLACK_WEBHOOK_URL", "http://127.0.0.1:9/services/T1/B1/ANOTHERwebhookSECRET")
     dead = dispatchers(notify_config({"mode": "webhook"}))
@@ -199,8 +239,11 @@ def test_secrets_never_reach_logs_or_metrics_when_sends_fail(
     wait_until(lambda: dead.workers["slack"].stats.attempt_failures >= 2, what="connection failures")
     formatter = JsonFormatter()
     rendered = "\n".join(formatter.format(r) for r in caplog.records)
-    raw = "\n".join(r.getMessage() + json.dumps({k: str(v) for k, v in r.__dict__.items()}) for r in caplog.records
-                    if r.name.startswith("watchdog"))
+    raw = "\n".join(
+        r.getMessage() + json.dumps({k: str(v) for k, v in r.__dict__.items()})
+        for r in caplog.records
+        if r.name.startswith("watchdog")
+    )
     metrics = "\n".join(f"{s.labels} {s.value}" for d in (bot, hook, dead) for s in d.self_samples())
     errors = "\n".join(r.last_error for d in (bot, hook, dead) for r in [d.workers["slack"].stats])
     for secret in (token, WEBHOOK_PATH, fake_slack.webhook_url, "ANOTHERwebhookSECRET"):

@@ -10,7 +10,9 @@ from watchdog.notify.transitions import KnownAlert, derive_transitions
 
 def _known(alerts, state="firing"):
     return {
-        a.fingerprint: KnownAlert(a.fingerprint, state, AlertSnapshot.from_alert(a), a.active_at_ms, a.fired_at_ms)
+        a.fingerprint: KnownAlert(
+            a.fingerprint, state, AlertSnapshot.from_alert(a), a.active_at_ms, a.fired_at_ms
+        )
         for a in alerts
     }
 
@@ -20,7 +22,10 @@ def test_new_firing_alert_is_one_transition_and_pending_is_none() -> None:
     pending = make_alert("GpuHot", "pending", gpu="1")
     d = derive_transitions({}, [firing, pending], now_ms=2_000_000)
     assert [(t.kind, t.alert.fingerprint) for t in d.transitions] == [("firing", firing.fingerprint)]
-    assert {k.fingerprint: k.state for k in d.upserts} == {firing.fingerprint: "firing", pending.fingerprint: "pending"}
+    assert {k.fingerprint: k.state for k in d.upserts} == {
+        firing.fingerprint: "firing",
+        pending.fingerprint: "pending",
+    }
 
 
 def test_still_firing_produces_nothing_even_with_a_new_fired_at() -> None:
@@ -84,7 +89,9 @@ def test_different_xid_or_severity_is_a_different_cause() -> None:
     a = make_alert("GpuXidError", gpu="0", xid="79")
     b = make_alert("GpuXidError", gpu="1", xid="48")
     c = make_alert("GpuXidError", gpu="2", xid="79", severity="warning")
-    groups = group_transitions([Transition("firing", AlertSnapshot.from_alert(x)) for x in (a, b, c)], at_ms=1)
+    groups = group_transitions(
+        [Transition("firing", AlertSnapshot.from_alert(x)) for x in (a, b, c)], at_ms=1
+    )
     assert len(groups) == 3
 
 

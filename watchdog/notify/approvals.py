@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from watchdog.notify.slack_blocks import APPROVE_ACTION, SKIP_ACTION
+from watchdog.runbooks.events import RunbookEvent
 
 log = logging.getLogger("watchdog.notify.approvals")
 
@@ -28,6 +30,35 @@ class RunbookDecisions(Protocol):
     def skip(self, fingerprint: str, step: str, user: str) -> Any:
         """A human chose not to run ``step``."""
         ...
+
+
+# One step of the runbook planner's suggestion text: "2. restart [systemd] ..." then "   → verdict: why".
+_PLAN_STEP = re.compile(r"^\d+\. (?P<step>\S+) \[[^\]]*\]")
+_PLAN_VERDICT = re.compile(r"^\s+→ (?P<verdict>[a-z_]+):")
+AWAITING_APPROVAL = "awaiting_approval"
+
+
+def approvable_steps(event: RunbookEvent) -> tuple[str, ...]:
+    """Steps of a ``suggestion`` event that wait for a human: the event's ``steps`` attribute when the
+    runbook side provides one, else the steps whose verdict is ``awaiting_approval`` in the planner's
+    suggestion text (``format_plan``). Pure."""
+    if event.kind != "suggestion":
+        return ()
+    explicit = getattr(event, "steps", None)
+    if explicit:
+        return tuple(str(s) for s in explicit)
+    found: list[str] = []
+    current = ""
+    for line in event.text.splitlines():
+        step = _PLAN_STEP.match(line)
+        if step:
+            current = step.group("step")
+            continue
+        verdict = _PLAN_VERDICT.match(line)
+        if verdict and current and verdict.group("verdict") == AWAITING_APPROVAL:
+            found.append(current)
+            current = ""
+    return tuple(found)
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from slack_sdk.web import WebClient
 from slack_sdk.webhook import WebhookClient
 
 from watchdog.logs import redact
+from watchdog.notify.approvals import approvable_steps
 from watchdog.notify.base import Delivered, DeliveryError, PlanContext
 from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS
 from watchdog.notify.model import FIRING, RESOLVED, AlertSnapshot, EventNotification, GroupNotification
@@ -272,12 +273,17 @@ class SlackNotifier:
 
     def _plan_event(self, ev: EventNotification, ctx: PlanContext) -> OutboxItem:
         e = ev.event
-        approval = (
-            (e.fingerprint, ev.step or e.title) if self.approve_mode and e.kind == "suggestion" else None
-        )
+        steps = (ev.step,) if ev.step else approvable_steps(e)
+        approvals = [(e.fingerprint, step) for step in steps] if self.approve_mode else []
         message_key = ctx.message_key_of(e.fingerprint) if self.mode == "bot" else ""
         standalone = render_event(
-            e.kind, e.title, e.text, e.alertname, max_chars=self.max_chars, approval=approval, standalone=True
+            e.kind,
+            e.title,
+            e.text,
+            e.alertname,
+            max_chars=self.max_chars,
+            approvals=approvals,
+            standalone=True,
         )
         if self.mode == "webhook":
             return OutboxItem(
@@ -289,7 +295,9 @@ class SlackNotifier:
                 "post",
                 {"channel": self.channel, "text": standalone.text, "blocks": standalone.blocks},
             )
-        body = render_event(e.kind, e.title, e.text, e.alertname, max_chars=self.max_chars, approval=approval)
+        body = render_event(
+            e.kind, e.title, e.text, e.alertname, max_chars=self.max_chars, approvals=approvals
+        )
         return OutboxItem(
             f"reply:{ev.key}",
             "reply",

@@ -224,12 +224,12 @@ def render_event(
     alertname: str,
     *,
     max_chars: int = 2800,
-    approval: tuple[str, str] | None = None,
+    approvals: Sequence[tuple[str, str]] = (),
     standalone: bool = False,
 ) -> Rendered:
     """A runbook event: diagnostics output as a code block, suggestions, decisions and results.
 
-    ``approval`` = (fingerprint, step) adds Approve / Skip buttons (approve mode).
+    ``approvals`` = [(fingerprint, step), ...] adds Approve / Skip buttons per step (approve mode).
     """
     label = {
         "diagnostics": ":mag: Diagnostics",
@@ -242,27 +242,27 @@ def render_event(
     body = _cap(text, max_chars)
     shown = f"{head}\n```{body}```" if kind in ("diagnostics", "result") and body else f"{head}\n{body}"
     blocks: list[Block] = [{"type": "section", "text": {"type": "mrkdwn", "text": _cap(shown, 3000)}}]
-    if approval is not None:
-        value = json.dumps({"fingerprint": approval[0], "step": approval[1]})[:2000]
+    for fingerprint, step in list(approvals)[:10]:
+        value = json.dumps({"fingerprint": fingerprint, "step": step})[:2000]
+        approve = {
+            "type": "button",
+            "action_id": APPROVE_ACTION,
+            "style": "primary",
+            "value": value,
+            "text": {"type": "plain_text", "text": "Approve"},
+        }
+        skip = {
+            "type": "button",
+            "action_id": SKIP_ACTION,
+            "value": value,
+            "text": {"type": "plain_text", "text": "Skip"},
+        }
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _cap(f"Step *{step}*", 3000)}})
         blocks.append(
             {
                 "type": "actions",
-                "block_id": "watchdog_approval",
-                "elements": [
-                    {
-                        "type": "button",
-                        "action_id": APPROVE_ACTION,
-                        "style": "primary",
-                        "value": value,
-                        "text": {"type": "plain_text", "text": "Approve"},
-                    },
-                    {
-                        "type": "button",
-                        "action_id": SKIP_ACTION,
-                        "value": value,
-                        "text": {"type": "plain_text", "text": "Skip"},
-                    },
-                ],
+                "block_id": _cap(f"watchdog_approval:{step}", 255),
+                "elements": [approve, skip],
             }
         )
     return Rendered(_cap(f"{prefix}{label.split(' ', 1)[1]}: {title}", 3000), blocks)
