@@ -12,24 +12,17 @@ Contract:
 
 from __future__ import annotations
 
-import re
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from watchdog.model import METRIC_NAME, STALE_NAN, Labels, Sample, is_stale, label_value, metric_name
+from watchdog.regex import compile_anchored
 
 Matcher = tuple[str, str, str]
 """A label matcher ``(label, op, value)`` with op one of ``=``, ``!=``, ``=~``, ``!~`` (regexes anchored)."""
-
-
-@lru_cache(maxsize=4096)
-def compile_anchored(pattern: str) -> re.Pattern[str]:
-    """A Prometheus label regex: fully anchored, RE2-like semantics where Python's agree."""
-    return re.compile(f"^(?:{pattern})$", re.DOTALL)
 
 
 def matches(labels: Labels, matchers: Iterable[Matcher]) -> bool:

@@ -1,0 +1,31 @@
+"""Label regexes with Prometheus' semantics: Google RE2, fully anchored (``^(?:pattern)$``).
+
+Prometheus 2.42 compiles label matchers and ``label_replace`` regexes with Go's RE2. Python's ``re``
+differs in ways rules hit (``.`` vs newline, ``$`` before a trailing newline, ``\\w`` on Unicode, POSIX
+classes, ``\\p{L}``, mid-pattern flags), so we use the RE2 library itself (``google-re2``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import re2
+
+
+class RegexError(ValueError):
+    """An invalid RE2 pattern; the message names the pattern."""
+
+
+@lru_cache(maxsize=4096)
+def compile_anchored(pattern: str) -> Any:
+    """The RE2 program for ``^(?:pattern)$``; raises :class:`RegexError` when RE2 rejects it."""
+    try:
+        return re2.compile(f"^(?:{pattern})$")
+    except re2.error as exc:
+        raise RegexError(f"invalid regex {pattern!r}: {exc}") from exc
+
+
+def full_match(pattern: str, text: str) -> bool:
+    """True when ``text`` matches ``pattern`` as a whole, as a Prometheus label matcher does."""
+    return compile_anchored(pattern).match(text) is not None
