@@ -301,3 +301,17 @@ def test_parser_feed_keeps_line_numbers_of_the_caller() -> None:
     assert parser.feed("hello", 100) == []
     [event] = parser.feed(XID79, 101)
     assert event.line == 101
+
+
+def test_journal_json_and_coloured_dmesg() -> None:
+    import json as jsonlib
+
+    record = jsonlib.dumps({"__REALTIME_TIMESTAMP": "1730714400000000", "_TRANSPORT": "kernel",
+                            "SYSLOG_IDENTIFIER": "kernel", "MESSAGE": XID79})
+    event = parse_line(record, 1)
+    assert event is not None and event.message == XID79 and event.pci_bus_id == "0000:3b:00"
+    as_bytes = jsonlib.dumps({"MESSAGE": list(XID79.encode())})
+    assert parse_text(as_bytes)[0].xid == 79
+    coloured = "\x1b[32m[ 1234.567890] \x1b[0m\x1b[33mNVRM: \x1b[0mXid (PCI:0000:3b:00): 13, pid=5, name=python3, x"
+    event = parse_line(coloured, 1)
+    assert event is not None and (event.xid, event.pid) == (13, 5)

@@ -24,6 +24,7 @@ Contract:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,7 @@ _ANCHORS = ("NVRM", "SXid", "Killed process", "oom-kill:")
 
 _KMSG_RECORD = re.compile(r"^\s*(?P<prio>\d+),(?P<seq>\d+),(?P<usec>\d+),[^;]*;(?P<text>.*)$", re.DOTALL)
 _KMSG_ESCAPE = re.compile(r"\\x([0-9a-fA-F]{2})")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 _XID = re.compile(r"NVRM: Xid\s*\((?P<dev>[^)]*)\):?\s*(?P<code>\d+)(?P<rest>.*)", re.DOTALL)
 _PID_NAME = re.compile(
@@ -137,6 +139,24 @@ class KernelEvent:
             if name == key:
                 return value
         return None
+
+
+def _unwrap(text: str) -> str:
+    """The kernel message inside a ``journalctl -o json`` line; ANSI colours (``dmesg --color``) removed."""
+    if "\x1b[" in text:
+        text = _ANSI.sub("", text)
+    stripped = text.lstrip()
+    if stripped.startswith("{") and '"MESSAGE"' in stripped:
+        try:
+            record = json.loads(stripped)
+        except ValueError:
+            return text
+        message = record.get("MESSAGE") if isinstance(record, dict) else None
+        if isinstance(message, list):  # journald's form for messages that are not valid UTF-8
+            message = bytes(int(b) & 0xFF for b in message).decode("utf-8", "replace")
+        if isinstance(message, str):
+            return message
+    return text
 
 
 def split_kmsg_record(text: str) -> tuple[int | None, str]:
@@ -308,9 +328,11 @@ def _from(text: str, anchor_index: int) -> str:
 
 def parse_line(text: str, line_no: int, catalogue: Catalogue | None = None) -> KernelEvent | None:
     """The event one kernel-log line (or ``/dev/kmsg`` record) reports, or ``None``. Pure."""
+    if text.startswith("{"):
+        text = _unwrap(text)
     if not any(anchor in text for anchor in _ANCHORS):
         return None
-    seq, text = split_kmsg_record(text)
+    seq, text = split_kmsg_record(_unwrap(text))
     cat = catalogue or default_catalogue()
     event = _parse_text(text, line_no, cat)
     if event is not None and seq is not None:
@@ -383,8 +405,11 @@ class KernelLogParser:
         """Events completed by this line (usually zero or one)."""
         if self._pending is not None and line_no - self._pending.line > MULTILINE_SPAN_LINES:
             self._pending = None
+        if text.startswith("{"):
+            text = _unwrap(text)
         if not any(anchor in text for anchor in _ANCHORS):
             return []
+        text = _unwrap(text)
         identity = parse_gpu_identity(text)
         if identity is not None:
             self.uuid_by_pci[identity[0]] = identity[1]
