@@ -13,11 +13,10 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from watchdog.model import Labels
-from watchdog.promql import gomath
+from watchdog.promql import gomath, goregex, gotrig
 from watchdog.promql.aggregations import quantile
 from watchdog.promql.errors import evaluation_error
 from watchdog.promql.labels import LABEL_NAME_RE, drop_name, with_label
@@ -330,18 +329,18 @@ MATH_FUNCTIONS: dict[str, Callable[[float], float]] = {
     "ln": gomath.log,
     "log2": gomath.log2,
     "log10": gomath.log10,
-    "sin": gomath.guarded(math.sin, math.nan),
-    "cos": gomath.guarded(math.cos, math.nan),
-    "tan": gomath.guarded(math.tan, math.nan),
-    "asin": gomath.guarded(math.asin),
-    "acos": gomath.guarded(math.acos),
-    "atan": math.atan,
-    "sinh": gomath.guarded(math.sinh),
-    "cosh": gomath.guarded(math.cosh, math.inf),
-    "tanh": math.tanh,
-    "asinh": math.asinh,
-    "acosh": gomath.guarded(math.acosh),
-    "atanh": gomath.atanh,
+    "sin": gotrig.sin,
+    "cos": gotrig.cos,
+    "tan": gotrig.tan,
+    "asin": gotrig.asin,
+    "acos": gotrig.acos,
+    "atan": gotrig.atan,
+    "sinh": gotrig.sinh,
+    "cosh": gotrig.cosh,
+    "tanh": gotrig.tanh,
+    "asinh": gotrig.asinh,
+    "acosh": gotrig.acosh,
+    "atanh": gotrig.atanh,
     "rad": lambda v: v * math.pi / 180,
     "deg": lambda v: v * 180 / math.pi,
     "sgn": _sgn,
@@ -407,15 +406,6 @@ def sort_vector(vector: InstantVector, descending: bool) -> InstantVector:
     return items
 
 
-def _go_regex(pattern: str) -> re.Pattern[str]:
-    return _compile_regex(pattern)
-
-
-@lru_cache(maxsize=1024)
-def _compile_regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(f"(?:{pattern})")
-
-
 def _go_expand(template: str, match: re.Match[str]) -> str:
     """Go ``Regexp.ExpandString``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``."""
     out: list[str] = []
@@ -464,8 +454,8 @@ def label_replace(
 ) -> InstantVector:
     """``label_replace``: on a full match of ``regex`` against ``src``, set ``dst`` to the expansion."""
     try:
-        pattern = _go_regex(regex)
-    except re.error:
+        pattern = goregex.compile_anchored(regex)
+    except goregex.GoRegexError:
         raise evaluation_error(f"invalid regular expression in label_replace(): {regex}") from None
     if not LABEL_NAME_RE.match(dst):
         raise evaluation_error(f"invalid destination label name in label_replace(): {dst}")
@@ -475,7 +465,7 @@ def label_replace(
         result = cache.get(labels)
         if result is None:
             source = dict(labels).get(src, "")
-            match = pattern.fullmatch(source)
+            match = pattern.match(source)
             result = labels if match is None else with_label(labels, dst, _go_expand(replacement, match))
             cache[labels] = result
         out.append((result, value))

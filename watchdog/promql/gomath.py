@@ -283,29 +283,6 @@ def sqrt(x: float) -> float:
     return math.sqrt(x)
 
 
-def guarded(fn: Callable[[float], float], overflow: float | None = None) -> Callable[[float], float]:
-    """Wrap a ``math`` function: domain errors give NaN, overflow gives ``overflow`` (signed Inf)."""
-
-    def call(x: float) -> float:
-        try:
-            return fn(x)
-        except ValueError:
-            return NAN
-        except OverflowError:
-            return math.copysign(INF, x) if overflow is None else overflow
-
-    return call
-
-
-def atanh(x: float) -> float:
-    """``math.Atanh``: ±Inf at ±1, NaN outside."""
-    if x == 1:
-        return INF
-    if x == -1:
-        return -INF
-    return guarded(math.atanh)(x)
-
-
 def to_int64(x: float) -> int:
     """Go's ``int64(x)`` on amd64: truncation; NaN and out-of-range values give the minimum int64."""
     if math.isfinite(x) and -(2.0**63) <= x < 2.0**63:

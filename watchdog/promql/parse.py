@@ -16,6 +16,7 @@ import promql_parser as pp
 from watchdog.model import METRIC_NAME
 from watchdog.promql import nodes as n
 from watchdog.promql.errors import PromQLError
+from watchdog.promql.goregex import GoRegexError, compile_anchored
 from watchdog.store import Matcher
 
 VECTOR_FUNCTIONS = (
@@ -134,7 +135,13 @@ def _matchers(selector: pp.VectorSelector) -> tuple[Matcher, ...]:
     if selector.name:
         out.append((METRIC_NAME, "=", selector.name))
     for matcher in selector.matchers.matchers:
-        out.append((matcher.name, _MATCH_OPS[str(matcher.op)], matcher.value))
+        op = _MATCH_OPS[str(matcher.op)]
+        if op in ("=~", "!~"):
+            try:
+                compile_anchored(matcher.value)
+            except GoRegexError as exc:
+                raise PromQLError(f"invalid regular expression {matcher.value!r}: {exc}") from None
+        out.append((matcher.name, op, matcher.value))
     # Put the first name-equality matcher first so the store can use its name index.
     out.sort(key=lambda m: 0 if (m[0] == METRIC_NAME and m[1] == "=") else 1)
     return tuple(out)
