@@ -315,3 +315,17 @@ def test_journal_json_and_coloured_dmesg() -> None:
     coloured = "\x1b[32m[ 1234.567890] \x1b[0m\x1b[33mNVRM: \x1b[0mXid (PCI:0000:3b:00): 13, pid=5, name=python3, x"
     event = parse_line(coloured, 1)
     assert event is not None and (event.xid, event.pid) == (13, 5)
+
+
+@pytest.mark.parametrize(("line", "pci", "pid", "process"), [
+    ("NVRM: Xid (PCI:0000:b8:00 GPU-I:02 GPU-C:01): 43, pid=77, name=python3, channel 0x0b00000a", "0000:b8:00", 77, "python3"),
+    ("[12345.678901] NVRM: Xid (PCI:0000:00:01.0): 79, pid='<unknown>', name='<unknown>', GPU has fallen off the bus.", "0000:00:01", None, None),
+    ("2024-01-15T03:00:00,000000+00:00 NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python3, GPU has fallen off the bus.", "0000:3b:00", 1, "python3"),
+    ("2026-09-08T01:00:00+0000 n1 kernel: NVRM: Xid (PCI:0000:01:00): 79", "0000:01:00", None, None),
+    ("kern  :warn  : [ 1234.567890] NVRM: Xid (PCI:0000:01:00): 32, pid=2096908, name=kf-phys-oracle, channel 0x00000007 intr1 00000004", "0000:01:00", 2096908, "kf-phys-oracle"),
+    ("NVRM: Xid (PCI:0000:01:00): 13, pid=4242, name=Web Content, Graphics SM Warp Exception", "0000:01:00", 4242, "Web Content"),
+])
+def test_more_variants(line: str, pci: str, pid: int | None, process: str | None) -> None:
+    event = parse_line(line, 1)
+    assert event is not None and event.kind == "xid"
+    assert (event.pci_bus_id, event.pid, event.process) == (pci, pid, process)

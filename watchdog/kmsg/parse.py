@@ -256,10 +256,14 @@ def _parse_xid(match: re.Match[str], message: str, line_no: int, catalogue: Cata
         caused_by = int(cause.group(1))
         action = "none"  # follow the Xid that caused it; that one carries the action
 
+    device, *device_extra = match.group("dev").split() or [""]
+    if device_extra:  # e.g. MIG instance ids after the bus id
+        details["device_extra"] = " ".join(device_extra)
+
     return KernelEvent(
         kind="xid",
         xid=code,
-        pci_bus_id=normalize_pci_bus_id(match.group("dev")),
+        pci_bus_id=normalize_pci_bus_id(device),
         pid=pid,
         process=process,
         message=message,
