@@ -109,3 +109,13 @@ def test_le_spellings_cover_python_and_go_clients() -> None:
     assert le_spellings(1.0) == ["1.0", "1"]
     assert le_spellings(0.25) == ["0.25"]
     assert le_spellings(2560.0) == ["2560.0", "2560"]
+
+
+def test_generating_the_rules_logs_the_warnings(caplog: pytest.LogCaptureFixture) -> None:
+    c = config("""
+engines:
+  - {url: "http://h:8000/metrics", job: v, kind: vllm, models: [{model: m, ttft_seconds: 0.3}]}
+""")
+    with caplog.at_level("WARNING", logger="watchdog.engines.slo"):
+        slo_rule_groups(c)
+    assert sum("ttft_seconds 0.3" in r.getMessage() for r in caplog.records) == 2

@@ -17,6 +17,7 @@ Series (labels ``job``, ``instance``, ``model_name`` and configured target label
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ GOODPUT_WINDOW = "5m"
 # and endpoint). Configured target labels and model_name survive.
 AGGREGATE_WITHOUT = "without (engine, engine_type, tp_rank, pp_rank, moe_ep_rank, dp_rank)"
 DEFAULT_OBJECTIVE = 0.99
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -233,8 +236,15 @@ def _goodput_rules(targets: Sequence[SloTarget]) -> list[dict[str, Any]]:
     return rules
 
 
-def slo_rule_groups(config: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The generated rule groups: latency quantiles (when engines are configured) and per-target SLO rules."""
+def slo_rule_groups(config: Mapping[str, Any], *, warn: bool = True) -> list[dict[str, Any]]:
+    """The generated rule groups: latency quantiles (when engines are configured) and per-target SLO rules.
+
+    With ``warn`` (default), every :func:`slo_warnings` line is also logged at WARNING, so the rule set's
+    load, reload and ``rules render`` all say which targets fall between bucket boundaries.
+    """
+    if warn:
+        for warning in slo_warnings(config):
+            log.warning("SLO target is not a histogram bucket boundary: %s", warning)
     groups: list[dict[str, Any]] = []
     if config.get("engines"):
         groups.append({"name": "engine-latency-quantiles", "rules": quantile_rules()})
@@ -247,7 +257,7 @@ def slo_rule_groups(config: Mapping[str, Any]) -> list[dict[str, Any]]:
 def render_slo_rules(config: Mapping[str, Any]) -> str:
     """The generated groups as one Prometheus rule file (YAML text); ``groups: []`` when nothing applies."""
     header = "# GENERATED from the config's SLO targets by watchdog.engines.slo (docs/slo.md).\n"
-    return header + dump_rule_yaml({"groups": slo_rule_groups(config)})
+    return header + dump_rule_yaml({"groups": slo_rule_groups(config, warn=False)})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
