@@ -27,6 +27,7 @@ from urllib.parse import quote_plus, urlsplit
 
 from watchdog.rules import gofmt
 from watchdog.rules.durations import DurationError, parse_duration
+from watchdog.rules.goregex import GoRegexError, compile_go
 from watchdog.rules.gotemplate import (
     MISSING,
     FuncError,
@@ -270,12 +271,12 @@ def _lower_rune(ch: str) -> str:
 
 
 def _go_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a Go (RE2) regular expression with Python's engine, with Go's error text."""
-    translated = pattern.replace("\\z", "\\Z")
+    """Compile a Go (RE2) regular expression, failing with Go's wording."""
     try:
-        return re.compile(translated)
-    except re.error as exc:
-        raise FuncError(f"regexp: Compile({gofmt.go_quote(pattern)}): error parsing regexp: {exc}") from exc
+        return compile_go(pattern)
+    except GoRegexError as exc:
+        message = str(exc) if str(exc).startswith("error parsing regexp") else f"error parsing regexp: {exc}"
+        raise FuncError(f"regexp: Compile({gofmt.go_quote(pattern)}): {message}") from exc
 
 
 _EXPAND_NAME = re.compile(r"[A-Za-z0-9_]+")
