@@ -161,6 +161,7 @@ class ProcessCollector:
         self.self_pid = os.getpid() if self_pid is None else self_pid
         self._nvml_ready = False
         self._roots: dict[tuple[str, str], tuple[int, float, int]] = {}
+        self._cached_roots: dict[EngineTarget, Any] = {}
         self._skip = (ps.NoSuchProcess, ps.AccessDenied, getattr(ps, "ZombieProcess", ps.NoSuchProcess))
         db.ensure_schema(SCHEMA_COMPONENT, SCHEMA_VERSION, SCHEMA_DDL)
 
@@ -275,21 +276,47 @@ class ProcessCollector:
         return int(rows[0]["restarts"]) if rows else 0
 
     # ---- collection ---------------------------------------------------------------------------------
+    def _alive(self, proc: Any) -> bool:
+        try:
+            return bool(proc.is_running()) and proc.status() != getattr(self.ps, "STATUS_ZOMBIE", "zombie")
+        except self._skip:
+            return False
+
+    def roots(self) -> dict[EngineTarget, Any | None]:
+        """Each target's root process. A root found before is kept while it runs (no socket scan every
+        tick: listing every connection of a busy host is the expensive part); the others are searched."""
+        found: dict[EngineTarget, Any | None] = {}
+        missing = []
+        for target in self.targets:
+            cached = self._cached_roots.get(target)
+            if cached is not None and self._alive(cached):
+                found[target] = cached
+            else:
+                missing.append(target)
+        if missing:
+            listeners = self._listeners() if any(t.port is not None for t in missing) else {}
+            for target in missing:
+                found[target] = self.find_root(target, listeners)
+                if found[target] is not None:
+                    self._cached_roots[target] = found[target]
+                else:
+                    self._cached_roots.pop(target, None)
+        return found
+
     def collect(self) -> list[Sample]:
         """One sample set for every configured engine (see the module docstring)."""
-        listeners = self._listeners() if any(t.port is not None for t in self.targets) else {}
+        roots = self.roots()
         gpu_processes = self._gpu_processes()
         cpu_nodes = read_cpu_nodes(self.sysfs_root)
         out: list[Sample] = []
         for target in self.targets:
-            out.extend(self._engine_samples(target, listeners, gpu_processes, cpu_nodes))
+            out.extend(self._engine_samples(target, roots[target], gpu_processes, cpu_nodes))
         return out
 
-    def _engine_samples(self, target: EngineTarget, listeners: Mapping[int, list[int]],
+    def _engine_samples(self, target: EngineTarget, root: Any | None,
                         gpu_processes: list[tuple[GpuRef, dict[int, int | None]]],
                         cpu_nodes: Mapping[int, int]) -> list[Sample]:
         ids = {"job": target.job, "instance": target.instance}
-        root = self.find_root(target, listeners)
         if root is None:
             return [Sample(metric(PREFIX + "up", **ids), 0.0),
                     Sample(metric(PREFIX + "restarts_total", **ids), float(self._stored_restarts(target)))]
