@@ -182,9 +182,10 @@ def test_rule_engine_state_round_trips_and_is_written_only_on_change(tmp_path: P
     assert store.save_rule_state(state, NOW) is True
     assert store.save_rule_state(state, NOW + 1) is False
     db.close()
-    again = AlertStateStore(StateDB.in_dir(tmp_path))
-    assert again.load_rule_state() == state
-    assert again.save_rule_state(state, NOW + 2) is False
+    fresh = AlertStateStore(StateDB.in_dir(tmp_path))
+    assert fresh.save(state) is False  # a new instance compares with the stored digest
+    assert fresh.load() == state
+    assert fresh.save([*state, {"rule": "EngineDown"}]) is True
 
 
 class RecordingManager:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import time
 from typing import Any
 
 from watchdog.notify.model import AlertSnapshot
@@ -153,10 +154,17 @@ class AlertStateStore:
         return str(rows[0]["channel"]) if rows else ""
 
     # -- rule engine state --------------------------------------------------------------------------
-    def save_rule_state(self, states: list[dict[str, Any]], now_ms: int) -> bool:
-        """Persist ``RuleEngine.export_state()`` when it changed since the last save; True if written."""
+    def save_rule_state(self, states: list[dict[str, Any]], now_ms: int = 0) -> bool:
+        """Persist ``RuleEngine.export_state()`` when it changed since the last save; True if written.
+
+        The comparison uses a digest (cached, else read from the table), so calling this every tick
+        costs a hash and no disk write while nothing changes.
+        """
         data = json.dumps(states, sort_keys=True, default=str)
         digest = hashlib.sha256(data.encode()).hexdigest()
+        if not self._rule_state_digest:
+            rows = self.db.query("SELECT digest FROM notify_rule_engine_state WHERE id = 1")
+            self._rule_state_digest = str(rows[0]["digest"]) if rows else ""
         if digest == self._rule_state_digest:
             return False
         with self.db.transaction() as cur:
@@ -164,7 +172,7 @@ class AlertStateStore:
                 """INSERT INTO notify_rule_engine_state(id, digest, data, saved_ms) VALUES (1, ?, ?, ?)
                    ON CONFLICT(id) DO UPDATE SET digest=excluded.digest, data=excluded.data,
                    saved_ms=excluded.saved_ms""",
-                (digest, data, now_ms),
+                (digest, data, now_ms or int(time.time() * 1000)),
             )
         self._rule_state_digest = digest
         return True
@@ -177,6 +185,10 @@ class AlertStateStore:
         self._rule_state_digest = rows[0]["digest"]
         loaded: list[dict[str, Any]] = json.loads(rows[0]["data"])
         return loaded
+
+    # Short names used by the agent loop.
+    save = save_rule_state
+    load = load_rule_state
 
 
 def _known_from_row(row: sqlite3.Row) -> KnownAlert:
