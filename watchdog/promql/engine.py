@@ -67,8 +67,9 @@ def _newest_point(series: Any, mint: int, maxt: int) -> tuple[int, float] | None
 
 
 def _without_stale(times: list[int], values: list[float]) -> tuple[list[int], list[float]]:
-    """Drop staleness markers from a window (a cheap NaN test first)."""
-    if all(v == v for v in values):
+    """Drop staleness markers from a window (a cheap NaN test first: any NaN makes the sum NaN)."""
+    total = sum(values)
+    if total == total:
         return times, values
     kept_t: list[int] = []
     kept_v: list[float] = []
@@ -194,7 +195,7 @@ class Evaluator:
             times, values = series.window(ref - ms.range_ms, ref)
             if not times:
                 continue
-            times, values = _without_stale(list(times), list(values))
+            times, values = _without_stale(times, values)
             if times:
                 out.append((series.labels, times, values))
         return out

@@ -10,9 +10,11 @@ Two kinds:
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from watchdog.model import Labels
@@ -62,7 +64,7 @@ def _extrapolated_rate(
     if count < 2:
         return None
     result = vs[-1] - vs[0]
-    if is_counter:
+    if is_counter and not all(map(operator.le, vs, islice(vs, 1, None))):  # C-speed monotonic test
         previous = vs[0]
         for value in vs[1:]:
             if value < previous:
