@@ -16,19 +16,21 @@ RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 
 # The alert names fixed by issue 5 (docs, dashboards and the rule pack use them).
 ISSUE_5_ALERTS = (
-    "GpuFallenOffBus GpuXidFatal GpuXidBurst GpuPcieLinkDegraded GpuPcieReplaysHigh GpuNvlinkDown "
-    "GpuNvlinkErrorsHigh GpuEccUncorrectable GpuRowRemapPending GpuRowRemapFailed GpuHwSlowdown "
-    "GpuThermalMarginLow EngineDown EngineKvCacheNearFull EnginePreemptionStorm EnginePrefixCacheThrashing "
-    "EngineQueueBuildup EngineTtftSloBurn EngineTpotSloBurn EngineGoodputCollapse EngineRetryStorm "
-    "EngineHeadroomLow TpStraggler TpCollectiveHang HostCpuContention HostNumaMismatch HostOomKill"
-).split()
+    "GpuFallenOffBus", "GpuXidFatal", "GpuXidBurst", "GpuPcieLinkDegraded", "GpuPcieReplaysHigh",
+    "GpuNvlinkDown", "GpuNvlinkErrorsHigh", "GpuEccUncorrectable", "GpuRowRemapPending", "GpuRowRemapFailed",
+    "GpuHwSlowdown", "GpuThermalMarginLow", "EngineDown", "EngineKvCacheNearFull", "EnginePreemptionStorm",
+    "EnginePrefixCacheThrashing", "EngineQueueBuildup", "EngineTtftSloBurn", "EngineTpotSloBurn",
+    "EngineGoodputCollapse", "EngineRetryStorm", "EngineHeadroomLow", "TpStraggler", "TpCollectiveHang",
+    "HostCpuContention", "HostNumaMismatch", "HostOomKill",
+)
 
 SECTIONS = ("## Symptoms", "## How to confirm", "## Root causes", "## Immediate mitigation", "## Lasting fix",
             "## When to escalate")
 
 # Labels a firing alert of each family carries, for rendering every template.
 SAMPLE_LABELS = {"gpu": "3", "uuid": "GPU-0f1e2d3c", "xid": "79", "link": "2", "reason": "hw_slowdown",
-                 "job": "vllm-llama", "instance": "127.0.0.1:8000", "process": "python3", "model_name": "llama"}
+                 "job": "vllm-llama", "instance": "127.0.0.1:8000", "process": "python3",
+                 "model_name": "llama"}
 CONFIG = load_config_text("""
 engines:
   - {job: vllm-llama, url: "http://127.0.0.1:8000/metrics", unit: vllm-llama.service}

@@ -1,0 +1,132 @@
+"""``inference-watchdog runbooks list | show | check`` through the real command line."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from watchdog.cli import main
+from watchdog.runbooks.audit import AuditRecord, RunbookState
+from watchdog.state import StateDB
+
+RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
+
+
+def write_config(tmp: Path, remediation: dict[str, Any]) -> Path:
+    config = {
+        "state_dir": str(tmp / "state"),
+        "node": "gpu-node-1",
+        "engines": [{"job": "vllm", "url": "http://127.0.0.1:8000/metrics", "unit": "vllm.service"}],
+        "runbooks": {"paths": [str(RUNBOOKS)]},
+        "remediation": remediation,
+    }
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_names_every_runbook(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "runbooks", "list", "--path", str(RUNBOOKS))
+    assert code == 0
+    assert "gpu-xid" in out and "alerts: GpuXidFatal, GpuXidBurst" in out
+    code, out, _ = run(capsys, "runbooks", "list", "--path", str(RUNBOOKS), "--json")
+    rows = json.loads(out)
+    assert len(rows) == 22 and {"id", "title", "summary", "alerts", "source", "markdown"} <= set(rows[0])
+    assert next(r for r in rows if r["id"] == "engine-slo-burn")["alerts"] == ["EngineTtftSloBurn",
+                                                                             "EngineTpotSloBurn"]
+
+
+def test_show_renders_markdown_and_the_policy_verdict(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config(tmp_path, {"mode": "auto", "allow": {"units": ["vllm.service"]}})
+    code, out, _ = run(capsys, "runbooks", "show", "engine-down", "--config", str(config),
+                       "--alert", "EngineDown", "--labels", "job=vllm,instance=127.0.0.1:8000")
+    assert code == 0
+    assert out.startswith("# Inference engine down")
+    assert "## Root causes" in out
+    assert "1. restart-engine [systemd] systemctl restart vllm.service" in out
+    assert '→ run: auto; guards and policy allow it (if requires holds: up{job="vllm"} == 0)' in out
+    assert "diagnose unit-status: systemctl status --no-pager --lines=30 vllm.service" in out
+
+
+def test_show_default_policy_only_suggests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config(tmp_path, {})
+    _, out, _ = run(capsys, "runbooks", "show", "gpu-xid", "--config", str(config), "--no-markdown",
+                    "--labels", "gpu=2,xid=79,job=vllm", "--json")
+    data = json.loads(out)
+    steps = {s["step"]: s for s in data["suggestions"][0]["steps"]}
+    assert {n: s["verdict"] for n, s in steps.items()} == {
+        "tell-oncall": "suggested", "restart-engine": "suggested", "reset-gpu": "suggested",
+        "drain-node": "skipped"}  # no gateway configured: remediation.vars.gateway_drain_url
+    assert "vars.gateway_drain_url" in steps["drain-node"]["reason"]
+    assert steps["reset-gpu"]["action"] == "nvidia-smi --gpu-reset -i 2"
+    assert "not in remediation.allow.commands" in steps["reset-gpu"]["reason"]
+    assert data["suggestions"][0]["source"] == "cli"
+
+
+def test_show_refuses_a_hostile_label(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config(tmp_path, {"mode": "auto", "allow": {"commands": ["nvidia-smi"]}})
+    _, out, _ = run(capsys, "runbooks", "show", "gpu-xid", "--config", str(config), "--json",
+                    "--labels", "gpu=--help; rm -rf /,xid=79")
+    steps = {s["step"]: s for s in json.loads(out)["suggestions"][0]["steps"]}
+    assert steps["reset-gpu"]["verdict"] == "refused" and steps["reset-gpu"]["action"] == ""
+    assert "starts with '-'" in steps["reset-gpu"]["reason"]
+
+
+def test_show_uses_live_alerts_and_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from watchdog.notify.model import AlertSnapshot
+    from watchdog.notify.state_store import AlertStateStore
+    from watchdog.notify.transitions import KnownAlert
+    from watchdog.rules.alerting import fingerprint
+
+    config = write_config(tmp_path, {"mode": "auto", "allow": {"units": ["vllm.service"]}})
+    db = StateDB(tmp_path / "state" / "state.db")
+    labels = {"alertname": "EngineDown", "job": "vllm", "instance": "127.0.0.1:8000", "severity": "critical"}
+    fp = fingerprint(labels)
+    now_ms = int(time.time() * 1000)
+    snapshot = AlertSnapshot(fp, "EngineDown", labels, {"summary": "down"}, 0.0, now_ms - 60_000)
+    store = AlertStateStore(db)
+    with db.transaction() as cur:
+        store.upsert_alert(cur, KnownAlert(fp, "firing", snapshot, fired_at_ms=now_ms - 60_000), now_ms)
+    RunbookState(db).record(AuditRecord(now_ms - 5 * 60_000, fp, "EngineDown", "engine-down",
+                                        "restart-engine", "started", action_key="systemd:restart:vllm.service"))
+    db.close()
+    code, out, _ = run(capsys, "runbooks", "show", "engine-down", "--config", str(config), "--no-markdown")
+    assert code == 0
+    assert "(live; policy mode=auto)" in out
+    assert "→ skipped: cooldown: last ran 5m ago, cooldown 15m" in out
+
+
+def test_show_unknown_id(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "runbooks", "show", "nope", "--path", str(RUNBOOKS))
+    assert code == 1 and "no runbook 'nope'" in err
+
+
+def test_check_accepts_the_shipped_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "runbooks", "check", str(RUNBOOKS))
+    assert code == 0 and "22 runbooks ok, serving 27 alerts" in out
+
+
+def test_check_rejects_a_shell_string_and_bad_promql(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    bad = {"id": "bad", "title": "Bad", "alerts": ["X"],
+           "remediate": [{"name": "shell", "command": "systemctl restart vllm && reboot"}]}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
+    code, _, err = run(capsys, "runbooks", "check", str(tmp_path))
+    assert code == 1 and "remediate[0].command" in err and "never a shell string" in err
+    pytest.importorskip("watchdog.promql")
+    bad["remediate"] = [{"name": "restart", "systemd": {"unit": "vllm.service"}, "verify": "up{job= == 1"}]
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
+    code, _, err = run(capsys, "runbooks", "check", str(tmp_path))
+    assert code == 1 and "verify" in err
