@@ -431,3 +431,84 @@ def test_short_intervals_and_subquery_alignment_match_promtool(tmp_path: Path) -
     cases = [(expr, t) for expr in expressions for t in times]
     problems = compare_with_promtool(SUBSECOND, "1s", cases, tmp_path, evaluation_interval="1s")
     assert problems == [], "\n".join(problems)
+
+
+EDGES = [
+    ('v{i="a"}', "1 NaN 3 NaN 5 6 7 8 9 10 11"),
+    ('v{i="b"}', "NaN 2 NaN 4 Inf -Inf 0 -0 1 2 3"),
+    ('v{i="c"}', "5 4 3 2 1 0 -1 -2 -3 -4 -5"),
+    ('w{i="a",j="x"}', "1x10"),
+    ('w{i="b",j="y"}', "2x10"),
+    ('cnt_total{i="a"}', "10 20 5 15 0 0 30 40 1 2 3"),
+    ('le_weird_bucket{le="0.5"}', "1 2 NaN 4 5 6 7 8 9 10 11"),
+    ('le_weird_bucket{le="+Inf"}', "2 4 6 8 NaN 12 14 16 18 20 22"),
+]
+
+EDGE_EXPRESSIONS = [
+    "v",
+    "sort(v)",
+    "sort_desc(v)",
+    "topk(1, v)",
+    "bottomk(1, v)",
+    "topk(2, v)",
+    "max(v)",
+    "min(v)",
+    "quantile(0.5, v)",
+    "count_values('x', v)",
+    "clamp(v, 0, 3)",
+    "clamp_min(v, NaN)",
+    "v > NaN",
+    "v != bool NaN",
+    "v == bool v",
+    "v unless v > 3",
+    "abs(v) >= 2",
+    "round(v * 0.5)",
+    "v / v",
+    "v % 0",
+    "v ^ 0",
+    "0 ^ -v",
+    "changes(v[5m])",
+    "resets(v[5m])",
+    "max_over_time(v[3m])",
+    "min_over_time(v[3m])",
+    "quantile_over_time(0.5, v[5m])",
+    "quantile_over_time(NaN, v[5m])",
+    "avg_over_time(v[4m])",
+    "sum_over_time(v[4m])",
+    "stddev_over_time(v[4m])",
+    "deriv(v[4m])",
+    "predict_linear(v[4m], 60)",
+    "rate(cnt_total[5m])",
+    "irate(cnt_total[5m])",
+    "increase(cnt_total[10m])",
+    "delta(cnt_total[3m])",
+    "histogram_quantile(0.5, le_weird_bucket)",
+    "histogram_quantile(0.9, rate(le_weird_bucket[3m]))",
+    "w + on(i) group_left(j) w",
+    "w * on() group_left w{i='a'}",
+    "w{i='a'} * on() group_right w",
+    "label_join(w, 'k', '-', 'i', 'j', 'i')",
+    "max_over_time(max_over_time(v[2m:1m])[5m:2m])",
+    "sum_over_time(v[4m:1m] @ 300)",
+    "sum_over_time(v[4m:1m] @ 300 offset 1m)",
+    "last_over_time(v[3m:1m] offset -2m)",
+    "timestamp(last_over_time(v[3m]))",
+    "count(v) by (i) > bool 0",
+    "absent_over_time(v{i='zzz'}[2m:1m])",
+    "vector(1) + on() group_left v",
+    "scalar(v{i='a'}) > bool 2",
+    "-v ^ 2",
+    "(v > 2) + 1",
+    "group by (j) (w)",
+    "stdvar without (i) (w)",
+    "avg without (i) (v)",
+]
+
+
+def test_nan_infinities_and_nesting_match_promtool(tmp_path: Path) -> None:
+    times = ["0s", "1m", "2m", "4m", "5m", "7m", "10m", "12m"]
+    cases = [(expr, t) for expr in EDGE_EXPRESSIONS for t in times]
+    order_dependent = ["topk(1, v)", "bottomk(1, v)", "topk(2, v)", "quantile(0.5, v)", "avg without (i) (v)",
+                       "max(v)", "min(v)"]
+    problems = compare_with_promtool(EDGES, "1m", cases, tmp_path, order_dependent=order_dependent)
+    assert problems == [], "\n".join(problems)

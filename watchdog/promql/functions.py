@@ -363,7 +363,9 @@ def clamp(vector: InstantVector, low: float, high: float) -> InstantVector:
 
 
 def _go_max(a: float, b: float) -> float:
-    """Go ``math.Max``: NaN wins; +0 beats -0."""
+    """Go ``math.Max``: +Inf wins, then NaN; +0 beats -0."""
+    if a == math.inf or b == math.inf:
+        return math.inf
     if math.isnan(a) or math.isnan(b):
         return math.nan
     if a == b == 0:
@@ -372,7 +374,9 @@ def _go_max(a: float, b: float) -> float:
 
 
 def _go_min(a: float, b: float) -> float:
-    """Go ``math.Min``: NaN wins; -0 beats +0."""
+    """Go ``math.Min``: -Inf wins, then NaN; -0 beats +0."""
+    if a == -math.inf or b == -math.inf:
+        return -math.inf
     if math.isnan(a) or math.isnan(b):
         return math.nan
     if a == b == 0:
