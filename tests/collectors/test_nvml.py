@@ -215,7 +215,7 @@ def test_scripted_faults_reach_the_series() -> None:
 
 def test_recovery_action_is_a_state_set() -> None:
     fake, collector = collector_for("h100-sxm-8")
-    fake.set(2, recovery_action=F.NVML_ERROR_UNINITIALIZED)  # 1 = GPU_RESET
+    fake.set(2, recovery_action=1)  # NVML_GPU_RECOVERY_ACTION_GPU_RESET
     samples = collector.collect()
     actions = {label_value(s.labels, "action"): s.value
                for s in select(samples, "watchdog_gpu_recovery_action", gpu="2")}

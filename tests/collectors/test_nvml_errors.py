@@ -80,8 +80,9 @@ def test_gpu_lost_mid_collection_marks_only_that_gpu(fake: FakeNvml, code: int, 
     fake.fail("nvmlDeviceGetClockInfo", code, gpu=3)  # after utilization, memory, power were read
     samples = collector.collect()
     gpu3 = [s for s in samples if label_value(s.labels, "gpu") == "3"]
-    assert {metric_name(s.labels) for s in gpu3} == {"watchdog_gpu_info", "watchdog_gpu_lost",
-                                                      "watchdog_gpu_reset_required"}
+    assert {metric_name(s.labels) for s in gpu3} == {
+        "watchdog_gpu_info", "watchdog_gpu_lost", "watchdog_gpu_reset_required", "watchdog_gpu_nvml_stalled"}
+    assert value(gpu3, "watchdog_gpu_nvml_stalled") == 0.0
     assert value(gpu3, "watchdog_gpu_lost") == 1.0
     assert value(gpu3, "watchdog_gpu_reset_required") == reset
     assert label_value(gpu3[0].labels, "uuid") == fake.gpus[3].uuid  # identity survives the loss
@@ -220,29 +221,45 @@ def test_close_releases_the_nvml_reference(fake: FakeNvml) -> None:
     assert not fake.initialized
 
 
-def test_a_hung_call_is_bounded_by_the_runner_timeout(fake: FakeNvml) -> None:
-    collector = NvmlCollector(fake, timeout_seconds=0.2)
+def test_a_hung_gpu_is_reported_stalled_and_the_others_go_on(fake: FakeNvml) -> None:
+    collector = NvmlCollector(fake, timeout_seconds=0.25)
     runner = CollectorRunner([collector])
     assert runner.run_once()[0].success
     fake.hang("nvmlDeviceGetPowerUsage", gpu=5)
-    (result,) = runner.run_once()
-    assert not result.success and result.error == "timeout"
-    (result,) = runner.run_once()
-    assert not result.success and result.error == "previous call still running"
+    for _ in range(2):
+        (result,) = runner.run_once()
+        assert result.success
+        samples = result.samples
+        assert value(samples, "watchdog_gpu_nvml_stalled", gpu="5") == 1.0
+        assert not [s for s in samples if label_value(s.labels, "gpu") == "5"
+                    and metric_name(s.labels) not in ("watchdog_gpu_info", "watchdog_gpu_nvml_stalled")]
+        info = select(samples, "watchdog_gpu_info", gpu="5")[0]
+        assert label_value(info.labels, "uuid") == fake.gpus[5].uuid
+        assert len(gpus_with(samples, "watchdog_gpu_power_watts")) == 7
+        assert value(samples, "watchdog_gpu_nvml_stalled", gpu="4") == 0.0
+    # 8 before the hang, 8 with the one that hangs, 7: the hung read is not started again
+    assert fake.calls["nvmlDeviceGetPowerUsage"] == 8 + 8 + 7
     fake.release()
-    runner._inflight["nvml"].result(timeout=10)  # the released call finishes
+    collector._inflight[5].result(timeout=10)  # the released read finishes (late, discarded)
     (result,) = runner.run_once()
     assert result.success and value(result.samples, "watchdog_gpu_power_watts", gpu="5") > 0
+    assert value(result.samples, "watchdog_gpu_nvml_stalled", gpu="5") == 0.0
     runner.close()
 
 
-def test_a_hung_collector_does_not_stop_the_others(fake: FakeNvml) -> None:
+def test_a_hang_outside_any_gpu_is_bounded_by_the_runner_and_isolated(fake: FakeNvml) -> None:
     healthy = FakeNvml.from_profile("l40s-pcie-4")
     hung = NvmlCollector(fake, name="nvml-hung", timeout_seconds=0.2)
     runner = CollectorRunner([hung, NvmlCollector(healthy, name="nvml-ok", timeout_seconds=5)])
     fake.hang("nvmlDeviceGetCount")
+    errors = []
     for _ in range(3):
         results = {r.name: r for r in runner.run_once()}
         assert not results["nvml-hung"].success
+        errors.append(results["nvml-hung"].error)
         assert results["nvml-ok"].success and results["nvml-ok"].samples
+    assert errors == ["timeout", "previous call still running", "previous call still running"]
+    fake.release()
+    runner._inflight["nvml-hung"].exception(timeout=10)
+    assert {r.name: r.success for r in runner.run_once()} == {"nvml-hung": True, "nvml-ok": True}
     runner.close()

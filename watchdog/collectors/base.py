@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from watchdog.model import Sample, metric
 
@@ -128,19 +128,30 @@ class CollectorRunner:
         self._closed = True
 
 
-def _start(collector: Collector) -> Future[list[Sample]]:
-    """Run ``collector.collect()`` on a new daemon thread; its outcome lands in the returned future."""
-    future: Future[list[Sample]] = Future()
+T = TypeVar("T")
+
+
+def start_daemon(fn: Callable[[], T], name: str) -> Future[T]:
+    """Run ``fn`` on a new daemon thread; its result or exception lands in the returned future.
+
+    For calls that may never return (a wedged driver): nobody joins the thread, and it cannot keep the
+    process from exiting.
+    """
+    future: Future[T] = Future()
     future.set_running_or_notify_cancel()
 
     def run() -> None:
         try:
-            future.set_result(list(collector.collect()))
-        except BaseException as exc:  # handed to the waiting runner, which classifies and reports it
+            future.set_result(fn())
+        except BaseException as exc:  # handed to the waiter, which classifies and reports it
             future.set_exception(exc)
 
-    threading.Thread(target=run, name=f"collector-{collector.name}", daemon=True).start()
+    threading.Thread(target=run, name=name, daemon=True).start()
     return future
+
+
+def _start(collector: Collector) -> Future[list[Sample]]:
+    return start_daemon(lambda: list(collector.collect()), f"collector-{collector.name}")
 
 
 def self_metrics(results: Iterable[CollectResult]) -> list[Sample]:

@@ -13,7 +13,11 @@ Contract:
   :class:`NoData`: quiet, and ``nvmlInit`` is retried with exponential backoff, not every tick. Other init
   failures, and a session that breaks (UNINITIALIZED, driver reloaded), fail the collector with the same
   backoff before the next ``nvmlInit``.
-- A call that hangs is bounded by the runner's timeout for this collector (``timeout_seconds``).
+- GPUs are read in parallel, each on its own daemon thread, and the collector waits for them at most
+  ``gpu_deadline`` (0.8 × ``timeout_seconds``). A GPU whose read has not returned by then (NVML blocked
+  on a sick GPU, e.g. GSP RPC timeouts) gets ``watchdog_gpu_nvml_stalled 1`` and its other series are
+  skipped; the other GPUs are reported as usual, and the stalled read is not started again while it
+  hangs. A call that hangs outside a GPU (``nvmlDeviceGetCount``) is bounded by the runner's timeout.
 - Calls are batched: the ECC, row-remap, replay, energy, HBM-temperature, recovery-action and NVLink
   values of one GPU come from one ``nvmlDeviceGetFieldValues`` call (8 GPUs × 18 links: 8 calls), and
   static attributes (name, thresholds, max clocks, max PCIe link) are read once per ``static_refresh``.
@@ -21,17 +25,21 @@ Contract:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.collectors import nvml_fields as F
-from watchdog.collectors.base import Collector, CollectorContext, NoData, register
-from watchdog.model import METRIC_NAME, Sample, make_labels, metric
+from watchdog.collectors.base import Collector, CollectorContext, NoData, register, start_daemon
+from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric
 
 log = logging.getLogger(__name__)
 
@@ -86,16 +94,25 @@ class CallStats:
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
+    def merge(self, other: CallStats) -> None:
+        """Add another GPU's figures to these."""
+        for group, seconds in other.seconds.items():
+            self.seconds[group] += seconds
+        for group, calls in other.calls.items():
+            self.calls[group] += calls
+
 
 class GpuCalls:
     """NVML calls on one GPU: error classification, the NOT_SUPPORTED memo, timing per group."""
 
     def __init__(self, nvml: Any, index: int, unsupported: set[tuple[Any, ...]],
-                 errors: Counter[tuple[int, str, str]], stats: CallStats) -> None:
+                 errors: Counter[tuple[int, str, str]], stats: CallStats,
+                 errors_lock: threading.Lock | None = None) -> None:
         self.nvml = nvml
         self.index = index
         self.unsupported = unsupported
         self.errors = errors
+        self.errors_lock = errors_lock or threading.Lock()
         self.stats = stats
         self.mismatch: type[BaseException] | tuple[()] = getattr(nvml, "NVMLLibraryMismatchError", ())
 
@@ -126,11 +143,16 @@ class GpuCalls:
                 return None
             if code in F.SESSION_BROKEN_CODES:
                 raise SessionBroken(code or F.NVML_ERROR_UNINITIALIZED) from exc
-            self.errors[(self.index, name, F.error_name(code))] += 1
+            self.count_error(name, code)
             return None
         finally:
             self.stats.seconds[group] += time.perf_counter() - started
             self.stats.calls[group] += 1
+
+    def count_error(self, call: str, code: int | None) -> None:
+        """Count one failed call (``watchdog_gpu_nvml_errors_total``); GPUs are read in parallel."""
+        with self.errors_lock:
+            self.errors[(self.index, call, F.error_name(code))] += 1
 
 
 @dataclass
@@ -152,19 +174,31 @@ class StaticInfo:
     read_at: float
 
 
-class SampleSink:
-    """Collects the samples of one GPU, adding ``gpu`` and ``uuid`` to each."""
+LabelCache = dict[tuple[Any, ...], Labels]
 
-    def __init__(self, gpu: int, uuid: str) -> None:
+
+class SampleSink:
+    """Collects the samples of one GPU, adding ``gpu`` and ``uuid`` to each.
+
+    ``cache`` keeps the label tuples of this GPU across ticks (the same ~130 series every tick), so that
+    a steady tick builds no new label sets; it must belong to this ``gpu`` and ``uuid`` only.
+    """
+
+    def __init__(self, gpu: int, uuid: str, cache: LabelCache | None = None) -> None:
         self.gpu = str(gpu)
         self.uuid = uuid
+        self.cache: LabelCache = {} if cache is None else cache
         self.samples: list[Sample] = []
 
     def add(self, name: str, value: float | None, **labels: str) -> None:
         """Append one sample unless ``value`` is None (not read)."""
         if value is None:
             return
-        self.samples.append(Sample(metric(name, gpu=self.gpu, uuid=self.uuid, **labels), float(value)))
+        key = (name, *labels.items())
+        cached = self.cache.get(key)
+        if cached is None:
+            cached = self.cache[key] = metric(name, gpu=self.gpu, uuid=self.uuid, **labels)
+        self.samples.append(Sample(cached, float(value)))
 
 
 class FieldPlanner:
@@ -248,7 +282,11 @@ class NvmlCollector:
         self._unsupported: dict[int, set[tuple[Any, ...]]] = defaultdict(set)
         self._planners: dict[int, FieldPlanner] = defaultdict(FieldPlanner)
         self._errors: Counter[tuple[int, str, str]] = Counter()
+        self._errors_lock = threading.Lock()
         self._gone: dict[int, int] = {}
+        self._inflight: dict[int, Future[tuple[list[Sample], CallStats]]] = {}
+        self._labels: dict[int, tuple[str, LabelCache]] = {}
+        self.gpu_deadline_seconds = 0.8 * timeout_seconds
         self.last_stats = CallStats()
 
     @property
@@ -337,31 +375,67 @@ class NvmlCollector:
         except nvml.NVMLError as exc:
             code = _error_code(exc)
             raise self._break_session(nvml, code if code is not None else F.NVML_ERROR_UNKNOWN) from exc
+        deadline = time.monotonic() + self.gpu_deadline_seconds
+        started_reads: dict[int, Future[tuple[list[Sample], CallStats]]] = {}
+        stalled: list[int] = []
+        for index in range(count):
+            previous = self._inflight.get(index)
+            if previous is not None and not previous.done():
+                stalled.append(index)  # still hung since an earlier tick: do not pile up threads
+                continue
+            future = start_daemon(functools.partial(self._read_gpu, nvml, index), f"nvml-gpu{index}")
+            self._inflight[index] = started_reads[index] = future
         samples: list[Sample] = []
-        try:
-            for index in range(count):
-                samples.extend(self._collect_gpu(nvml, index, stats))
-        except SessionBroken as broken:
+        broken: SessionBroken | None = None
+        for index, future in started_reads.items():
+            try:
+                gpu_samples, gpu_stats = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except FutureTimeout:
+                stalled.append(index)
+                continue
+            except SessionBroken as exc:
+                broken = exc
+                continue
+            samples.extend(gpu_samples)
+            stats.merge(gpu_stats)
+        if broken is not None:
             raise self._break_session(nvml, broken.code) from broken
+        for index in sorted(stalled):
+            samples.extend(self._stalled_samples(index))
         samples.extend(self._error_samples())
         return samples
 
+    def _read_gpu(self, nvml: Any, index: int) -> tuple[list[Sample], CallStats]:
+        stats = CallStats()
+        return self._collect_gpu(nvml, index, stats), stats
+
+    def _stalled_samples(self, index: int) -> list[Sample]:
+        """A GPU whose read did not return in time: its identity and the stall, nothing else."""
+        log.warning("NVML read of a GPU stalled", extra={"gpu": index,
+                                                         "deadline_seconds": self.gpu_deadline_seconds})
+        uuid = self._identity.get(index, ("", "", "", ""))[1]
+        sink = SampleSink(index, uuid)
+        sink.add("watchdog_gpu_nvml_stalled", 1.0)
+        return self._info_samples(index) + sink.samples
+
     def _error_samples(self) -> list[Sample]:
         out: list[Sample] = []
-        for (index, call, error), n in sorted(self._errors.items()):
+        with self._errors_lock:
+            errors = sorted(self._errors.items())
+        for (index, call, error), n in errors:
             uuid = self._identity.get(index, ("", "", "", ""))[1]
             out.append(Sample(metric("watchdog_gpu_nvml_errors_total", gpu=str(index), uuid=uuid,
                                      call=call, error=error), float(n)))
         return out
 
     def _collect_gpu(self, nvml: Any, index: int, stats: CallStats) -> list[Sample]:
-        calls = GpuCalls(nvml, index, self._unsupported[index], self._errors, stats)
+        calls = GpuCalls(nvml, index, self._unsupported[index], self._errors, stats, self._errors_lock)
         try:
             handle = self._handle(calls, index)
             if handle is None:
                 return []
             info = self._static_info(calls, handle, index)
-            sink = SampleSink(index, info.uuid)
+            sink = SampleSink(index, info.uuid, self._label_cache(index, info.uuid))
             self._read_dynamic(calls, handle, info, sink)
         except GpuGone as gone:
             return self._gone_samples(index, gone.code)
@@ -370,6 +444,7 @@ class NvmlCollector:
             del self._gone[index]
         sink.add("watchdog_gpu_lost", 0.0)
         sink.add("watchdog_gpu_reset_required", 0.0)
+        sink.add("watchdog_gpu_nvml_stalled", 0.0)
         return self._info_samples(index) + sink.samples
 
     def _handle(self, calls: GpuCalls, index: int) -> Any | None:
@@ -383,11 +458,18 @@ class NvmlCollector:
                 raise GpuGone(code or F.NVML_ERROR_GPU_IS_LOST) from exc
             if code in F.SESSION_BROKEN_CODES:
                 raise SessionBroken(code or F.NVML_ERROR_UNINITIALIZED) from exc
-            calls.errors[(index, "nvmlDeviceGetHandleByIndex", F.error_name(code))] += 1
+            calls.count_error("nvmlDeviceGetHandleByIndex", code)
             return None
         finally:
             calls.stats.seconds["identity"] += time.perf_counter() - started
             calls.stats.calls["identity"] += 1
+
+    def _label_cache(self, index: int, uuid: str) -> LabelCache:
+        """This GPU's label cache, new whenever the GPU at ``index`` has another uuid."""
+        known = self._labels.get(index)
+        if known is None or known[0] != uuid:
+            known = self._labels[index] = (uuid, {})
+        return known[1]
 
     def _gone_samples(self, index: int, code: int) -> list[Sample]:
         if self._gone.get(index) != code:
@@ -401,6 +483,7 @@ class NvmlCollector:
         sink = SampleSink(index, uuid)
         sink.add("watchdog_gpu_lost", 1.0)
         sink.add("watchdog_gpu_reset_required", 1.0 if code == F.NVML_ERROR_RESET_REQUIRED else 0.0)
+        sink.add("watchdog_gpu_nvml_stalled", 0.0)
         return self._info_samples(index) + sink.samples
 
     def _info_samples(self, index: int) -> list[Sample]:
@@ -542,10 +625,7 @@ class NvmlCollector:
         return answers
 
     def _read_fields(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> None:
-        slots: list[F.FieldSlot] = list(F.SCALAR_SLOTS)
-        if self.nvlink:
-            for link in range(info.link_count):
-                slots.extend(F.nvlink_slots(link))
+        slots = F.SCALAR_SLOTS + F.all_nvlink_slots(info.link_count) if self.nvlink else F.SCALAR_SLOTS
         values: dict[tuple[Any, ...], float] = {}
         answers = None
         if FIELD_VALUES_MEMO not in calls.unsupported:
@@ -554,8 +634,7 @@ class NvmlCollector:
             if answers is not None:
                 values, failed = planner.resolve(slots, answers)
                 for fid, scope in failed:
-                    ret = answers[(fid, scope)][0]
-                    calls.errors[(calls.index, f"nvmlDeviceGetFieldValues[{fid}]", F.error_name(ret))] += 1
+                    calls.count_error(f"nvmlDeviceGetFieldValues[{fid}]", answers[(fid, scope)][0])
                 self._legacy_nvlink(calls, handle, info, values, planner)
         if answers is None:
             values = self._direct_values(calls, handle, info)

@@ -8,6 +8,7 @@ injected module so that an older ``pynvml`` lacking a newer name still works.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -279,6 +280,12 @@ def nvlink_slots(link: int) -> tuple[FieldSlot, ...]:
     )
 
 
+@functools.lru_cache(maxsize=8)
+def all_nvlink_slots(links: int) -> tuple[FieldSlot, ...]:
+    """The slots of links ``0..links-1`` (cached: the plan is the same every tick)."""
+    return tuple(slot for link in range(links) for slot in nvlink_slots(link))
+
+
 #: Legacy per-link error-counter enum (``nvmlDeviceGetNvLinkErrorCounter``) per error type.
 NVLINK_LEGACY_COUNTERS: Mapping[str, int] = {
     "replay": NVML_NVLINK_ERROR_DL_REPLAY,
@@ -312,6 +319,8 @@ NVML_SERIES: Mapping[str, SeriesInfo] = {
         "gauge", "GPU attributes; value 1.", ("name", "pci_bus_id", "driver_version", "serial")),
     "watchdog_gpu_lost": SeriesInfo("gauge", "1 when NVML reports the GPU lost or requiring a reset."),
     "watchdog_gpu_reset_required": SeriesInfo("gauge", "1 when NVML reports the GPU requires a reset."),
+    "watchdog_gpu_nvml_stalled": SeriesInfo(
+        "gauge", "1 while reading this GPU through NVML does not return within the collector's deadline."),
     "watchdog_gpu_utilization_ratio": SeriesInfo("gauge", "Fraction of the sample period a kernel ran."),
     "watchdog_gpu_memory_utilization_ratio": SeriesInfo(
         "gauge", "Fraction of the sample period device memory was read or written."),

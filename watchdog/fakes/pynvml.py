@@ -850,12 +850,14 @@ class FakeNvml:
         carries its own ``nvmlReturn`` (NOT_SUPPORTED for fields this GPU lacks)."""
         state, view = self._device("nvmlDeviceGetFieldValues", handle)
         values = (c_nvmlFieldValue_t * len(fieldIds))()
+        scalars = self._scalar_fields(state, view)
+        timestamp = int(self.now * 1_000_000)
         for i, requested in enumerate(fieldIds):
             fid, scope = requested if isinstance(requested, tuple) else (requested, 0)
             entry = values[i]
             entry.fieldId, entry.scopeId = fid, scope
-            entry.timestamp = int(self.now * 1_000_000)
-            result = self._field(state, view, fid, scope)
+            entry.timestamp = timestamp
+            result = scalars[fid] if fid in scalars else self._link_field(state, view, fid, scope)
             if result is None:
                 entry.nvmlReturn = NVML_ERROR_NOT_SUPPORTED
                 continue
@@ -870,8 +872,9 @@ class FakeNvml:
                 entry.value.ullVal = int(value)
         return values
 
-    def _field(self, state: GpuState, view: GpuView, fid: int, scope: int) -> tuple[int, float] | None:
-        """``(valueType, value)`` of one field, or None when this GPU does not support it."""
+    @staticmethod
+    def _scalar_fields(state: GpuState, view: GpuView) -> dict[int, tuple[int, float] | None]:
+        """``fieldId → (valueType, value)`` of the per-GPU fields, None where this GPU lacks one."""
         uint, ull = NVML_VALUE_TYPE_UNSIGNED_INT, NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
         supports = state.supports
         scalar: dict[int, tuple[int, float] | None] = {
@@ -900,9 +903,7 @@ class FakeNvml:
                 NVML_FI_DEV_REMAPPED_PENDING: (uint, int(view.remap_pending)),
                 NVML_FI_DEV_REMAPPED_FAILURE: (uint, int(view.remap_failed)),
             })
-        if fid in scalar:
-            return scalar[fid]
-        return self._link_field(state, view, fid, scope)
+        return scalar
 
     @staticmethod
     def _link_field(state: GpuState, view: GpuView, fid: int, scope: int) -> tuple[int, float] | None:
