@@ -11,6 +11,7 @@ Contract:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import socket
@@ -25,7 +26,12 @@ from watchdog import __version__
 from watchdog.collectors.base import REGISTRY, Collector, CollectorContext, CollectorRunner, self_metrics
 from watchdog.config import load_config
 from watchdog.model import Sample, metric
+from watchdog.notify.dispatcher import NotificationDispatcher
+from watchdog.notify.state_store import AlertStateStore
 from watchdog.rules.alert import Alert, AlertState
+from watchdog.rules.engine import RuleEngine
+from watchdog.rules.loader import load_ruleset
+from watchdog.runbooks.manager import RunbookManager
 from watchdog.state import StateDB
 from watchdog.store import Store
 
@@ -46,7 +52,7 @@ def build_collectors(config: dict[str, Any], context: CollectorContext) -> list[
     """Every collector the config enables, from the registry (each factory reads its own section)."""
     import_collector_modules()
     collectors: list[Collector] = []
-    for kind, factory in sorted(REGISTRY.items()):
+    for _kind, factory in sorted(REGISTRY.items()):
         collectors.extend(factory(config, context))
     return collectors
 
@@ -91,6 +97,9 @@ class Agent:
         self.context = context or CollectorContext(config=config)
         self.context.config = config
         self.db = db if db is not None else StateDB.in_dir(config["state_dir"])
+        self.context.extra.setdefault("state_db", self.db)
+        self.context.extra.setdefault("clock", clock)
+        self.alert_state = AlertStateStore(self.db)
         self.collectors = build_collectors(config, self.context)
         self.runner = CollectorRunner(self.collectors, max_workers=len(self.collectors) + 2)
         self._lock = threading.RLock()
@@ -98,34 +107,21 @@ class Agent:
         self.before_tick: list[Callable[[float], None]] = []
         self.after_tick: list[Callable[[], None]] = []
         self.history_fired: list[Alert] = []
-        self.rule_engine = self._build_rule_engine(config, restored=self._restored_rule_state())
+        self.rule_engine = self._build_rule_engine(config, restored=self.alert_state.load_rule_state())
         self.runbooks = self._build_runbooks(config)
-        self.dispatcher = self._build_dispatcher(config)
+        self.dispatcher = NotificationDispatcher(config, self.db, self.node, clock=clock)
+        self.dispatcher.attach_runbooks(self.runbooks)
+        self._reconciled = False
         self.alerts: list[Alert] = []
 
     # -- construction -------------------------------------------------------------------------------
 
-    def _build_rule_engine(self, config: dict[str, Any], restored: list[dict[str, Any]] | None) -> Any:
-        from watchdog.rules.engine import RuleEngine
-        from watchdog.rules.loader import load_ruleset
-
+    def _build_rule_engine(self, config: dict[str, Any], restored: list[dict[str, Any]] | None) -> RuleEngine:
         ruleset = load_ruleset(config)
         return RuleEngine(ruleset, self.store, restored_state=restored)
 
-    def _restored_rule_state(self) -> list[dict[str, Any]] | None:
-        from watchdog.notify.state_store import AlertStateStore
-
-        return AlertStateStore(self.db).load()
-
-    def _build_runbooks(self, config: dict[str, Any]) -> Any:
-        from watchdog.runbooks.manager import RunbookManager
-
+    def _build_runbooks(self, config: dict[str, Any]) -> RunbookManager:
         return RunbookManager(config, self.db, self.store, clock=self.clock)
-
-    def _build_dispatcher(self, config: dict[str, Any]) -> Any:
-        from watchdog.notify.dispatcher import NotificationDispatcher
-
-        return NotificationDispatcher(config, self.db, self.node, clock=self.clock)
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -144,16 +140,19 @@ class Agent:
             started = time.monotonic()
             now = self.clock()
             now_ms = int(now * 1000)
-            for hook in self.before_tick:
-                self._stage("before_tick", lambda h=hook: h(now))  # type: ignore[misc]
+            for before in self.before_tick:
+                self._stage("before_tick", functools.partial(before, now))
             results = self._stage("collect", self.runner.run_once, [])
             for result in results:
                 self.store.ingest(f"collector:{result.name}", result.samples, now_ms)
             self.store.ingest("self:collectors", self_metrics(results), now_ms)
             alerts: list[Alert] = self._stage("rules", lambda: self.rule_engine.evaluate(now_ms), [])
+            if not self._reconciled:
+                self._reconciled = True
+                self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))
             events = self._stage("runbooks", lambda: self.runbooks.on_alerts(alerts, now_ms), [])
             self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms))
-            self._stage("persist", lambda: self._persist_alert_state())
+            self._stage("persist", lambda: self._persist_alert_state(now_ms))
             self.stats.ticks_total += 1
             if self.stats.ticks_total % GC_EVERY_TICKS == 0:
                 self._stage("gc", lambda: self.store.gc(now_ms))
@@ -169,10 +168,8 @@ class Agent:
             self._stage("after_tick", hook)
         return alerts
 
-    def _persist_alert_state(self) -> None:
-        from watchdog.notify.state_store import AlertStateStore
-
-        AlertStateStore(self.db).save(self.rule_engine.export_state())
+    def _persist_alert_state(self, now_ms: int) -> None:
+        self.alert_state.save_rule_state(self.rule_engine.export_state(), now_ms)
 
     def note_overrun(self) -> None:
         """Called by the scheduler when a tick was due while the previous one still ran."""
@@ -216,22 +213,32 @@ class Agent:
             config = load_config(self.config_path) if self.config_path else self.config
             rule_engine = self._build_rule_engine(config, restored=self.rule_engine.export_state())
             runbooks = self._build_runbooks(config)
+            self.context.config = config
+            collectors = build_collectors(config, self.context)
         except Exception as exc:  # reload boundary: report, keep the last good set
+            self.context.config = self.config
             log.error("reload failed; keeping the running configuration", extra={"error": str(exc)})
             self.stats.reload_success = False
             return False
         with self._lock:
             self.config = config
             self.rule_engine = rule_engine
-            self.runbooks = runbooks
+            old_runbooks, self.runbooks = self.runbooks, runbooks
+            old_runner = self.runner
+            self.collectors = collectors
+            self.runner = CollectorRunner(collectors, max_workers=len(collectors) + 2)
+            self.dispatcher.attach_runbooks(runbooks)
             self.stats.reload_success = True
             self.stats.last_reload_seconds = self.clock()
+        old_runbooks.close()
+        old_runner.close()
         log.info("reloaded configuration, rules and runbooks")
         return True
 
     def close(self, timeout_seconds: float = 10.0) -> None:
         """Flush alert state and the outbox, stop collectors' pool; safe to call twice."""
         with self._lock:
-            self._stage("persist", self._persist_alert_state)
+            self._stage("persist", lambda: self._persist_alert_state(int(self.clock() * 1000)))
             self._stage("notify_close", lambda: self.dispatcher.close(timeout_seconds))
+            self._stage("runbooks_close", self.runbooks.close)
             self.runner.close()

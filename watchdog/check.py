@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from watchdog.collectors.base import CollectResult, CollectorContext, CollectorRunner, self_metrics
+from watchdog.collectors.base import CollectorContext, CollectorRunner, CollectResult, self_metrics
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.store import Store
 

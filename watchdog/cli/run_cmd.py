@@ -19,7 +19,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from watchdog.agent import Agent
     from watchdog.config import ConfigError, load_config

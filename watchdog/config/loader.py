@@ -85,7 +85,7 @@ class _LineLoader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str, Any]:
-    mapping = loader.construct_mapping(node, deep=True)
+    mapping: dict[str, Any] = {str(k): v for k, v in loader.construct_mapping(node, deep=True).items()}
     lines = {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
     mapping["__lines__"] = lines
     return mapping
@@ -122,7 +122,7 @@ def _line_of(doc: Any, path: Any) -> int | None:
 def load_config_text(text: str, file: str = "<config>") -> dict[str, Any]:
     """Parse, validate and default config text; raises :class:`ConfigError` naming file, line and key."""
     try:
-        raw = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+        raw = yaml.load(text, Loader=_LineLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(file, "", f"invalid YAML: {getattr(exc, 'problem', exc)}",

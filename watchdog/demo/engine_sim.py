@@ -13,6 +13,7 @@ Run one per engine as its own process (so the agent sees a real process tree lis
 from __future__ import annotations
 
 import argparse
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -228,7 +229,7 @@ class EngineServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
+            def do_GET(self) -> None:
                 if self.path.split("?")[0] != "/metrics":
                     self.send_error(404)
                     return
@@ -242,7 +243,7 @@ class EngineServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: object) -> None:
                 return
 
         return Handler
@@ -277,10 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"scenario {scenario.name} has no engine {args.job!r}")
     server = EngineServer(scenario, spec, args.start if args.start is not None else time.time(), args.port)
     print(f"PORT {server.port}", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -39,7 +39,7 @@ class ExporterServer:
         exporter = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
+            def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
                     self._send(200, generate_latest(exporter.registry), CONTENT_TYPE_LATEST)
@@ -63,7 +63,7 @@ class ExporterServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: object) -> None:
                 log.debug("exporter request: " + format, *args)
 
         return Handler
