@@ -70,7 +70,7 @@ class Harness:
                  conditions: Any = None, executors: dict[str, Any] | None = None) -> None:
         self.tmp = tmp
         self.rb_dir = tmp / "runbooks"
-        self.rb_dir.mkdir(exist_ok=True)
+        self.rb_dir.mkdir(parents=True, exist_ok=True)
         for rb in runbooks:
             (self.rb_dir / f"{rb['id']}.yaml").write_text(yaml.safe_dump(rb, sort_keys=False))
         remediation = {"diagnostics": {"commands": ["/bin/echo", "/nonexistent/tool"]}, **remediation}
@@ -526,3 +526,20 @@ def test_manager_builds_from_config_alone(tmp_path: Path) -> None:
         assert manager.on_alerts([resolved], T0) == []
     finally:
         manager.close()
+
+
+def test_the_suggestion_text_offers_approve_buttons_for_waiting_steps(tmp_path: Path,
+                                                                      auto_policy: dict[str, Any]) -> None:
+    """The Slack side finds approvable steps in the suggestion text (watchdog.notify.approvals)."""
+    approvals = pytest.importorskip("watchdog.notify.approvals")
+    runbook = {**RUNBOOK, "remediate": [
+        {"name": "tell", "notify": "hello", "auto": True},
+        {"name": "restart", "command": [PY, "-c", "print(1)"]},
+    ]}
+    h = Harness(tmp_path, [runbook], {**auto_policy, "mode": "approve"})
+    events = h.tick([make_alert()])
+    suggestion = next(e for e in events if e.kind == "suggestion")
+    assert approvals.approvable_steps(suggestion) == ("tell", "restart")
+    h = Harness(tmp_path / "suggest", [runbook], {})
+    events = h.tick([make_alert()])
+    assert approvals.approvable_steps(next(e for e in events if e.kind == "suggestion")) == ()
