@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import sys
 import threading
 from pathlib import Path
@@ -543,3 +544,17 @@ def test_the_suggestion_text_offers_approve_buttons_for_waiting_steps(tmp_path: 
     h = Harness(tmp_path / "suggest", [runbook], {})
     events = h.tick([make_alert()])
     assert approvals.approvable_steps(next(e for e in events if e.kind == "suggestion")) == ()
+
+
+def test_ended_episodes_are_pruned_but_the_audit_stays(tmp_path: Path, auto_policy: dict[str, Any]) -> None:
+    h = Harness(tmp_path, [RUNBOOK], auto_policy)
+    h.tick([make_alert()])
+    h.tick([])
+    assert len(h.db.query("SELECT * FROM runbook_episodes")) == 1
+    h.tick([], advance_ms=8 * 86_400_000)
+    assert h.db.query("SELECT * FROM runbook_episodes") == []
+    assert "ran" in h.decisions("restart")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        h.db.execute("DELETE FROM runbook_audit")
+    with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+        h.db.execute("UPDATE runbook_audit SET decision = 'ran'")

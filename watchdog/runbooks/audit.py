@@ -204,6 +204,13 @@ class RunbookState:
         )
         return int(rows[0]["n"]) if rows else 0
 
+    def prune_episodes(self, ended_before_ms: int) -> int:
+        """Forget episodes that ended before ``ended_before_ms`` (the audit keeps their story)."""
+        rows = self.db.query("SELECT COUNT(*) AS n FROM runbook_episodes WHERE ended_ms > 0 AND ended_ms < ?",
+                             (ended_before_ms,))
+        self.db.execute("DELETE FROM runbook_episodes WHERE ended_ms > 0 AND ended_ms < ?", (ended_before_ms,))
+        return int(rows[0]["n"]) if rows else 0
+
     # -- escalations --------------------------------------------------------------------------------
 
     def escalate(self, fingerprint: str, alertname: str, runbook: str, now_ms: int, reason: str) -> None:

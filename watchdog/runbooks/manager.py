@@ -66,6 +66,8 @@ log = logging.getLogger(__name__)
 
 MAX_EVENT_TEXT = 24_000
 RUN_STARTED = "started"
+PRUNE_EVERY_MS = 3_600_000
+MIN_EPISODE_RETENTION_MS = 7 * 86_400_000
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,7 @@ class RunbookManager:
         self._counts: Counter[tuple[str, str, str]] = Counter()
         self._episodes: dict[str, Episode] = {}
         self._memory: dict[str, _EpisodeMemory] = {}
+        self._last_prune_ms = 0
         self._recover(self._now_ms())
 
     # -- public API ---------------------------------------------------------------------------------
@@ -182,6 +185,10 @@ class RunbookManager:
             events = self._pending_events
             self._pending_events = []
             self._collect_finished(now_ms, events)
+            if now_ms - self._last_prune_ms >= PRUNE_EVERY_MS:
+                self._last_prune_ms = now_ms
+                keep = max(self.policy.escalation_window_ms, MIN_EPISODE_RETENTION_MS)
+                self.state.prune_episodes(now_ms - keep)
             firing = {a.fingerprint: a for a in alerts if a.state is AlertState.FIRING}
             for fingerprint, episode in list(self._episodes.items()):
                 alert = firing.get(fingerprint)
