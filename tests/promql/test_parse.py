@@ -106,3 +106,37 @@ def test_value_types_and_matching() -> None:
 def test_queries_are_cached_and_keep_their_text() -> None:
     assert parse_query("up") is parse_query("up")
     assert parse_query("sum(up)").text == "sum(up)"
+
+
+@pytest.mark.parametrize(
+    "text", ['{"my.metric"}', 'up{"job"="a"}', "time() - 10m", "up > 5m", "1_000", "foo[5m] anchored"]
+)
+def test_prometheus_3_syntax_is_rejected(text: str) -> None:
+    with pytest.raises(PromQLError):
+        parse_query(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["up offset 5m", "up offset -1h30m", 'up{job="5m"}', "rate(up[5m:30s] offset 1m)", "rate5m",
+     'label_replace(up, "a", "5m", "b", "(.*)")', "up{job=`x`}"],
+)
+def test_durations_where_2_42_allows_them(text: str) -> None:
+    parse_query(text)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value", "matches"),
+    [("(?i)DB", "db", True), ("d(?i)B", "Db", False), (r"\w+", "über", False), ("[[:alpha:]]+", "ab", True),
+     (r"\p{L}+", "über", True), ("a.b", "a\nb", False), ("abc", "abc\n", False), ("x(?i)a|b", "B", True)],
+)
+def test_regex_matchers_have_re2_semantics(pattern: str, value: str, matches: bool) -> None:
+    from watchdog.promql.goregex import compile_anchored
+
+    assert (compile_anchored(pattern).match(value) is not None) is matches
+
+
+@pytest.mark.parametrize("pattern", ["(?=a)", r"(a)\1", "(", "(?U)a"])
+def test_regexes_go_rejects_are_parse_errors(pattern: str) -> None:
+    with pytest.raises(PromQLError, match=r"regex|regular expression"):
+        parse_query(f'up{{job=~"{pattern}"}}'.replace("\\", "\\\\"))

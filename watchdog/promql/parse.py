@@ -89,10 +89,59 @@ def parse_expr(text: str) -> n.Expr:
         root = pp.parse(text)
     except ValueError as exc:
         raise PromQLError(_parser_message(str(exc))) from None
+    _reject_newer_syntax(text)
     expr = _convert(root)
     if isinstance(expr, n.StringLiteral) or expr.type in (n.VECTOR, n.SCALAR, n.MATRIX, n.STRING):
         return expr
     raise PromQLError(f"unsupported expression type {expr.type}")  # pragma: no cover
+
+
+_DURATION_NUMBER = re.compile(r"(?<![\w.:])\d+(?:ms|[smhdwy])(?:\d+(?:ms|[smhdwy]))*(?![\w:])")
+
+
+def _reject_newer_syntax(text: str) -> None:
+    """Reject Prometheus 3 syntax the parser accepts: quoted names in selectors, durations as numbers.
+
+    Scans the text outside string literals: inside ``{...}`` a string right after ``{`` or ``,`` is a
+    quoted (UTF-8) metric or label name; outside ``[...]`` a duration not after ``offset`` is a number.
+    """
+    depth_brace = depth_bracket = 0
+    previous = ""
+    plain: list[str] = []  # the text with string literals blanked out
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char in "\"'`":
+            end = i + 1
+            while end < len(text) and text[end] != char:
+                end += 2 if text[end] == "\\" and char != "`" else 1
+            if depth_brace and previous in ("{", ","):
+                raise PromQLError(
+                    f"unsupported quoted metric or label name {text[i:end + 1]} (Prometheus 3 only)"
+                )
+            plain.append(" " * (end + 1 - i))
+            previous = "string"
+            i = end + 1
+            continue
+        if char == "{":
+            depth_brace += 1
+        elif char == "}":
+            depth_brace -= 1
+        elif char == "[":
+            depth_bracket += 1
+        elif char == "]":
+            depth_bracket -= 1
+        if not char.isspace():
+            previous = char
+        plain.append(" " if depth_bracket > 0 and char not in "[]" else char)
+        i += 1
+    blanked = "".join(plain)
+    for match in _DURATION_NUMBER.finditer(blanked):
+        before = blanked[: match.start()].rstrip().rstrip("+-").rstrip()
+        if not before.lower().endswith("offset"):
+            raise PromQLError(
+                f"unsupported duration {match.group(0)!r} used as a number (Prometheus 3 only)"
+            )
 
 
 def _parser_message(message: str) -> str:
