@@ -49,7 +49,7 @@ class GroupStats:
     evaluations_total: int = 0
     failures_total: int = 0
     last_duration_seconds: float = 0.0
-    last_evaluation_ms: int = 0
+    last_evaluation_ms: int | None = None
 
 
 @dataclass
@@ -282,7 +282,7 @@ class RuleEngine:
             out.append(Sample(make_labels({METRIC_NAME: name, "rule_group": group}), value))
 
         for stats in self.stats.values():
-            last = stats.last_evaluation_ms / 1000.0 if stats.last_evaluation_ms else math.nan
+            last = math.nan if stats.last_evaluation_ms is None else stats.last_evaluation_ms / 1000.0
             add("watchdog_rule_group_rules", stats.name, float(stats.rules))
             add("watchdog_rule_group_evaluations_total", stats.name, float(stats.evaluations_total))
             add("watchdog_rule_evaluation_failures_total", stats.name, float(stats.failures_total))

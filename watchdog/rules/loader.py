@@ -90,7 +90,7 @@ class RecordingRule:
     expr: str
     labels: dict[str, str]
     query: Any = field(compare=False, repr=False)
-    line: int = 0
+    line: int = field(default=0, compare=False)
 
     @property
     def name(self) -> str:
@@ -109,7 +109,7 @@ class AlertingRule:
     labels: dict[str, str]
     annotations: dict[str, str]
     query: Any = field(compare=False, repr=False)
-    line: int = 0
+    line: int = field(default=0, compare=False)
 
     @property
     def name(self) -> str:
@@ -251,22 +251,21 @@ def _parse_group(
     except YamlError as exc:
         problems.append(RuleProblem(source, exc.line, exc.problem))
         return None
-    values: dict[str, Entry] = {}
-    for entry in entries:
-        if entry.key not in GROUP_KEYS:
-            problems.append(RuleProblem(source, line_of(entry.key_node),
-                                        f"field {entry.key} not found in type rulefmt.RuleGroup"))
-        else:
-            values[entry.key] = entry
+    values = {entry.key: entry for entry in entries if entry.key in GROUP_KEYS}
     name = ""
     try:
         name = scalar(values["name"].value, "name") if "name" in values else ""
     except YamlError as exc:
         problems.append(RuleProblem(source, exc.line, exc.problem))
+    for entry in entries:
+        if entry.key not in GROUP_KEYS:
+            problems.append(RuleProblem(source, line_of(entry.key_node),
+                                        f"field {entry.key} not found in type rulefmt.RuleGroup", group=name))
     if not name:
         problems.append(RuleProblem(source, line, "Groupname must not be empty"))
     elif name in seen_names:
-        problems.append(RuleProblem(source, line, f'groupname: "{name}" is repeated in the same file'))
+        problems.append(RuleProblem(source, line, f'groupname: "{name}" is repeated in the same file',
+                                    group=name))
     seen_names.add(name)
     interval_ms: int | None = None
     if "interval" in values:
