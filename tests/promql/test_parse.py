@@ -131,12 +131,12 @@ def test_durations_where_2_42_allows_them(text: str) -> None:
      (r"\p{L}+", "über", True), ("a.b", "a\nb", False), ("abc", "abc\n", False), ("x(?i)a|b", "B", True)],
 )
 def test_regex_matchers_have_re2_semantics(pattern: str, value: str, matches: bool) -> None:
-    from watchdog.promql.goregex import compile_anchored
+    from watchdog.regex import compile_anchored
 
     assert (compile_anchored(pattern).match(value) is not None) is matches
 
 
-@pytest.mark.parametrize("pattern", ["(?=a)", r"(a)\1", "(", "(?U)a"])
+@pytest.mark.parametrize("pattern", ["(?=a)", r"(a)\1", "("])
 def test_regexes_go_rejects_are_parse_errors(pattern: str) -> None:
     with pytest.raises(PromQLError, match=r"regex|regular expression"):
         parse_query(f'up{{job=~"{pattern}"}}'.replace("\\", "\\\\"))

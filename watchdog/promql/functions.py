@@ -18,10 +18,11 @@ from itertools import islice
 from typing import Any
 
 from watchdog.model import Labels
-from watchdog.promql import gomath, goregex, gotrig
+from watchdog.promql import gomath, gotrig
 from watchdog.promql.aggregations import quantile
 from watchdog.promql.errors import evaluation_error
 from watchdog.promql.labels import LABEL_NAME_RE, drop_name, with_label
+from watchdog.regex import RegexError, compile_anchored
 
 InstantVector = list[tuple[Labels, float]]
 
@@ -412,7 +413,7 @@ def sort_vector(vector: InstantVector, descending: bool) -> InstantVector:
     return items
 
 
-def _go_expand(template: str, match: re.Match[str]) -> str:
+def _go_expand(template: str, match: Any) -> str:
     """Go ``Regexp.ExpandString``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``."""
     out: list[str] = []
     i = 0
@@ -460,8 +461,8 @@ def label_replace(
 ) -> InstantVector:
     """``label_replace``: on a full match of ``regex`` against ``src``, set ``dst`` to the expansion."""
     try:
-        pattern = goregex.compile_anchored(regex)
-    except goregex.GoRegexError:
+        pattern = compile_anchored(regex)
+    except RegexError:
         raise evaluation_error(f"invalid regular expression in label_replace(): {regex}") from None
     if not LABEL_NAME_RE.match(dst):
         raise evaluation_error(f"invalid destination label name in label_replace(): {dst}")

@@ -16,7 +16,7 @@ import promql_parser as pp
 from watchdog.model import METRIC_NAME
 from watchdog.promql import nodes as n
 from watchdog.promql.errors import PromQLError
-from watchdog.promql.goregex import GoRegexError, compile_anchored
+from watchdog.regex import RegexError, compile_anchored
 from watchdog.store import Matcher
 
 VECTOR_FUNCTIONS = (
@@ -188,7 +188,7 @@ def _matchers(selector: pp.VectorSelector) -> tuple[Matcher, ...]:
         if op in ("=~", "!~"):
             try:
                 compile_anchored(matcher.value)
-            except GoRegexError as exc:
+            except RegexError as exc:
                 raise PromQLError(f"invalid regular expression {matcher.value!r}: {exc}") from None
         out.append((matcher.name, op, matcher.value))
     # Put the first name-equality matcher first so the store can use its name index.

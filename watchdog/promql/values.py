@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from watchdog.model import Labels
 
@@ -44,7 +43,7 @@ class String:
 
 Vector = list[VectorSample]
 Matrix = list[RangeSeries]
-Value = Union[Vector, Matrix, Scalar, String]
+Value = Vector | Matrix | Scalar | String
 
 
 class MatrixList(list[RangeSeries]):
