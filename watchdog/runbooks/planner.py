@@ -8,6 +8,7 @@ from the store, and passes them in. The order of checks, first match wins:
 3. mode ``suggest``                                 → suggested (the agent never runs anything)
 4. the node's allowlists (units, commands, URLs)    → skipped ("not allowlisted")
 5. no human approval and
+   - a notify step that will not post by itself     → suggested (its text is in the suggestion)
    - mode ``approve``                               → awaiting_approval
    - mode ``auto`` but the step is not ``auto``      → awaiting_approval
    - mode ``auto`` but the alert is escalated        → awaiting_approval
@@ -231,6 +232,8 @@ def decide_step(
     if problem:
         return StepDecision(step, Verdict.SKIP, f"{problem}: the agent will not run it", action)
     if not approved:
+        if action.kind == "notify" and not (policy.mode == "auto" and step.guards.auto):
+            return StepDecision(step, Verdict.SUGGEST, "text only: shown in this suggestion", action)
         if policy.mode == "approve":
             return StepDecision(step, Verdict.AWAIT_APPROVAL, "remediation.mode is approve", action)
         if not step.guards.auto:
