@@ -140,3 +140,9 @@ def test_regex_matchers_have_re2_semantics(pattern: str, value: str, matches: bo
 def test_regexes_go_rejects_are_parse_errors(pattern: str) -> None:
     with pytest.raises(PromQLError, match=r"regex|regular expression"):
         parse_query(f'up{{job=~"{pattern}"}}'.replace("\\", "\\\\"))
+
+
+def test_errors_carry_the_position_of_the_construct() -> None:
+    with pytest.raises(PromQLError) as info:
+        parse_query("sum(up) /\n  holt_winterz(up[5m], 0.1, 0.1)")
+    assert str(info.value) == "2:3: unsupported function 'holt_winterz'"

@@ -86,14 +86,28 @@ def parse_expr(text: str) -> n.Expr:
     if not text.strip():
         raise PromQLError("empty query")
     try:
-        root = pp.parse(text)
-    except ValueError as exc:
-        raise PromQLError(_parser_message(str(exc))) from None
-    _reject_newer_syntax(text)
-    expr = _convert(root)
-    if isinstance(expr, n.StringLiteral) or expr.type in (n.VECTOR, n.SCALAR, n.MATRIX, n.STRING):
-        return expr
-    raise PromQLError(f"unsupported expression type {expr.type}")  # pragma: no cover
+        try:
+            root = pp.parse(text)
+        except ValueError as exc:
+            raise PromQLError(_parser_message(str(exc))) from None
+        _reject_newer_syntax(text)
+        return _convert(root)
+    except PromQLError as exc:
+        raise PromQLError(_with_position(text, exc.message)) from None
+
+
+def _with_position(text: str, message: str) -> str:
+    """Prefix ``line:column:`` (1-based, as Prometheus does) when the message names a construct
+    (``'holt_winterz'``) that occurs once in the text as a call."""
+    named = re.search(r"'([A-Za-z_:][A-Za-z0-9_:]*)'", message)
+    if named is None:
+        return message
+    calls = [m.start() for m in re.finditer(rf"(?<![\w:]){re.escape(named.group(1))}\s*\(", text)]
+    if len(calls) != 1:
+        return message
+    line = text.count("\n", 0, calls[0]) + 1
+    column = calls[0] - (text.rfind("\n", 0, calls[0]) + 1) + 1
+    return f"{line}:{column}: {message}"
 
 
 _DURATION_NUMBER = re.compile(r"(?<![\w.:])\d+(?:ms|[smhdwy])(?:\d+(?:ms|[smhdwy]))*(?![\w:])")
