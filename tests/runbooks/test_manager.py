@@ -305,8 +305,8 @@ def test_a_remediation_loop_escalates_instead_of_looping(tmp_path: Path, auto_po
         if episode == 2:
             h.restart()  # the count survives a restart too
     assert len(h.remediation_calls()) == 3
-    # 4th episode: escalated; 5th: still escalated, so the step only awaits a human
-    assert h.decisions("restart") == ["started", "ran"] * 3 + ["awaiting_approval"]
+    # 4th episode: escalated; 5th: still escalated - the step only awaits a human
+    assert h.decisions("restart") == ["started", "ran"] * 3 + ["awaiting_approval"] * 2
     escalations = [r for r in h.audit() if r["decision"] == "escalated"]
     assert len(escalations) == 1 and "returned after 3 remediated episodes" in escalations[0]["reason"]
     # a human acknowledges: automatic remediation may run again

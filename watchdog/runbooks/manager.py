@@ -322,10 +322,19 @@ class RunbookManager:
             self._start_diagnostics(episode, alert, runbook, now_ms, events)
         episode.diagnosed = True
         escalation = self.state.escalation(alert.fingerprint)
+        if escalation is None and self.policy.mode in ("approve", "auto") and runbook.remediate:
+            since = max(now_ms - self.policy.escalation_window_ms, self._last_ack_ms(alert.fingerprint))
+            previous = self.state.remediated_episodes(alert.fingerprint, since, fired_at)
+            if should_escalate_recurrence(previous, self.policy):
+                self._escalate(episode, "*", f"alert returned after {previous} remediated episodes "
+                               f"(max_attempts_before_escalation={self.policy.max_attempts_before_escalation})",
+                               now_ms, events)
+                escalation = self.state.escalation(alert.fingerprint)
         decisions = self.plan(alert, now_ms, evaluate=False)
         header = f"{runbook.title}\n"
         if escalation is not None:
-            header += f"ESCALATED since earlier episode: {escalation['reason']}; automatic action stopped.\n"
+            header += f"ESCALATED: {escalation['reason']}; automatic action stopped until acknowledged.\n"
+            episode.phase = "escalated"
         if decisions:
             events.append(self._event(episode, "suggestion", f"runbook {runbook.id}: {runbook.title}",
                                       header + format_plan(decisions, self.policy), now_ms))
@@ -333,15 +342,6 @@ class RunbookManager:
             if decision.verdict not in (Verdict.RUN, Verdict.DRY_RUN):
                 self._audit_decision(episode, decision, now_ms)
                 memory.audited_waiting.add(decision.step.name)
-        if escalation is not None:
-            episode.phase = "escalated"
-        elif self.policy.mode in ("approve", "auto") and runbook.remediate:
-            since = max(now_ms - self.policy.escalation_window_ms, self._last_ack_ms(alert.fingerprint))
-            previous = self.state.remediated_episodes(alert.fingerprint, since, fired_at)
-            if should_escalate_recurrence(previous, self.policy):
-                self._escalate(episode, "*", f"alert returned after {previous} remediated episodes "
-                               f"(max_attempts_before_escalation={self.policy.max_attempts_before_escalation})",
-                               now_ms, events)
         self.state.save_episode(episode)
         return episode
 
