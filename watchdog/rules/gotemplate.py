@@ -1079,9 +1079,7 @@ class _State:
         if isinstance(receiver, dict):
             if has_args:
                 raise self.errorf(f"{name} is not a method but has arguments")
-            if name in receiver:
-                return receiver[name]
-            return "" if gofmt.go_type(receiver) == "map[string]string" else None
+            return receiver[name] if name in receiver else _map_zero(receiver)
         if receiver is None:
             raise self.errorf(f"nil pointer evaluating interface {{}}.{name}")
         raise self.errorf(f"can't evaluate field {name} in type {gofmt.go_type(receiver)}")
@@ -1256,6 +1254,11 @@ def _le(arg1: Any, arg2: Any) -> bool:
     return _lt(arg1, arg2) or _eq(arg1, arg2)
 
 
+def _map_zero(mapping: dict[str, Any]) -> Any:
+    """The zero value of a map's element type (missingkey=zero): "" for string maps, else nil."""
+    return "" if gofmt.go_type(mapping) == "map[string]string" else None
+
+
 def _index(item: Any, *indexes: Any) -> Any:
     for index in indexes:
         if item is MISSING or item is None:
@@ -1263,10 +1266,7 @@ def _index(item: Any, *indexes: Any) -> Any:
         if isinstance(item, dict):
             if not isinstance(index, str):
                 raise FuncError(f"value has type {gofmt.go_type(index)}; should be string")
-            if index in item:
-                item = item[index]
-            else:
-                item = "" if gofmt.go_type(item) == "map[string]string" else None
+            item = item[index] if index in item else _map_zero(item)
         elif isinstance(item, (list, str)):
             if not isinstance(index, int) or isinstance(index, bool):
                 raise FuncError(f"cannot index slice/array with type {gofmt.go_type(index)}")

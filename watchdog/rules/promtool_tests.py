@@ -109,6 +109,8 @@ class PromqlTestCase:
 class TestGroup:
     """One item of ``tests``."""
 
+    __test__ = False  # not a pytest test class
+
     interval_ms: int
     input_series: tuple[InputSeries, ...]
     alert_rule_tests: tuple[AlertTestCase, ...]
@@ -138,6 +140,8 @@ class UnitTestFile:
 class TestFileResult:
     """The outcome of one test file: ``errors`` are promtool-style failure texts."""
 
+    __test__ = False  # not a pytest test class
+
     path: str
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -150,6 +154,8 @@ class TestFileResult:
 
 class TestFileError(Exception):
     """The test file itself is invalid (promtool reports these before running anything)."""
+
+    __test__ = False  # not a pytest test class
 
 
 # ------------------------------------------------------------------------------------------ decoding
