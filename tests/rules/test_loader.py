@@ -154,7 +154,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
 def test_duplicate_rules_are_a_lint_error_unless_disabled(tmp_path: Path) -> None:
     text = "groups:\n  - name: g\n    rules:\n      - record: r\n        expr: up\n" \
            "      - record: r\n        expr: up * 2\n"
-    with pytest.raises(RuleLoadError, match=r"rule 2 'r': duplicate rule"):
+    with pytest.raises(RuleLoadError, match='rule 2 "r": duplicate rule'):
         load_rule_text(text, "dup.yaml")
     assert load_rule_text(text, "dup.yaml", lint_duplicates=False).rule_count == 2
 

@@ -61,13 +61,13 @@ class RuleProblem:
     index: int = 0
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        parts = [where]
-        if self.group or self.index:
-            parts.append(f"group {self.group!r}")
+        parts = [f"{self.file}:{self.line}" if self.line else self.file]
+        if self.group:
+            parts.append(f'group "{self.group}"')
         if self.index:
-            parts.append(f"rule {self.index} {self.rule!r}" if self.rule else f"rule {self.index}")
-        return ": ".join([", ".join(parts), self.problem]) if len(parts) > 1 else f"{where}: {self.problem}"
+            parts.append(f'rule {self.index} "{self.rule}"' if self.rule else f"rule {self.index}")
+        return ": ".join([parts[0], ", ".join(parts[1:]), self.problem] if len(parts) > 1 else
+                         [parts[0], self.problem])
 
 
 class RuleLoadError(Exception):
