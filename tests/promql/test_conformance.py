@@ -68,10 +68,10 @@ def test_suite_is_large_enough() -> None:
 
 def test_must_fail_files_reference_existing_rule_files() -> None:
     """A must-fail file fails for its stated reason, never because a rule file is missing."""
-    for path in MUST_FAIL_FILES + PASSING_FILES:
+    for path in MUST_FAIL_FILES:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
         for rule_file in document.get("rule_files") or []:
-            assert (path.parent / rule_file).is_file(), f"{path.name}: {rule_file} does not exist"
+            assert sorted(path.parent.glob(rule_file)), f"{path.name}: {rule_file} matches no file"
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason=NO_PROMTOOL)
