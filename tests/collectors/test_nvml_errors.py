@@ -263,3 +263,12 @@ def test_a_hang_outside_any_gpu_is_bounded_by_the_runner_and_isolated(fake: Fake
     runner._inflight["nvml-hung"].exception(timeout=10)
     assert {r.name: r.success for r in runner.run_once()} == {"nvml-hung": True, "nvml-ok": True}
     runner.close()
+
+
+def test_runner_reports_absent_nvml_as_quiet_success_and_stops_after_close() -> None:
+    runner = CollectorRunner([NvmlCollector(FakeNvml.missing())])
+    (result,) = runner.run_once()
+    assert result.success and result.samples == [] and result.error == "no data"
+    runner.close()
+    (result,) = runner.run_once()
+    assert not result.success and result.error == "runner closed"
