@@ -29,9 +29,9 @@ from typing import Any
 
 import yaml
 
-# Labels that SGLang adds per scheduler rank; aggregated away where series of the scheduler (ranks) and of
-# the tokenizer (no ranks) are combined.
-RANK_LABELS = ("engine_type", "tp_rank", "pp_rank", "moe_ep_rank", "dp_rank")
+# Labels that SGLang adds per scheduler rank (and `pid`, per tokenizer process); aggregated away where
+# series of the scheduler (ranks) and of the tokenizer (no ranks) are combined.
+RANK_LABELS = ("engine_type", "tp_rank", "pp_rank", "moe_ep_rank", "dp_rank", "pid")
 
 
 def vllm_term(name: str) -> str:
@@ -222,8 +222,8 @@ def derived_rules() -> list[dict[str, Any]]:
 def capacity_rules() -> list[dict[str, Any]]:
     """KV capacity, B_max, in-flight concurrency and headroom (``engines`` group, part 3)."""
     per_engine_max = "max without (tp_rank, pp_rank, moe_ep_rank)"
-    per_engine_sum = "sum without (model_name, engine_type, dp_rank)"
-    request_level = "sum without (model_name)"
+    per_engine_sum = "sum without (model_name, engine_type, dp_rank, pid)"
+    request_level = "sum without (model_name, pid)"
     mean_from_histograms = (
         f"({request_level} (rate(engine:request_prompt_tokens_sum[5m]))"
         f" + {request_level} (rate(engine:request_generation_tokens_sum[5m])))"

@@ -37,7 +37,7 @@ ATTAINMENT_WINDOWS = ("5m", "30m", "1h", "6h")
 GOODPUT_WINDOW = "5m"
 # Aggregated away: vLLM's data-parallel rank and SGLang's per-scheduler rank labels (SLOs are per model
 # and endpoint). Configured target labels and model_name survive.
-AGGREGATE_WITHOUT = "without (engine, engine_type, tp_rank, pp_rank, moe_ep_rank, dp_rank)"
+AGGREGATE_WITHOUT = "without (engine, engine_type, tp_rank, pp_rank, moe_ep_rank, dp_rank, pid)"
 DEFAULT_OBJECTIVE = 0.99
 
 log = logging.getLogger(__name__)
