@@ -16,8 +16,9 @@ Time semantics (all integer milliseconds):
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
-from collections.abc import Iterable
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from watchdog.model import Labels, is_stale
@@ -28,7 +29,7 @@ from watchdog.promql.labels import drop_name, find_duplicate
 from watchdog.store import Matcher
 
 InstantVector = list[tuple[Labels, float]]
-RangeVector = list[tuple[Labels, list[int], list[float]]]
+RangeVector = list[tuple[Labels, Sequence[int], Sequence[float]]]
 
 DEFAULT_LOOKBACK_MS = 300_000
 DEFAULT_SUBQUERY_STEP_MS = 60_000
@@ -53,20 +54,27 @@ class Selectable(Protocol):
 
 
 def _newest_point(series: Any, mint: int, maxt: int) -> tuple[int, float] | None:
-    """The newest point of ``series`` in ``[mint, maxt]``, or None."""
-    timestamps = getattr(series, "timestamps", None)
-    if timestamps is not None:  # watchdog.store.Series: bisect its arrays without copying
-        index = bisect_right(timestamps, maxt) - 1
-        if index < 0 or timestamps[index] < mint:
-            return None
-        return timestamps[index], series.values[index]
+    """The newest point of ``series`` in ``[mint, maxt]``, or None (through ``window``)."""
     times, values = series.window(mint, maxt)
     if not times:
         return None
     return times[-1], values[-1]
 
 
-def _without_stale(times: list[int], values: list[float]) -> tuple[list[int], list[float]]:
+def _window(series: Any, mint: int, maxt: int) -> tuple[Sequence[int], Sequence[float]]:
+    """Points in ``[mint, maxt]``: array slices for :class:`watchdog.store.Series` (no per-point
+    objects), ``window()`` for any other series."""
+    timestamps = getattr(series, "timestamps", None)
+    if isinstance(timestamps, array):
+        lo = bisect_left(timestamps, mint)
+        hi = bisect_right(timestamps, maxt, lo)
+        return timestamps[lo:hi], series.values[lo:hi]
+    return series.window(mint, maxt)
+
+
+def _without_stale(
+    times: Sequence[int], values: Sequence[float]
+) -> tuple[Sequence[int], Sequence[float]]:
     """Drop staleness markers from a window (a cheap NaN test first: any NaN makes the sum NaN)."""
     total = sum(values)
     if total == total:
@@ -172,14 +180,25 @@ class Evaluator:
         ref = self._reference(vs.at, vs.offset_ms, t)
         mint = ref - self.lookback_ms
         out: list[tuple[Labels, int, float]] = []
+        append = out.append
         for series in self._series(vs.matchers):
-            point = _newest_point(series, mint, ref)
-            if point is None:
-                continue
-            value = point[1]
+            timestamps = getattr(series, "timestamps", None)
+            if isinstance(timestamps, array):  # watchdog.store.Series: bisect, no copies
+                index = bisect_right(timestamps, ref) - 1
+                if index < 0:
+                    continue
+                sample_t = timestamps[index]
+                if sample_t < mint:
+                    continue
+                value = series.values[index]
+            else:
+                point = _newest_point(series, mint, ref)
+                if point is None:
+                    continue
+                sample_t, value = point
             if value != value and is_stale(value):
                 continue
-            out.append((series.labels, point[0], value))
+            append((series.labels, sample_t, value))
         return out
 
     def instant_selector(self, vs: n.VectorSelector, t: int) -> InstantVector:
@@ -191,8 +210,9 @@ class Evaluator:
         vs = ms.selector
         ref = self._reference(vs.at, vs.offset_ms, t)
         out: RangeVector = []
+        mint = ref - ms.range_ms
         for series in self._series(vs.matchers):
-            times, values = series.window(ref - ms.range_ms, ref)
+            times, values = _window(series, mint, ref)
             if not times:
                 continue
             times, values = _without_stale(times, values)
