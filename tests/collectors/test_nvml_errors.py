@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -109,13 +110,13 @@ def test_a_lost_field_value_marks_the_gpu_lost(fake: FakeNvml) -> None:
     collector = NvmlCollector(fake)
     original = fake.nvmlDeviceGetFieldValues
 
-    def lost_entries(handle: object, requests: list[tuple[int, int]]) -> object:
+    def lost_entries(handle: Any, requests: Sequence[int | tuple[int, int]]) -> Any:
         values = original(handle, requests)
         if getattr(handle, "index", None) == 4:
             values[0].nvmlReturn = F.NVML_ERROR_GPU_IS_LOST
         return values
 
-    fake.nvmlDeviceGetFieldValues = lost_entries  # type: ignore[method-assign]
+    fake.nvmlDeviceGetFieldValues = lost_entries  # type: ignore[method-assign,assignment]
     samples = collector.collect()
     assert value(samples, "watchdog_gpu_lost", gpu="4") == 1.0
     assert value(samples, "watchdog_gpu_lost", gpu="3") == 0.0

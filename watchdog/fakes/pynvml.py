@@ -32,7 +32,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from watchdog.fakes.gpu_sim import (
     FAULT_KINDS,
@@ -253,6 +253,17 @@ def _build_error_classes() -> dict[str, type[NVMLError]]:
 
 ERROR_CLASSES = _build_error_classes()
 globals().update(ERROR_CLASSES)
+if TYPE_CHECKING:  # the classes above, by name, for type checkers (the full set is in ERROR_CLASSES)
+    NVMLError_Uninitialized: type[NVMLError]
+    NVMLError_InvalidArgument: type[NVMLError]
+    NVMLError_NotSupported: type[NVMLError]
+    NVMLError_NoPermission: type[NVMLError]
+    NVMLError_DriverNotLoaded: type[NVMLError]
+    NVMLError_LibraryNotFound: type[NVMLError]
+    NVMLError_FunctionNotFound: type[NVMLError]
+    NVMLError_GpuIsLost: type[NVMLError]
+    NVMLError_ResetRequired: type[NVMLError]
+    NVMLError_Unknown: type[NVMLError]
 
 
 # --- structures: same field names and C types as pynvml's ------------------------------------------
