@@ -32,6 +32,11 @@ def test_smoke_with_the_fake_prints_series_and_call_timings() -> None:
     assert sample["value"] == 400.0 and set(sample["labels"]) == {"gpu", "uuid"}
 
 
+def test_smoke_with_an_unknown_profile_says_so() -> None:
+    done = run("--fake", "z9000-sxm-1")
+    assert done.returncode == 2 and "unknown GPU profile" in done.stderr and "h100-sxm-8" in done.stderr
+
+
 def test_smoke_without_nvml_exits_2_with_a_message() -> None:
     done = run("--compact")
     if done.returncode == 0:  # a GPU host: the real run must have found GPUs
