@@ -10,11 +10,9 @@ Two kinds:
 from __future__ import annotations
 
 import math
-import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any
 
 from watchdog.model import Labels
@@ -65,7 +63,7 @@ def _extrapolated_rate(
     if count < 2:
         return None
     result = vs[-1] - vs[0]
-    if is_counter and not all(map(operator.le, vs, islice(vs, 1, None))):  # C-speed monotonic test
+    if is_counter and not _non_decreasing(vs):
         previous = vs[0]
         for value in vs[1:]:
             if value < previous:
@@ -87,6 +85,14 @@ def _extrapolated_rate(
     if is_rate:
         factor /= ctx.range_ms / 1000
     return result * factor
+
+
+def _non_decreasing(vs: Sequence[float]) -> bool:
+    """True when no value is below its predecessor (C-speed: an already sorted list sorts in one
+    pass; without NaN, ``sorted(x) == x`` is exactly "non-decreasing"). False means "check"."""
+    values = list(vs)
+    total = sum(values)
+    return total == total and values == sorted(values)
 
 
 def _rate(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
