@@ -166,7 +166,11 @@ class AlertingRuleState:
         )
 
     def export(self) -> list[dict[str, Any]]:
-        """Plain-data snapshot of every held alert (for persistence across restarts)."""
+        """Plain-data snapshot of every held alert (for persistence across restarts).
+
+        Bookkeeping that changes every evaluation (``last_eval_ms``) is left out, so the snapshot only
+        changes when an alert's state, value or annotations do.
+        """
         return [
             {
                 "rule_group": self.rule_group,
@@ -180,7 +184,6 @@ class AlertingRuleState:
                 "fired_at_ms": a.fired_at_ms,
                 "resolved_at_ms": a.resolved_at_ms,
                 "keep_firing_since_ms": a.keep_firing_since_ms,
-                "last_eval_ms": a.last_eval_ms,
             }
             for fp, a in self.active.items()
         ]
