@@ -48,6 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
         "query",
         help="instant PromQL query over metrics files or the live node, rules applied",
         description="Evaluate one instant PromQL query with the agent's own evaluator.",
+        epilog="An expression that starts with '-' goes after '--': query -- '-delta(x[5m])'. "
+               "Exit status: 0 on success, 1 on any error.",
     )
     parser.add_argument("expr", metavar="EXPR", help="the PromQL expression")
     parser.add_argument("--metrics-file", action="append", default=[], metavar="F",
