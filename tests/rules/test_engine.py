@@ -186,3 +186,13 @@ groups:
     scrape(store, 0, 7)
     (alert,) = make(store, text).evaluate(0)
     assert alert.labels == {"alertname": "A", "engine": "0", "job": "overridden"}
+
+
+def test_retire_stale_marks_everything_the_engine_wrote() -> None:
+    store = Store()
+    engine = make(store)
+    scrape(store, 0, 25)
+    engine.evaluate(0)
+    assert values(store, "ALERTS", 0) and values(store, "engine:requests_waiting", 0)
+    engine.retire(MIN)
+    assert values(store, "ALERTS", MIN) == [] and values(store, "engine:requests_waiting", MIN) == []

@@ -238,6 +238,13 @@ class RuleEngine:
     def _template_query(self, expr: str, t_ms: int) -> list[tuple[dict[str, str], float]]:
         return [(dict(labels), value) for labels, value in vector_of(self._query(parse_query(expr), t_ms))]
 
+    def retire(self, t_ms: int) -> None:
+        """Stale-mark every series this engine wrote (call on the old engine when rules are reloaded),
+        as Prometheus does for the series of removed rule groups."""
+        for runtime in self._groups:
+            for index in range(len(runtime.group.rules)):
+                self.store.forget_source(self._source(runtime, index), t_ms)
+
     # ------------------------------------------------------------------ state and self-metrics
 
     def export_state(self) -> list[dict[str, Any]]:
