@@ -264,6 +264,16 @@ class EngineServer:
         self.httpd.server_close()
 
 
+def file_clock(path: str) -> Callable[[], float]:
+    """A clock that reads simulated epoch seconds from ``path`` (written by the scenario harness)."""
+
+    def now() -> float:
+        with open(path, encoding="utf-8") as handle:
+            return float(handle.read().strip() or 0)
+
+    return now
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the engine simulator process; prints ``PORT <n>`` once listening."""
     parser = argparse.ArgumentParser(description="Simulated inference engine (demo)")
@@ -271,12 +281,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job", required=True)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--start", type=float, default=None)
+    parser.add_argument("--clock-file", default=None,
+                        help="read simulated time (epoch seconds) from this file instead of the wall clock")
     args = parser.parse_args(argv)
     scenario = load_scenario(args.scenario)
     spec = next((e for e in scenario.engines if e.job == args.job), None)
     if spec is None:
         parser.error(f"scenario {scenario.name} has no engine {args.job!r}")
-    server = EngineServer(scenario, spec, args.start if args.start is not None else time.time(), args.port)
+    clock = file_clock(args.clock_file) if args.clock_file else time.time
+    start = args.start if args.start is not None else clock()
+    server = EngineServer(scenario, spec, start, args.port, clock=clock)
     print(f"PORT {server.port}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()

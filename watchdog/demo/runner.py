@@ -41,13 +41,17 @@ class EngineProcess:
     process: subprocess.Popen[str]
 
 
-def start_engines(scenario: Scenario, start: float) -> list[EngineProcess]:
-    """Start one simulator process per scenario engine and wait until each listens."""
+def start_engines(scenario: Scenario, start: float, clock_file: Path | None = None) -> list[EngineProcess]:
+    """Start one simulator process per scenario engine and wait until each listens.
+
+    With ``clock_file`` the simulators read simulated time from that file (the harness's fast-forward).
+    """
     started: list[EngineProcess] = []
     for spec in scenario.engines:
+        extra = ["--clock-file", str(clock_file)] if clock_file else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "watchdog.demo.engine_sim", "--scenario", scenario.source,
-             "--job", spec.job, "--start", repr(start)],
+             "--job", spec.job, "--start", repr(start), *extra],
             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         assert proc.stdout is not None
