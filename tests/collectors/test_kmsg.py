@@ -266,8 +266,7 @@ def test_restart_keeps_counters_and_does_not_reread(tmp_path: Path, nvml: FakeNv
     append(log, "NVRM: Xid (PCI:0000:18:00): 48, An uncorrectable double bit error (DBE) has been detected\n")
     second = make(tmp_path, log, nvml=nvml)
     samples = second.collect()
-    xids = {label_value(labels, "xid"): v for labels, v in values(samples, XID_ERRORS).items()
-            for labels in [(("__name__", XID_ERRORS), *labels)]}
+    xids = {label_value(s.labels, "xid"): s.value for s in samples if metric_name(s.labels) == XID_ERRORS}
     assert xids == {"79": 1.0, "48": 1.0}
     assert [e["xid"] for e in recent_events(second.db, 0)] == [79, 48]
 
