@@ -373,3 +373,23 @@ def test_idle_collections_do_not_write(tmp_path: Path) -> None:
     clock.now += 5
     collector.collect()
     assert collector.db.query("SELECT t_ms FROM kmsg_cursor")[0]["t_ms"] == written + 10_000
+
+
+def test_every_series_is_in_the_exporter_catalogue(tmp_path: Path, nvml: FakeNvml) -> None:
+    from watchdog.exporter.catalogue import load_catalogue
+
+    catalogue = load_catalogue()
+    log = tmp_path / "kmsg.log"
+    log.write_text("NVRM: GPU 0000:18:00.0: GPU has fallen off the bus.\n"
+                   "NVRM: Xid (PCI:0000:2a:00): 13, pid=1, name=a, b\n"
+                   "nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 30 LTSSM Fault Up\n"
+                   "Out of memory: Killed process 4321 (vllm) total-vm:1kB\n")
+    names = set()
+    for sample in make(tmp_path, log, nvml=nvml).collect():
+        name = metric_name(sample.labels)
+        names.add(name)
+        spec = catalogue[name]
+        assert {k for k, _ in sample.labels} - {"__name__"} == set(spec.labels), name
+        assert spec.type == ("counter" if name.endswith("_total") else "gauge")
+        assert spec.help
+    assert len(names) == 6

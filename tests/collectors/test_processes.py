@@ -179,6 +179,13 @@ def test_tp_group_and_numa_mismatch(tmp_path: Path, script: Path, engines: list[
     mismatch = {label_value(s.labels, "gpu"): s.value
                 for s in series(samples, "watchdog_engine_numa_mismatch")}
     assert mismatch == {"0": 1.0, "1": 0.0}
+    from watchdog.exporter.catalogue import load_catalogue
+
+    catalogue = load_catalogue()
+    for sample in samples:  # every series is catalogued, with exactly its catalogued labels
+        spec = catalogue[metric_name(sample.labels)]
+        assert {k for k, _ in sample.labels} - {"__name__"} == set(spec.labels), spec.name
+    assert len({metric_name(s.labels) for s in samples}) == 10
     memory = {label_value(s.labels, "gpu"): s.value
               for s in series(samples, "watchdog_engine_gpu_memory_used_bytes")}
     assert memory == {"0": float(40 << 30), "1": float(41 << 30)}
