@@ -45,9 +45,7 @@ def test_restart_reconciles_firing_alerts_and_resolves_what_went_away(
 
     second = dispatchers(config)
     counts = second.reconcile_on_start(storm)  # GpuHot resolved while the agent was down
-    assert (
-        counts["still_firing"] == 5 - 1 and counts["resolved_while_down"] == 1 and counts["newly_firing"] == 0
-    )
+    assert counts["still_firing"] == 5 - 1 and counts["resolved_while_down"] == 1 and counts["newly_firing"] == 0
     for tick in range(1, 5):
         second.handle(storm, [], NOW + tick * 1000)
     wait_until(lambda: _drained(second), what="resolve delivered")
@@ -58,9 +56,7 @@ def test_restart_reconciles_firing_alerts_and_resolves_what_went_away(
     storm_message = next(m for m in top if "GpuXidError" in m.text)
     assert storm_message.updates == [] and fake_slack.replies(storm_message.ts) == []
     events = [(line["event"], line["alertname"]) for line in _log_lines(dispatchers)]
-    assert (
-        events.count(("alert_firing", "GpuXidError")) == 4 and events.count(("alert_resolved", "GpuHot")) == 1
-    )
+    assert events.count(("alert_firing", "GpuXidError")) == 4 and events.count(("alert_resolved", "GpuHot")) == 1
 
 
 def test_failing_notifier_raises_an_alert_through_the_others_only(
@@ -131,8 +127,7 @@ def test_log_notifier_json_and_text_lines() -> None:
         with db.transaction() as cur:
             items = notifier.plan(group, [], PlanContext(cur, store, NOW, "gpu-node-7", {}))
         rows = [
-            OutboxRow(i, "log", it.idem_key, it.kind, it.payload, "pending", 0, NOW, "")
-            for i, it in enumerate(items)
+            OutboxRow(i, "log", it.idem_key, it.kind, it.payload, "pending", 0, NOW, "") for i, it in enumerate(items)
         ]
         notifier.deliver(rows)
     line = json.loads(json_stream.getvalue())
@@ -155,9 +150,7 @@ def test_secret_from_file_is_registered_and_redacted(tmp_path: Path) -> None:
     assert "missing" in str(err.value)
 
 
-def test_close_flushes_what_was_just_queued(
-    fake_slack: FakeSlack, slack_token: str, dispatchers: Dispatchers
-) -> None:
+def test_close_flushes_what_was_just_queued(fake_slack: FakeSlack, slack_token: str, dispatchers: Dispatchers) -> None:
     d = dispatchers(notify_config({"base_url": fake_slack.base_url}))
     d.handle([*xid_storm(gpus=2), make_alert("EngineDown", job="vllm")], [], NOW)
     d.close(10.0)
@@ -205,9 +198,7 @@ def _click(action_id: str, user: str) -> dict[str, Any]:
     return {
         "type": "block_actions",
         "user": {"id": user},
-        "actions": [
-            {"action_id": action_id, "value": json.dumps({"fingerprint": "abc", "step": "restart-engine"})}
-        ],
+        "actions": [{"action_id": action_id, "value": json.dumps({"fingerprint": "abc", "step": "restart-engine"})}],
     }
 
 
@@ -233,3 +224,20 @@ def test_approvable_steps_come_from_the_planner_text() -> None:
     assert approvable_steps(event) == ("restart-engine", "reset-gpu")
     decision = RunbookEvent("fp", "GpuXidError", "gpu-xid", "decision", "x", text, NOW)
     assert approvable_steps(decision) == ()
+
+
+def test_self_metrics_are_in_the_exporter_catalogue(dispatchers: Dispatchers) -> None:
+    from watchdog.exporter.catalogue import load_catalogue
+    from watchdog.model import metric_name
+
+    catalogue = load_catalogue()
+    d = dispatchers(notify_config(alertmanager={"urls": ["http://127.0.0.1:9"]}))
+    names = set()
+    for sample in d.self_samples():
+        name = metric_name(sample.labels)
+        names.add(name)
+        spec = catalogue[name]
+        assert {k for k, _ in sample.labels} - {"__name__"} == set(spec.labels), name
+        assert spec.type == ("counter" if name.endswith("_total") else "gauge")
+    listed = {n for n, spec in catalogue.items() if n.startswith(("watchdog_notif", "watchdog_outbox"))}
+    assert names == listed
