@@ -192,7 +192,12 @@ class NotificationDispatcher:
         return out
 
     def attach_runbooks(self, manager: Any) -> bool:
-        """Wire Slack's Approve / Skip buttons to ``manager`` (approve mode + app token); True if started."""
+        """Wire Slack's Approve / Skip buttons to ``manager`` (approve mode + app token); True if wired.
+
+        Called again (config reload with a new manager), it re-points the running listener."""
+        if self._approvals is not None:
+            self._approvals.manager = manager
+            return True
         slack_cfg = dict((self.config.get("notifiers") or {}).get("slack") or {})
         mode = str((self.config.get("remediation") or {}).get("mode", "suggest"))
         if not slack_cfg.get("enabled") or mode != "approve":
