@@ -121,7 +121,8 @@ class Agent:
         return RuleEngine(ruleset, self.store, restored_state=restored)
 
     def _build_runbooks(self, config: dict[str, Any]) -> RunbookManager:
-        return RunbookManager(config, self.db, self.store, clock=self.clock)
+        return RunbookManager(config, self.db, self.store, clock=self.clock, config_path=self.config_path,
+                              node=self.node)
 
     # -- the loop -----------------------------------------------------------------------------------
 

@@ -28,12 +28,12 @@ from typing import Any
 
 import yaml
 
+from watchdog.paths import asset_dirs
 from watchdog.runbooks.steps import Step, StepError, parse_step
 
 RUNBOOK_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 ALERT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ETC_RUNBOOKS = Path("/etc/inference-watchdog/runbooks")
-SHARE_RUNBOOKS = Path("/usr/share/inference-watchdog/runbooks")
 TOP_KEYS = {"id", "title", "alerts", "diagnose", "remediate", "summary"}
 
 
@@ -101,23 +101,14 @@ class Catalogue:
         return iter(sorted(self.runbooks.values(), key=lambda r: r.id))
 
 
-def source_checkout_runbooks() -> Path | None:
-    """``runbooks/`` of the source tree this package runs from (a checkout or editable install)."""
-    candidate = Path(__file__).resolve().parents[2] / "runbooks"
-    return candidate if candidate.is_dir() else None
-
-
 def default_search_path(config_path: str | Path | None = None) -> list[Path]:
     """Where runbooks are looked for when ``runbooks.paths`` is empty, highest priority first:
-    ``<config dir>/runbooks``, ``/etc/inference-watchdog/runbooks``,
-    ``/usr/share/inference-watchdog/runbooks``, then the source checkout's ``runbooks/``."""
+    ``<config dir>/runbooks``, ``/etc/inference-watchdog/runbooks``, then the shipped runbooks
+    (:func:`watchdog.paths.asset_dirs`: the source checkout, the venv's ``share/``, ``/usr/share``)."""
     out: list[Path] = []
     if config_path:
         out.append(Path(config_path).resolve().parent / "runbooks")
-    out += [ETC_RUNBOOKS, SHARE_RUNBOOKS]
-    checkout = source_checkout_runbooks()
-    if checkout is not None:
-        out.append(checkout)
+    out += [ETC_RUNBOOKS, *asset_dirs("runbooks")]
     seen: set[Path] = set()
     return [p for p in out if not (p in seen or seen.add(p))]  # type: ignore[func-returns-value]
 
