@@ -78,6 +78,7 @@ def stop_engines(engines: list[EngineProcess]) -> None:
 def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path, listen: str) -> dict[str, Any]:
     """The agent config of a demo run: loopback engines, fake NVML, a kmsg file, suggest-only runbooks."""
     rules_dir = asset_dir("rules")
+    kinds = {spec.job: spec.kind for spec in scenario.engines}
     runbooks_dir = asset_dir("runbooks")
     doc: dict[str, Any] = {
         "node": "demo-node",
@@ -86,11 +87,13 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
         "listen": listen,
         "rules": {"paths": [str(rules_dir / "*.yaml")] if rules_dir else []},
         "engines": [
-            {"job": e.job, "url": f"http://127.0.0.1:{e.port}/metrics",
+            {"job": e.job, "url": f"http://127.0.0.1:{e.port}/metrics", "kind": kinds[e.job],
              "process": {"port": e.port}}
             for e in engines
         ],
         "kmsg": {"source": str(workdir / "kmsg.log")},
+        # Chat-style SLOs on vLLM V1 bucket boundaries: TTFT 1 s, TPOT 50 ms, 99 % of requests.
+        "slo": {"objective": 0.99, "ttft_seconds": 1.0, "tpot_seconds": 0.05},
         "remediation": {"mode": "suggest"},
         "notifiers": {"log": {"enabled": True}},
     }
