@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (real kernel-log lines are kept whole)
 """Kernel-log readers (file like tail -F, /dev/kmsg records, journald) and the kmsg collector end to end."""
 
 from __future__ import annotations
@@ -180,7 +179,8 @@ echo "s=cursor-1" > "$f"
 """)
     stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
     reader = JournalReader(tmp_path / "state" / "cursor", command=[str(stub)])
-    assert reader.read() == ["Nov 04 10:00:00.123456 host kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."]
+    line = "Nov 04 10:00:00.123456 host kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."
+    assert reader.read() == [line]
     assert reader.read() == []
     first, second = calls.read_text().splitlines()
     assert "-k" in first and "short-precise" in first and "--boot" in first

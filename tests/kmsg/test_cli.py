@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (real kernel-log lines are kept whole)
 """``inference-watchdog kmsg parse``: the JSON shape of issue 3, text mode, errors."""
 
 from __future__ import annotations

@@ -329,3 +329,12 @@ def test_more_variants(line: str, pci: str, pid: int | None, process: str | None
     event = parse_line(line, 1)
     assert event is not None and event.kind == "xid"
     assert (event.pci_bus_id, event.pid, event.process) == (pci, pid, process)
+
+
+def test_follower_memory_stays_bounded() -> None:
+    parser = KernelLogParser()
+    for i in range(5000):
+        parser.feed(f"Out of memory: Killed process {10_000 + i} (worker)", i * 3 + 1)
+    assert len(parser._recent_oom) <= 400
+    [again] = parser.feed("Out of memory: Killed process 14999 (worker)", 15_100)  # long after: a new kill
+    assert again.pid == 14999

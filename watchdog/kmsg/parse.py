@@ -28,7 +28,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from watchdog.kmsg.pci import find_pci_bus_id, normalize_pci_bus_id
 from watchdog.xid.catalogue import UNKNOWN_ACTION, UNKNOWN_SEVERITY, Catalogue, default_catalogue
@@ -38,6 +38,8 @@ FALLEN_OFF_BUS_XID = 79
 OOM_SEVERITY, OOM_ACTION = "critical", "restart_app"
 # How far apart (in lines) two reports of one incident may be and still be merged.
 DEDUPE_WINDOW_LINES = 20
+# NVSwitch detail lines of one SXid can trail their primary line by more (several links report at once).
+SXID_DETAIL_WINDOW_LINES = 100
 # How many lines a multi-line "The NVIDIA GPU ..." message may span.
 MULTILINE_SPAN_LINES = 4
 
@@ -385,6 +387,16 @@ def parse_gpu_identity(text: str) -> tuple[str, str] | None:
     return pci, uuid.lower().replace("gpu-", "GPU-", 1)
 
 
+_Key = TypeVar("_Key")
+
+
+def _recent_only(seen: dict[_Key, int], horizon: int, keep: int = 256) -> dict[_Key, int]:
+    """``seen`` without entries older than ``horizon`` once it holds more than ``keep`` of them."""
+    if len(seen) <= keep:
+        return seen
+    return {key: line for key, line in seen.items() if line >= horizon}
+
+
 @dataclass
 class _PendingMultiline:
     line: int
@@ -403,7 +415,7 @@ class KernelLogParser:
         self._pending: _PendingMultiline | None = None
         self._recent_lost: dict[str, int] = {}
         self._recent_oom: dict[int, int] = {}
-        self._recent_sxid: dict[tuple[str | None, int], tuple[int, str, str]] = {}
+        self._recent_sxid: dict[tuple[str | None, int], int] = {}
 
     def feed(self, text: str, line_no: int) -> list[KernelEvent]:
         """Events completed by this line (usually zero or one)."""
@@ -421,7 +433,7 @@ class KernelLogParser:
         seq, body = split_kmsg_record(text)
         event = _parse_text(body, line_no, self.catalogue)
         if event is None:
-            return self._continue_multiline(body, line_no, seq)
+            return self._continue_multiline(body, line_no)
         if event.kind == "fallen_off_bus" and event.pci_bus_id is None and self._pending is not None:
             event = self._complete_multiline(event.message, seq)
         elif event.kind == "fallen_off_bus":
@@ -430,7 +442,7 @@ class KernelLogParser:
             event = replace(event, seq=seq)
         return self._emit(event)
 
-    def _continue_multiline(self, body: str, line_no: int, seq: int | None) -> list[KernelEvent]:
+    def _continue_multiline(self, body: str, line_no: int) -> list[KernelEvent]:
         start = _MULTILINE_START.search(body)
         if start:
             self._pending = _PendingMultiline(line_no, [_from(body, start.start())])
@@ -455,9 +467,17 @@ class KernelLogParser:
             return []
         return [event]
 
+    def _forget_old(self, line: int) -> None:
+        """Drop incidents too old to be repeated (a follower runs for months: memory stays bounded)."""
+        horizon = line - SXID_DETAIL_WINDOW_LINES
+        self._recent_oom = _recent_only(self._recent_oom, horizon)
+        self._recent_lost = _recent_only(self._recent_lost, horizon)
+        self._recent_sxid = _recent_only(self._recent_sxid, horizon)
+
     def _is_duplicate(self, event: KernelEvent) -> bool:
         """Records the event and says whether it repeats an incident already emitted."""
         line = event.line
+        self._forget_old(line)
         if event.kind == "oom_kill" and event.pid is not None:
             previous = self._recent_oom.get(event.pid)
             self._recent_oom[event.pid] = line
@@ -473,8 +493,8 @@ class KernelLogParser:
             key = (pci, event.xid)
             if sxid_is_detail(event):
                 primary = self._recent_sxid.get(key)
-                return primary is not None and line - primary[0] <= DEDUPE_WINDOW_LINES * 5
-            self._recent_sxid[key] = (line, event.severity, event.action)
+                return primary is not None and line - primary <= SXID_DETAIL_WINDOW_LINES
+            self._recent_sxid[key] = line
         return False
 
     def finish(self) -> list[KernelEvent]:
