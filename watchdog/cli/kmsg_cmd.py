@@ -44,14 +44,13 @@ def _parse(args: argparse.Namespace) -> int:
 
     try:
         if args.file == "-":
-            lines = sys.stdin.read().splitlines()
+            events = list(parse_lines(sys.stdin))
         else:
-            with open(args.file, encoding="utf-8", errors="replace") as handle:
-                lines = handle.read().splitlines()
+            with open(args.file, encoding="utf-8", errors="replace", newline="\n") as handle:
+                events = list(parse_lines(handle))  # streamed: a multi-gigabyte log is fine
     except OSError as exc:
         print(f"error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2
-    events = list(parse_lines(lines))
     if args.json:
         json.dump([event.to_json() for event in events], sys.stdout, indent=2)
         sys.stdout.write("\n")
