@@ -212,9 +212,7 @@ class FakeSlack:
                 else:
                     parent = str(args.get("ts", ""))
                     found = [
-                        m
-                        for m in self.messages
-                        if m.channel == channel and (m.ts == parent or m.thread_ts == parent)
+                        m for m in self.messages if m.channel == channel and (m.ts == parent or m.thread_ts == parent)
                     ]
                 found = [m for m in found if float(m.ts) > oldest]
                 start = int(args.get("cursor") or 0)
@@ -238,9 +236,7 @@ class FakeSlack:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
-            def _send(
-                self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None
-            ) -> None:
+            def _send(self, status: int, body: bytes, ctype: str, headers: dict[str, str] | None = None) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
@@ -269,9 +265,7 @@ class FakeSlack:
                 method = "webhook" if webhook else path.rsplit("/", 1)[-1]
                 fault = fake._take_fault(method)
                 if fault is not None and fault.kind == "status":
-                    headers = (
-                        {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
-                    )
+                    headers = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else {}
                     err = {429: "ratelimited"}.get(fault.status, "service_unavailable")
                     body = err.encode() if webhook else json.dumps({"ok": False, "error": err}).encode()
                     fake.requests.append((method, fault.status))
@@ -279,9 +273,7 @@ class FakeSlack:
                     return
                 if fault is not None and fault.kind == "error":
                     fake.requests.append((method, 200))
-                    self._send(
-                        200, json.dumps({"ok": False, "error": fault.error}).encode(), "application/json"
-                    )
+                    self._send(200, json.dumps({"ok": False, "error": fault.error}).encode(), "application/json")
                     return
                 if webhook:
                     if path != WEBHOOK_PATH:

@@ -74,9 +74,7 @@ class Driver:
     def open_rows(self) -> int:
         with sqlite3.connect(self.state_dir / "state.db") as conn:
             return int(
-                conn.execute(
-                    "SELECT COUNT(*) FROM notify_outbox WHERE status IN ('pending','sending')"
-                ).fetchone()[0]
+                conn.execute("SELECT COUNT(*) FROM notify_outbox WHERE status IN ('pending','sending')").fetchone()[0]
             )
 
     def cleanup(self) -> None:
@@ -145,9 +143,7 @@ def test_kill_mid_send_then_restart_does_not_post_twice(fake_slack: FakeSlack, d
     assert ("conversations.history", 200) in fake_slack.requests
 
 
-def test_resolved_while_down_is_resolved_in_slack_after_restart(
-    fake_slack: FakeSlack, driver: Driver
-) -> None:
+def test_resolved_while_down_is_resolved_in_slack_after_restart(fake_slack: FakeSlack, driver: Driver) -> None:
     driver.start("storm")
     wait_until(lambda: len(fake_slack.top_level()) == 2 and driver.open_rows() == 0, what="firing posted")
     driver.kill()

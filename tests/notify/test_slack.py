@@ -44,9 +44,7 @@ def test_storm_of_eight_gpus_is_one_message_and_resolve_updates_it_and_replies(
     assert "gpu-node-7" in text
 
     resolved = [
-        make_alert(
-            "GpuXidError", "resolved", resolved_at_ms=NOW + 60_000, gpu=str(i), uuid=f"GPU-{i:04d}", xid="79"
-        )
+        make_alert("GpuXidError", "resolved", resolved_at_ms=NOW + 60_000, gpu=str(i), uuid=f"GPU-{i:04d}", xid="79")
         for i in range(8)
     ]
     d.handle(resolved, [], NOW + 61_000)
@@ -109,9 +107,7 @@ def test_approve_mode_adds_buttons_to_suggestions(
         "2. drain-node [http] POST http://127.0.0.1:9000/drain\n"
         "   → refused: url not allowlisted\n"
     )
-    ev = RunbookEvent(
-        alert.fingerprint, "EngineDown", "engine-down", "suggestion", "runbook engine-down", plan, NOW
-    )
+    ev = RunbookEvent(alert.fingerprint, "EngineDown", "engine-down", "suggestion", "runbook engine-down", plan, NOW)
     d.handle([alert], [ev], NOW)
     wait_until(lambda: _drained(d), what="delivered")
     parent = fake_slack.top_level()[0]
@@ -226,10 +222,7 @@ def test_secrets_never_reach_logs_or_metrics_when_sends_fail(
     for d in (bot, hook):
         d.handle([make_alert("GpuHot", gpu="0")], [], NOW)
     wait_until(
-        lambda: (
-            bot.workers["slack"].stats.attempt_failures >= 3
-            and hook.workers["slack"].stats.attempt_failures >= 3
-        ),
+        lambda: bot.workers["slack"].stats.attempt_failures >= 3 and hook.workers["slack"].stats.attempt_failures >= 3,
         what="failures",
     )
     # a closed port too: connection errors carry the URL in urllib's exception text

@@ -10,9 +10,7 @@ from watchdog.notify.transitions import KnownAlert, derive_transitions
 
 def _known(alerts, state="firing"):
     return {
-        a.fingerprint: KnownAlert(
-            a.fingerprint, state, AlertSnapshot.from_alert(a), a.active_at_ms, a.fired_at_ms
-        )
+        a.fingerprint: KnownAlert(a.fingerprint, state, AlertSnapshot.from_alert(a), a.active_at_ms, a.fired_at_ms)
         for a in alerts
     }
 
@@ -89,9 +87,7 @@ def test_different_xid_or_severity_is_a_different_cause() -> None:
     a = make_alert("GpuXidError", gpu="0", xid="79")
     b = make_alert("GpuXidError", gpu="1", xid="48")
     c = make_alert("GpuXidError", gpu="2", xid="79", severity="warning")
-    groups = group_transitions(
-        [Transition("firing", AlertSnapshot.from_alert(x)) for x in (a, b, c)], at_ms=1
-    )
+    groups = group_transitions([Transition("firing", AlertSnapshot.from_alert(x)) for x in (a, b, c)], at_ms=1)
     assert len(groups) == 3
 
 
