@@ -16,6 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--listen", default="127.0.0.1:9847", help="exporter address (default 127.0.0.1:9847)")
     parser.add_argument("--duration", type=float, default=None,
                         help="seconds to run (default: the scenario's duration)")
+    parser.add_argument("--alertmanager", action="append", default=[], metavar="URL",
+                        help="also send the demo's alerts to this Alertmanager (API v2); repeatable")
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.set_defaults(func=_demo)
 
@@ -35,4 +37,4 @@ def _demo(args: argparse.Namespace) -> int:
         return 2
     from watchdog.demo.runner import run_demo
 
-    return run_demo(scenario, args.listen, args.duration)
+    return run_demo(scenario, args.listen, args.duration, alertmanager_urls=args.alertmanager)

@@ -75,7 +75,8 @@ def stop_engines(engines: list[EngineProcess]) -> None:
             engine.process.kill()
 
 
-def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path, listen: str) -> dict[str, Any]:
+def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path, listen: str,
+                alertmanager_urls: list[str] | None = None) -> dict[str, Any]:
     """The agent config of a demo run: loopback engines, fake NVML, a kmsg file, suggest-only runbooks."""
     rules_dir = asset_dir("rules")
     kinds = {spec.job: spec.kind for spec in scenario.engines}
@@ -95,14 +96,16 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
         # Chat-style SLOs on vLLM V1 bucket boundaries: TTFT 1 s, TPOT 50 ms, 99 % of requests.
         "slo": {"objective": 0.99, "ttft_seconds": 1.0, "tpot_seconds": 0.05},
         "remediation": {"mode": "suggest"},
-        "notifiers": {"log": {"enabled": True}},
+        "notifiers": {"log": {"enabled": True},
+                      "alertmanager": {"urls": list(alertmanager_urls or []), "resend_interval_seconds": 15}},
     }
     if runbooks_dir:
         doc["runbooks"] = {"paths": [str(runbooks_dir)]}
     return load_config_text(yaml.safe_dump(doc), "<demo config>")
 
 
-def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None) -> int:
+def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
+             alertmanager_urls: list[str] | None = None) -> int:
     """Run the scenario for ``duration_seconds`` (default: the scenario's); returns the exit code."""
     from watchdog.agent import Agent
     from watchdog.daemon import serve
@@ -117,7 +120,7 @@ def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None) ->
         try:
             gpus = GpuSimulator(scenario, workdir / "kmsg.log", start,
                                 engine_pids={e.job: e.process.pid for e in engines})
-            config = demo_config(scenario, engines, workdir, listen)
+            config = demo_config(scenario, engines, workdir, listen, alertmanager_urls)
             agent = Agent(config, context=CollectorContext(config=config, nvml=gpus.nvml))
             agent.before_tick.append(gpus.advance)
             log.info("demo started", extra={
