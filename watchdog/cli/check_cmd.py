@@ -7,7 +7,7 @@ import json
 import sys
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``check`` command."""
     parser = sub.add_parser("check", help="one-shot collect + evaluate; exit 0 ok, 1 warning, 2 critical")
     parser.add_argument("--config", default=None, help="config file (default: built-in defaults)")

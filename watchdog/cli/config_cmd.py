@@ -7,7 +7,7 @@ import json
 import sys
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``config`` command."""
     parser = sub.add_parser("config", help="print the config JSON Schema or validate a config file")
     inner = parser.add_subparsers(dest="config_command", metavar="ACTION")

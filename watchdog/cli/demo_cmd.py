@@ -8,7 +8,7 @@ import sys
 DEFAULT_SCENARIO = "long-context-bomb"
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``demo`` command."""
     parser = sub.add_parser("demo", help="run the whole pipeline on simulated GPUs and engines")
     parser.add_argument("--scenario", default=DEFAULT_SCENARIO,

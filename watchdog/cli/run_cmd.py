@@ -9,7 +9,7 @@ import sys
 log = logging.getLogger("watchdog.run")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``run`` command."""
     parser = sub.add_parser("run", help="run the agent (the daemon systemd starts)")
     parser.add_argument("--config", default=None,
