@@ -73,4 +73,4 @@ class Sample(NamedTuple):
 
 def now_ms(seconds: float) -> int:
     """Seconds since the epoch (float) to integer milliseconds."""
-    return int(round(seconds * 1000))
+    return round(seconds * 1000)

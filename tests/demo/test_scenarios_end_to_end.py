@@ -15,7 +15,8 @@ def test_scenario_fires_what_it_promises(name: str) -> None:
     result = run_scenario(scenario)
     fired_in_time = result.fired_within(scenario.expect_within_seconds)
     missing = set(scenario.expect_alerts) - fired_in_time
-    assert not missing, f"{name}: expected within {scenario.expect_within_seconds}s: {sorted(missing)}; fired: {result.fired}"
+    within = scenario.expect_within_seconds
+    assert not missing, f"{name}: expected within {within}s: {sorted(missing)}; fired: {result.fired}"
     forbidden = set(scenario.forbid_alerts) & set(result.fired)
     assert not forbidden, f"{name}: must never fire {sorted(forbidden)}; fired: {result.fired}"
 
