@@ -218,7 +218,8 @@ class Agent:
             collectors = build_collectors(config, self.context)
         except Exception as exc:  # reload boundary: report, keep the last good set
             self.context.config = self.config
-            log.error("reload failed; keeping the running configuration", extra={"error": str(exc)})
+            where = {key: getattr(exc, key) for key in ("file", "line") if getattr(exc, key, None)}
+            log.error("reload failed; keeping the running configuration", extra={"error": str(exc), **where})
             self.stats.reload_success = False
             return False
         with self._lock:

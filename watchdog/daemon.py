@@ -16,11 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client.registry import CollectorRegistry
-
 from watchdog.agent import Agent
-from watchdog.exporter.collector import StoreCollector
-from watchdog.exporter.server import ExporterServer
+from watchdog.exporter.security import ExporterConfigError
+from watchdog.exporter.server import ExporterServer, exporter_for_store
 from watchdog.scheduler import TickScheduler
 
 log = logging.getLogger(__name__)
@@ -37,10 +35,26 @@ class Hooks:
 
 
 def build_exporter(agent: Agent, listen: str) -> ExporterServer:
-    """An exporter serving the agent's store and self-metrics on ``listen``."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(agent.store, clock=agent.clock))
-    return ExporterServer(registry, listen, ready=lambda: agent.ready)
+    """An exporter serving the agent's store and self-metrics on ``listen`` (TLS, auth and caps from the
+    config's ``exporter`` section; raises ExporterConfigError when that section is unusable)."""
+    return exporter_for_store(agent.store, listen, ready=lambda: agent.ready,
+                              section=agent.config.get("exporter"), clock=agent.clock)
+
+
+def reload_agent(agent: Agent, exporter: ExporterServer) -> bool:
+    """SIGHUP: reload config, rules and runbooks, then the exporter's certificates, password and caps.
+    A broken exporter section keeps the exporter's running settings and reports the reload as failed."""
+    ok = agent.reload()
+    if not ok:
+        return False
+    try:
+        exporter.reload(agent.config.get("exporter"))
+    except ExporterConfigError as exc:
+        log.error("reload failed for the exporter; keeping its running TLS/auth settings",
+                  extra={"error": str(exc)})
+        agent.stats.reload_success = False
+        return False
+    return True
 
 
 def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
@@ -49,9 +63,15 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
     hooks = hooks or Hooks()
     stop = threading.Event()
     reload_requested = threading.Event()
-    exporter = build_exporter(agent, listen)
-    exporter.start()
-    log.info("exporter listening", extra={"address": f"{exporter.host}:{exporter.port}"})
+    try:
+        exporter = build_exporter(agent, listen)
+        exporter.start()
+    except (ExporterConfigError, OSError, ValueError) as exc:  # start-up boundary: say why, exit non-zero
+        log.error("cannot start the exporter", extra={"listen": listen, "error": str(exc)})
+        agent.close()
+        return 2
+    log.info("exporter listening", extra={"address": f"{exporter.host}:{exporter.port}", "url": exporter.url,
+                                          "basic_auth": exporter.security.auth is not None})
     first_tick = threading.Event()
     agent.after_tick.append(first_tick.set)
 
@@ -74,7 +94,7 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
                 reload_requested.clear()
                 for reloading_hook in hooks.on_reloading:
                     reloading_hook()
-                ok = agent.reload()
+                ok = reload_agent(agent, exporter)
                 for reload_hook in hooks.on_reload:
                     reload_hook(ok)
             if deadline is not None and time.monotonic() >= deadline:

@@ -1,30 +1,101 @@
-"""prometheus-client collector that reads the store at scrape time.
+"""prometheus-client collector that reads the store at scrape time, with bounded cardinality.
 
-Contract: each scrape yields every non-stale series in the store (newest point within the lookback, no
-timestamps), grouped into metric families; agent series are typed and documented from the catalogue,
-other series (engine pass-through, recording-rule outputs) are ``untyped``. Extra sample providers
-(self-metrics computed on demand) are called at scrape time and merged in.
+Contract:
+- Each scrape yields every non-stale series in the store (newest point within the lookback, no
+  timestamps), grouped into metric families; agent series are typed and documented from the catalogue,
+  other series (engine pass-through, recording-rule outputs, ``ALERTS``) are ``untyped``. Extra sample
+  providers (self-metrics computed on demand) are called at scrape time and merged in.
+- Cardinality is bounded by :class:`SeriesLimiter`: at most ``max_series_per_metric`` series per metric
+  name and ``max_series_per_job`` per ``job`` label value. A series exported before keeps its slot while
+  it exists, so the exported set does not flap; what is left out is counted in
+  ``watchdog_exporter_dropped_series_total{limit}`` (series left out, summed over scrapes: its rate is
+  how much is being cut off right now).
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from watchdog.exporter.catalogue import load_catalogue
-from watchdog.model import METRIC_NAME, Labels, Sample, metric_name
+from watchdog.model import METRIC_NAME, Labels, Sample, label_value, metric, metric_name
 from watchdog.store import Store
 
 SampleProvider = Callable[[], Iterable[Sample]]
+DEFAULT_MAX_SERIES_PER_METRIC = 10_000
+DEFAULT_MAX_SERIES_PER_JOB = 50_000
+LIMITS = ("per_metric", "per_job")
 
 
 def _family_name(name: str, typ: str) -> str:
     if typ == "counter" and name.endswith("_total"):
         return name[: -len("_total")]
     return name
+
+
+class SeriesLimiter:
+    """First come, first kept: caps series per metric name and per ``job``; thread-safe.
+
+    :meth:`admit` keeps, in order, the series admitted by the previous call that are still present, then
+    new series (in label order) while their metric and job are under the caps. Memory is bounded by the
+    caps: only the series of the last call are remembered.
+    """
+
+    def __init__(self, max_per_metric: int = DEFAULT_MAX_SERIES_PER_METRIC,
+                 max_per_job: int = DEFAULT_MAX_SERIES_PER_JOB) -> None:
+        self.max_per_metric = max_per_metric
+        self.max_per_job = max_per_job
+        self.dropped_total: dict[str, int] = dict.fromkeys(LIMITS, 0)
+        self.last_exported = 0
+        self._admitted: set[Labels] = set()
+        self._lock = threading.Lock()
+
+    def set_limits(self, max_per_metric: int, max_per_job: int) -> None:
+        """New caps from the next scrape on (config reload)."""
+        with self._lock:
+            self.max_per_metric, self.max_per_job = max_per_metric, max_per_job
+
+    def admit(self, series: Iterable[tuple[Labels, float]]) -> list[tuple[Labels, float]]:
+        """The series to export this scrape, sorted by labels; counts what the caps leave out."""
+        items = sorted(series)
+        with self._lock:
+            kept: list[tuple[Labels, float]] = []
+            per_metric: Counter[str] = Counter()
+            per_job: Counter[str] = Counter()
+            dropped: Counter[str] = Counter()
+            previously = [item for item in items if item[0] in self._admitted]
+            newcomers = [item for item in items if item[0] not in self._admitted]
+            for labels, value in previously + newcomers:
+                name, job = metric_name(labels), label_value(labels, "job")
+                if per_metric[name] >= self.max_per_metric:
+                    dropped["per_metric"] += 1
+                    continue
+                if job and per_job[job] >= self.max_per_job:
+                    dropped["per_job"] += 1
+                    continue
+                per_metric[name] += 1
+                if job:
+                    per_job[job] += 1
+                kept.append((labels, value))
+            self._admitted = {labels for labels, _ in kept}
+            for limit, count in dropped.items():
+                self.dropped_total[limit] += count
+            self.last_exported = len(kept)
+        kept.sort()
+        return kept
+
+    def self_samples(self) -> list[Sample]:
+        """``watchdog_exporter_dropped_series_total{limit}`` and ``watchdog_exporter_series``."""
+        with self._lock:
+            out = [Sample(metric("watchdog_exporter_dropped_series_total", limit=limit), float(count))
+                   for limit, count in sorted(self.dropped_total.items())]
+            out.append(Sample(metric("watchdog_exporter_series"), float(self.last_exported)))
+        return out
 
 
 class StoreCollector(Collector):
@@ -36,28 +107,30 @@ class StoreCollector(Collector):
         providers: Iterable[SampleProvider] = (),
         clock: Callable[[], float] = time.time,
         lookback_ms: int = 300_000,
+        limiter: SeriesLimiter | None = None,
     ) -> None:
         self.store = store
         self.providers = list(providers)
         self.clock = clock
         self.lookback_ms = lookback_ms
+        self.limiter = limiter or SeriesLimiter()
 
     def samples(self) -> list[tuple[Labels, float]]:
-        """Every sample this scrape exports, store first, providers overriding equal label sets."""
+        """Every sample this scrape exports: the store within the caps, then providers (never capped:
+        they are the agent's own few self-metrics, including the count of what the caps dropped)."""
         now_ms = int(self.clock() * 1000)
-        merged: dict[Labels, float] = {
-            labels: value for labels, _, value in self.store.latest_values(now_ms, self.lookback_ms)
-        }
-        for provider in self.providers:
+        from_store = ((labels, value) for labels, _, value in self.store.latest_values(now_ms, self.lookback_ms))
+        merged: dict[Labels, float] = dict(self.limiter.admit(from_store))
+        for provider in [*self.providers, self.limiter.self_samples]:
             for sample in provider():
                 merged[sample.labels] = sample.value
-        return list(merged.items())
+        return sorted(merged.items())
 
     def collect(self) -> Iterator[Metric]:
         """Build metric families: one per series name (histogram parts stay separate, untyped)."""
         catalogue = load_catalogue()
         families: dict[str, Metric] = {}
-        for labels, value in sorted(self.samples()):
+        for labels, value in self.samples():
             name = metric_name(labels)
             if not name:
                 continue

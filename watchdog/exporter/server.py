@@ -1,20 +1,52 @@
-"""The exporter's HTTP server: ``/metrics`` (Prometheus text), ``/-/healthy``, ``/-/ready``.
+"""The exporter's HTTP(S) server: ``/metrics`` (Prometheus text), ``/-/healthy``, ``/-/ready``.
 
-Contract: serving never blocks the evaluation loop (its own threads); ``/-/ready`` answers 200 only
-after the first completed tick (readiness is a callable injected by the agent).
+Contract:
+- Serving never blocks the evaluation loop (its own threads); a TLS handshake happens in the
+  connection's thread, so a client that stalls its handshake holds only its own thread, and every
+  connection has a socket timeout.
+- ``/-/ready`` answers 200 only after the first completed tick (readiness is a callable injected by the
+  agent); ``/-/healthy`` answers 200 while the process serves. Both stay open under basic auth (probes
+  need no password and learn nothing); ``/metrics`` and ``/`` need the credentials when auth is on.
+- ``/metrics`` is gzip-compressed when the scraper accepts it (Prometheus does).
+- :meth:`ExporterServer.reconfigure` swaps TLS and auth settings atomically for new connections (SIGHUP
+  with rotated certificates or password); the listen address is fixed for the process's life.
+- Requests are counted in ``watchdog_exporter_requests_total{handler, code}`` (bounded label values).
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
+import socket
+import ssl
 import threading
-from collections.abc import Callable
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from watchdog.exporter.collector import (
+    DEFAULT_MAX_SERIES_PER_JOB,
+    DEFAULT_MAX_SERIES_PER_METRIC,
+    SeriesLimiter,
+    StoreCollector,
+)
+from watchdog.exporter.security import ExporterSecurity, load_security
+from watchdog.model import Sample, metric
+from watchdog.store import Store
+
 log = logging.getLogger(__name__)
+
+# The classic text format every Prometheus 2.x parses (prometheus-client >= 0.22 labels its output 1.0.0).
+CONTENT_TYPE_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+CONNECTION_TIMEOUT_SECONDS = 30.0
+HANDLERS = {"/metrics": "metrics", "/-/healthy": "healthy", "/-/ready": "ready", "/": "root"}
+OPEN_PATHS = frozenset({"/-/healthy", "/-/ready"})
+GZIP_MIN_BYTES = 1024
 
 
 def parse_listen(address: str) -> tuple[str, int]:
@@ -25,43 +57,170 @@ def parse_listen(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-class ExporterServer:
-    """A threaded HTTP server exposing ``registry``; ``start()`` / ``stop()``; ``port`` after start."""
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """True when an ``Accept-Encoding`` header allows gzip (``q=0`` refuses it)."""
+    for part in (accept_encoding or "").split(","):
+        coding, _, params = part.strip().partition(";")
+        if coding.strip().lower() in ("gzip", "*"):
+            q = params.strip().removeprefix("q=") if params.strip().startswith("q=") else "1"
+            try:
+                return float(q) > 0
+            except ValueError:
+                return False
+    return False
 
-    def __init__(self, registry: CollectorRegistry, address: str, ready: Callable[[], bool]) -> None:
+
+class ExporterStats:
+    """Request counters of the server, exported as self-metrics. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._requests: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+        self.last_scrape_duration_seconds = 0.0
+
+    def count(self, handler: str, code: int) -> None:
+        """Count one answered request."""
+        with self._lock:
+            self._requests[(handler, str(code))] += 1
+
+    def self_samples(self) -> list[Sample]:
+        """``watchdog_exporter_requests_total`` and ``watchdog_exporter_scrape_duration_seconds``."""
+        with self._lock:
+            out = [Sample(metric("watchdog_exporter_requests_total", handler=h, code=c), float(n))
+                   for (h, c), n in sorted(self._requests.items())]
+        out.append(Sample(metric("watchdog_exporter_scrape_duration_seconds"), self.last_scrape_duration_seconds))
+        return out
+
+
+class _Server(ThreadingHTTPServer):
+    """ThreadingHTTPServer that wraps each connection in TLS inside the connection's own thread."""
+
+    daemon_threads = True
+    exporter: ExporterServer
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(CONNECTION_TIMEOUT_SECONDS)
+        context = self.exporter.security.tls
+        if context is None:
+            super().finish_request(request, client_address)
+            return
+        try:
+            wrapped = context.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            log.debug("exporter TLS handshake failed", extra={"client": client_address[0], "error": str(exc)})
+            return
+        try:
+            super().finish_request(wrapped, client_address)
+        finally:
+            wrapped.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("exporter connection error", exc_info=True, extra={"client": client_address[0]})
+
+
+class _Server6(_Server):
+    """The same on an IPv6 address (``[::]:9847`` listens on both families where the OS allows)."""
+
+    address_family = socket.AF_INET6
+
+
+class ExporterServer:
+    """A threaded HTTP(S) server exposing ``registry``; ``start()`` / ``stop()``; ``port`` after start."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        address: str,
+        ready: Callable[[], bool],
+        security: ExporterSecurity | None = None,
+        stats: ExporterStats | None = None,
+        limiter: SeriesLimiter | None = None,
+    ) -> None:
         self.registry = registry
+        self.limiter = limiter
         self.host, self.port = parse_listen(address)
         self.ready = ready
-        self._server: ThreadingHTTPServer | None = None
+        self.security = security or ExporterSecurity()
+        self.stats = stats or ExporterStats()
+        self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL of the running server (``https://host:port`` under TLS)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.security.scheme}://{host}:{self.port}"
+
+    def reconfigure(self, security: ExporterSecurity) -> None:
+        """Use new TLS/auth settings for connections accepted from now on."""
+        if (security.tls is None) != (self.security.tls is None):
+            log.warning("exporter TLS switched on or off by reload; scrapers must change scheme",
+                        extra={"scheme": security.scheme})
+        self.security = security
+
+    def reload(self, section: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None) -> None:
+        """Re-read certificates, key and password and apply new caps from the ``exporter`` section.
+
+        Everything is loaded before anything changes: on :class:`ExporterConfigError` the running
+        settings stay."""
+        section = section or {}
+        security = load_security(section, environ)
+        self.reconfigure(security)
+        if self.limiter is not None:
+            self.limiter.set_limits(*_limits(section))
+
+    def render_metrics(self) -> bytes:
+        """The Prometheus text exposition of the registry; times itself for the self-metric."""
+        started = time.monotonic()
+        body = generate_latest(self.registry)
+        self.stats.last_scrape_duration_seconds = time.monotonic() - started
+        return body
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         exporter = self
 
         class Handler(BaseHTTPRequestHandler):
+            server_version = "inference-watchdog"
+            sys_version = ""
+            timeout = CONNECTION_TIMEOUT_SECONDS
+
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    self._send(200, generate_latest(exporter.registry), CONTENT_TYPE_LATEST)
+                handler = HANDLERS.get(path, "other")
+                auth = exporter.security.auth
+                if auth is not None and path not in OPEN_PATHS and not auth.check(self.headers.get("Authorization")):
+                    self._send(handler, 401, b"unauthorized\n", "text/plain",
+                               {"WWW-Authenticate": 'Basic realm="inference-watchdog", charset="UTF-8"'})
+                elif path == "/metrics":
+                    body = exporter.render_metrics()
+                    headers = {}
+                    if accepts_gzip(self.headers.get("Accept-Encoding")) and len(body) >= GZIP_MIN_BYTES:
+                        body = gzip.compress(body, compresslevel=5)
+                        headers["Content-Encoding"] = "gzip"
+                    self._send(handler, 200, body, CONTENT_TYPE_TEXT, headers)
                 elif path == "/-/healthy":
-                    self._send(200, b"inference-watchdog is healthy.\n", "text/plain")
+                    self._send(handler, 200, b"inference-watchdog is healthy.\n", "text/plain")
                 elif path == "/-/ready":
                     if exporter.ready():
-                        self._send(200, b"inference-watchdog is ready.\n", "text/plain")
+                        self._send(handler, 200, b"inference-watchdog is ready.\n", "text/plain")
                     else:
-                        self._send(503, b"inference-watchdog is starting.\n", "text/plain")
+                        self._send(handler, 503, b"inference-watchdog is starting.\n", "text/plain")
                 elif path == "/":
                     body = b'<html><body><a href="/metrics">metrics</a></body></html>\n'
-                    self._send(200, body, "text/html")
+                    self._send(handler, 200, body, "text/html")
                 else:
-                    self._send(404, b"not found\n", "text/plain")
+                    self._send(handler, 404, b"not found\n", "text/plain")
 
-            def _send(self, code: int, body: bytes, content_type: str) -> None:
+            def _send(self, handler: str, code: int, body: bytes, content_type: str,
+                      headers: Mapping[str, str] | None = None) -> None:
                 self.send_response(code)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(body)
+                exporter.stats.count(handler, code)
 
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("exporter request: " + format, *args)
@@ -70,8 +229,9 @@ class ExporterServer:
 
     def start(self) -> None:
         """Bind and serve in a daemon thread; raises OSError when the address is taken."""
-        self._server = ThreadingHTTPServer((self.host, self.port), self._handler())
-        self._server.daemon_threads = True
+        server_class = _Server6 if ":" in self.host else _Server
+        self._server = server_class((self.host, self.port), self._handler())
+        self._server.exporter = self
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="exporter", daemon=True)
         self._thread.start()
@@ -82,3 +242,28 @@ class ExporterServer:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def exporter_for_store(
+    store: Store,
+    listen: str,
+    ready: Callable[[], bool],
+    section: Mapping[str, Any] | None = None,
+    clock: Callable[[], float] = time.time,
+    environ: Mapping[str, str] | None = None,
+) -> ExporterServer:
+    """An exporter of ``store`` on ``listen`` configured by the ``exporter`` config section: TLS, basic
+    auth and cardinality caps; its own request and drop counters are exported too. Raises
+    :class:`watchdog.exporter.security.ExporterConfigError` on a bad section."""
+    section = section or {}
+    security = load_security(section, environ)
+    limiter = SeriesLimiter(*_limits(section))
+    stats = ExporterStats()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(store, providers=[stats.self_samples], clock=clock, limiter=limiter))
+    return ExporterServer(registry, listen, ready=ready, security=security, stats=stats, limiter=limiter)
+
+
+def _limits(section: Mapping[str, Any]) -> tuple[int, int]:
+    return (int(section.get("max_series_per_metric") or DEFAULT_MAX_SERIES_PER_METRIC),
+            int(section.get("max_series_per_job") or DEFAULT_MAX_SERIES_PER_JOB))

@@ -1,0 +1,162 @@
+"""Shared helpers of the operations tests: certificates, HTTP fetches, free ports, agent subprocesses."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+SYSTEMD_ENV = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID")
+
+
+@dataclass(frozen=True)
+class Cert:
+    """A self-signed certificate for 127.0.0.1/localhost and its key (PEM files)."""
+
+    cert: Path
+    key: Path
+
+
+def make_cert(directory: Path, name: str = "server") -> Cert:
+    """A fresh self-signed EC certificate via ``openssl req`` (the `cryptography` package is not a dependency)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("neither the cryptography package nor the openssl command is available to make a certificate")
+    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", f"/CN={name}",
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True,
+    )
+    return Cert(cert, key)
+
+
+@dataclass
+class Response:
+    """What an HTTP GET returned."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        """The body as text (gunzipped when the server compressed it)."""
+        data = gzip.decompress(self.body) if self.headers.get("content-encoding") == "gzip" else self.body
+        return data.decode("utf-8")
+
+
+def http_get(url: str, *, user: str = "", password: str = "", cafile: Path | None = None,
+             client_cert: Cert | None = None, headers: dict[str, str] | None = None,
+             timeout: float = 10.0) -> Response:
+    """GET ``url`` (HTTP or HTTPS); 4xx/5xx are returned, not raised."""
+    request = urllib.request.Request(url, headers=dict(headers or {}))
+    if user:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    context = None
+    if url.startswith("https:"):
+        context = ssl.create_default_context(cafile=str(cafile) if cafile else None)
+        if client_cert is not None:
+            context.load_cert_chain(str(client_cert.cert), str(client_cert.key))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
+            return Response(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
+    except urllib.error.HTTPError as err:
+        return Response(err.code, {k.lower(): v for k, v in err.headers.items()}, err.read())
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for subprocesses that need it up front)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(predicate: object, timeout: float, what: str, interval: float = 0.1) -> None:
+    """Poll ``predicate()`` until true; fail the test naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(interval)
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text → ``{'name{labels}': value}`` (comments skipped)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.rpartition(" ")
+        out[key] = float(value)
+    return out
+
+
+@dataclass
+class AgentProcess:
+    """``python -m watchdog run`` as a real subprocess, with its stderr (JSON log lines) in a file."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        """The exporter's base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        """Everything the agent logged so far."""
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def metrics(self) -> dict[str, float]:
+        """One scrape of ``/metrics``."""
+        return parse_metrics(http_get(self.url + "/metrics").text)
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the agent."""
+        self.process.send_signal(signum)
+
+
+def start_agent(config_path: Path, tmp_path: Path, env: dict[str, str] | None = None) -> AgentProcess:
+    """Start the agent on a free loopback port; the caller stops it (see the ``agent_runner`` fixture)."""
+    port = free_port()
+    log_path = tmp_path / "agent.log"
+    log_file = log_path.open("wb")
+    inherited = {k: v for k, v in os.environ.items() if k not in SYSTEMD_ENV}  # the test runner's own systemd
+    full_env = {**inherited, "PYTHONUNBUFFERED": "1", **(env or {})}
+    process = subprocess.Popen(
+        [PYTHON, "-m", "watchdog", "run", "--config", str(config_path), "--listen", f"127.0.0.1:{port}"],
+        cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT, env=full_env,
+    )
+    log_file.close()
+    return AgentProcess(process, port, log_path)
+
+
+@pytest.fixture
+def agent_runner(tmp_path: Path) -> Iterator[list[AgentProcess]]:
+    """A list to put started agents in; each is killed at teardown if the test left it running."""
+    started: list[AgentProcess] = []
+    yield started
+    for agent in started:
+        if agent.process.poll() is None:
+            agent.process.send_signal(signal.SIGKILL)
+            agent.process.wait(timeout=10)

@@ -1,0 +1,191 @@
+"""The exporter catalogue is complete and has nothing extra.
+
+The whole agent pipeline runs (on simulated time) against the fake NVML with an H100 profile and a fault
+for each kind of hardware trouble, two engine simulator processes over loopback HTTP (one of them flapping
+down), a kernel-log file with Xid, SXid and OOM-kill lines, the shipped rules plus one alert of this test,
+runbooks in suggest mode and the log notifier; then its real exporter is scraped over HTTP. Every exported
+``watchdog_*`` series (and ``up``, ``scrape_*``, ``ALERTS``, ``ALERTS_FOR_STATE``) must be in
+``watchdog/exporter/catalogue.yaml`` with the labels it lists, and every catalogue entry must have been
+exported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from importlib import resources
+
+import pytest
+import yaml
+
+from watchdog.agent import Agent
+from watchdog.collectors.base import CollectorContext
+from watchdog.daemon import build_exporter
+from watchdog.demo.gpu_sim import GpuSimulator
+from watchdog.demo.runner import demo_config, start_engines, stop_engines
+from watchdog.demo.scenario import load_scenario
+from watchdog.exporter.catalogue import load_catalogue
+
+from .conftest import http_get
+
+SIM_START = 1_800_000_000.0
+TICKS = 75
+AGENT_OWNED = re.compile(r"^(watchdog_.*|up|scrape_.*|ALERTS|ALERTS_FOR_STATE)$")
+# Labels every series of a family may carry beyond those the catalogue lists (alert labels on ALERTS).
+OPEN_LABEL_SETS = {"ALERTS", "ALERTS_FOR_STATE"}
+
+SCENARIO = {
+    "name": "catalogue-coverage",
+    "description": "Every fault kind on its own GPU, a busy engine and a flapping one.",
+    "profile": "h100-sxm-8",
+    "interval": "1s",
+    "duration": f"{TICKS}s",
+    "engines": [
+        {"job": "vllm-busy", "model": "meta-llama/Llama-3.1-70B-Instruct", "gpus": [0, 1, 2, 3],
+         "knobs": {"kv_usage": "0.5x5 0.5+0.1x4 0.98", "waiting": "0x5 0+10x10 100",
+                   "preemption_rate": "0x5 3", "abort_ratio": "0x10 0.5"}},
+        {"job": "vllm-flappy", "model": "meta-llama/Llama-3.1-8B-Instruct", "gpus": [4, 5, 6, 7],
+         "knobs": {"up": "1x20 0x10 1"}},
+    ],
+    "faults": [
+        {"at": "3s", "gpu": 5, "fault": "xid", "params": {"xid": 79}},
+        {"at": "3s", "gpu": 5, "fault": "gpu_lost"},
+        {"at": "4s", "gpu": 2, "fault": "pcie_downtrain", "params": {"generation": 3, "width": 4}},
+        {"at": "4s", "gpu": 1, "fault": "nvlink_down", "params": {"link": 3}},
+        {"at": "5s", "gpu": 1, "fault": "nvlink_crc_burst"},
+        {"at": "5s", "gpu": 3, "fault": "ecc_uncorrectable"},
+        {"at": "6s", "gpu": 3, "fault": "row_remap_pending"},
+        {"at": "6s", "gpu": 4, "fault": "hw_slowdown"},
+        {"at": "7s", "gpu": 6, "fault": "thermal_throttle"},
+        {"at": "8s", "fault": "oom_kill", "params": {"pid": 4242, "process": "python3"}},
+    ],
+}
+
+# An alert of this test, so ALERTS/ALERTS_FOR_STATE and the notifier/runbook counters are exercised
+# whatever the shipped rule pack holds.
+TEST_RULES = {"groups": [{"name": "catalogue-test", "rules": [
+    {"alert": "CatalogueTestXid", "expr": "increase(watchdog_gpu_xid_errors_total[5m]) > 0",
+     "labels": {"severity": "critical"},
+     "annotations": {"summary": "XID {{ $labels.xid }} on GPU {{ $labels.gpu }}",
+                     "description": "test", "runbook": "gpu-xid"}},
+    {"alert": "CatalogueTestPending", "expr": "watchdog_gpu_lost > 0", "for": "1h",
+     "labels": {"severity": "warning"},
+     "annotations": {"summary": "lost", "description": "test", "runbook": "gpu-fallen-off-bus"}},
+]}]}
+
+NVML_ERROR_UNKNOWN = 999
+
+
+def _fail_once(at: float) -> Callable[[float], None]:
+    """A before-tick hook that raises once (at simulated time ``at``): a failing stage is counted."""
+    def hook(now: float) -> None:
+        if now == at:
+            raise RuntimeError("injected stage failure (catalogue test)")
+    return hook
+
+
+SXID_LINES = [
+    "[6781753.400584] nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up",
+]
+
+
+def _parse_exposition(text: str) -> Iterator[tuple[str, dict[str, str]]]:
+    pattern = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head = line.rsplit(" ", 1)[0]
+        name, _, rest = head.partition("{")
+        yield name, dict(pattern.findall(rest))
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozenset[str]]]:
+    """Run the pipeline once; every exported agent-owned name with the label-name sets seen."""
+    base = tmp_path_factory.mktemp("catalogue")
+    scenario_path = base / "scenario.yaml"
+    scenario_path.write_text(yaml.safe_dump(SCENARIO))
+    rules_path = base / "test-rules.yaml"
+    rules_path.write_text(yaml.safe_dump(TEST_RULES))
+    kmsg = base / "kmsg.log"
+    kmsg.touch()
+    clock_file = base / "clock"
+    now = [SIM_START]
+    clock_file.write_text(repr(now[0]))
+    scenario = load_scenario(str(scenario_path))
+    engines = start_engines(scenario, SIM_START, clock_file=clock_file)
+    agent = None
+    exporter = None
+    try:
+        gpus = GpuSimulator(scenario, kmsg, SIM_START, engine_pids={e.job: e.process.pid for e in engines})
+        config = demo_config(scenario, engines, base, "127.0.0.1:0")
+        config["rules"]["paths"] = [*config["rules"]["paths"], str(rules_path)]
+        agent = Agent(config, clock=lambda: now[0], context=CollectorContext(config=config, nvml=gpus.nvml))
+        agent.before_tick.append(gpus.advance)
+        agent.before_tick.append(_fail_once(at=SIM_START + 12))
+        for step in range(TICKS):
+            now[0] = SIM_START + step
+            clock_file.write_text(repr(now[0]))
+            if step == 10:
+                fallen = gpus.nvml.gpus[6].pci_bus_id.lower()
+                with kmsg.open("a") as handle:
+                    handle.write("\n".join([*SXID_LINES, f"NVRM: GPU {fallen}: GPU has fallen off the bus."]) + "\n")
+                gpus.nvml.fail("nvmlDeviceGetPowerUsage", NVML_ERROR_UNKNOWN, gpu=7)
+            agent.tick()
+        exporter = build_exporter(agent, "127.0.0.1:0")
+        exporter.start()
+        http_get(exporter.url + "/-/ready")
+        text = http_get(exporter.url + "/metrics").text
+    finally:
+        if exporter is not None:
+            exporter.stop()
+        if agent is not None:
+            agent.close(timeout_seconds=2)
+        stop_engines(engines)
+    names: dict[str, set[frozenset[str]]] = {}
+    for name, labels in _parse_exposition(text):
+        if AGENT_OWNED.match(name):
+            names.setdefault(name, set()).add(frozenset(labels))
+    return names
+
+
+def _optional_labels() -> dict[str, set[str]]:
+    """``optional_labels`` of catalogue entries (labels present only on some engines or versions)."""
+    text = (resources.files("watchdog.exporter") / "catalogue.yaml").read_text(encoding="utf-8")
+    return {entry["name"]: set(entry.get("optional_labels", [])) for entry in yaml.safe_load(text)}
+
+
+def test_every_exported_series_is_catalogued(exported: dict[str, set[frozenset[str]]]) -> None:
+    catalogue = load_catalogue()
+    missing = sorted(set(exported) - set(catalogue))
+    assert not missing, f"exported but not in catalogue.yaml: {missing}"
+
+
+def test_exported_labels_match_the_catalogue(exported: dict[str, set[frozenset[str]]]) -> None:
+    catalogue = load_catalogue()
+    optional = _optional_labels()
+    wrong: list[str] = []
+    for name, label_sets in sorted(exported.items()):
+        spec = catalogue.get(name)
+        if spec is None:
+            continue
+        listed = set(spec.labels)
+        for labels in label_sets:
+            extra = set(labels) - listed - optional.get(name, set())
+            if extra and name not in OPEN_LABEL_SETS:
+                wrong.append(f"{name}: labels {sorted(extra)} not listed")
+            if not listed <= set(labels) and name not in OPEN_LABEL_SETS:
+                wrong.append(f"{name}: listed labels {sorted(listed - set(labels))} missing")
+    assert not wrong, "\n".join(sorted(set(wrong)))
+
+
+def test_every_catalogue_entry_is_exported(exported: dict[str, set[frozenset[str]]]) -> None:
+    never = sorted(set(load_catalogue()) - set(exported))
+    assert not never, f"in catalogue.yaml but never exported by this pipeline: {never}"
+
+
+def test_catalogue_entries_are_well_formed() -> None:
+    for name, spec in load_catalogue().items():
+        assert spec.type in {"counter", "gauge"}, name
+        assert spec.help and not spec.help.endswith(" "), name
+        assert name.endswith("_total") == (spec.type == "counter"), f"{name}: counters and only counters end in _total"

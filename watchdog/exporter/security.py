@@ -1,0 +1,152 @@
+"""TLS and basic auth of the exporter, built from the ``exporter`` config section.
+
+Contract:
+- :func:`load_security` reads certificates, keys and the password *now* (start and SIGHUP) and raises
+  :class:`ExporterConfigError` naming the key path and file, never a secret; it builds everything before
+  returning, so a failed reload leaves the running settings untouched.
+- The password is registered with :func:`watchdog.logs.register_secret` the moment it is read, and only a
+  salted PBKDF2 digest of it is kept. :meth:`BasicAuth.check` compares in constant time; successful
+  credentials are remembered (as a keyed digest) so a scrape every few seconds does not pay the KDF.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import os
+import ssl
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from watchdog.notify.secrets import SecretError, read_secret
+
+PBKDF2_ITERATIONS = 50_000
+_VERIFIED_CACHE_SIZE = 8
+_TLS_VERSIONS = {"TLS1.2": ssl.TLSVersion.TLSv1_2, "TLS1.3": ssl.TLSVersion.TLSv1_3}
+
+
+class ExporterConfigError(ValueError):
+    """An ``exporter`` section problem: the key path and what is wrong (files named, secrets never)."""
+
+
+def _derive(password: str, salt: bytes) -> bytes:
+    return hashlib.pbkdf2_hmac("sha256", password.encode("utf-8"), salt, PBKDF2_ITERATIONS)
+
+
+@dataclass
+class BasicAuth:
+    """One username and a salted password digest; :meth:`check` verifies an ``Authorization`` header."""
+
+    username: str
+    salt: bytes
+    digest: bytes
+    _verified: dict[bytes, None] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def from_password(cls, username: str, password: str) -> BasicAuth:
+        """Keep only a PBKDF2-SHA256 digest of ``password`` with a fresh random salt."""
+        salt = os.urandom(16)
+        return cls(username=username, salt=salt, digest=_derive(password, salt))
+
+    def check(self, header: str | None) -> bool:
+        """True when ``header`` is ``Basic base64(user:password)`` with the right user and password."""
+        if not header or not header.startswith("Basic "):
+            return False
+        token = header[len("Basic "):].strip().encode("ascii", "replace")
+        key = hmac.new(self.salt, token, hashlib.sha256).digest()
+        with self._lock:
+            if key in self._verified:
+                return True
+        try:
+            decoded = base64.b64decode(token, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return False
+        user, sep, password = decoded.partition(":")
+        if not sep:
+            return False
+        user_ok = hmac.compare_digest(user.encode("utf-8"), self.username.encode("utf-8"))
+        password_ok = hmac.compare_digest(_derive(password, self.salt), self.digest)
+        if not (user_ok and password_ok):
+            return False
+        with self._lock:
+            if len(self._verified) >= _VERIFIED_CACHE_SIZE:
+                self._verified.pop(next(iter(self._verified)))
+            self._verified[key] = None
+        return True
+
+
+@dataclass(frozen=True)
+class ExporterSecurity:
+    """What the server enforces: an SSL context (None = plain HTTP) and basic auth (None = open)."""
+
+    tls: ssl.SSLContext | None = None
+    auth: BasicAuth | None = None
+
+    @property
+    def scheme(self) -> str:
+        """``https`` or ``http``."""
+        return "https" if self.tls is not None else "http"
+
+
+def load_tls(section: Mapping[str, Any]) -> ssl.SSLContext | None:
+    """A server SSL context from ``exporter.tls``, or None when no certificate is configured."""
+    cert = str(section.get("cert_file") or "")
+    key = str(section.get("key_file") or "")
+    if not cert and not key:
+        return None
+    if not cert or not key:
+        missing = "cert_file" if not cert else "key_file"
+        raise ExporterConfigError(f"exporter.tls.{missing}: required when the other of cert_file/key_file is set")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = _TLS_VERSIONS[str(section.get("min_version") or "TLS1.2")]
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ExporterConfigError(
+            f"exporter.tls: cannot load certificate {cert} with key {key}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    client_ca = str(section.get("client_ca_file") or "")
+    if client_ca:
+        try:
+            context.load_verify_locations(cafile=client_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise ExporterConfigError(f"exporter.tls.client_ca_file: cannot load {client_ca}: {exc}") from None
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def load_basic_auth(section: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> BasicAuth | None:
+    """Basic auth from ``exporter.basic_auth``, or None when no username is configured."""
+    username = str(section.get("username") or "")
+    env_name = str(section.get("password_env") or "")
+    file_path = str(section.get("password_file") or "")
+    if not username:
+        if env_name or file_path:
+            raise ExporterConfigError("exporter.basic_auth.username: required when a password is configured")
+        return None
+    if ":" in username:
+        raise ExporterConfigError("exporter.basic_auth.username: must not contain ':'")
+    if not env_name and not file_path:
+        raise ExporterConfigError("exporter.basic_auth: set password_env or password_file")
+    try:
+        password = read_secret(env_name, file_path, environ)
+    except SecretError as exc:
+        raise ExporterConfigError(f"exporter.basic_auth.password_file: {exc}") from None
+    if not password:
+        where = f"file {file_path}" if file_path else f"environment variable {env_name}"
+        raise ExporterConfigError(f"exporter.basic_auth: the password ({where}) is empty or unset")
+    return BasicAuth.from_password(username, password)
+
+
+def load_security(section: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None) -> ExporterSecurity:
+    """TLS and basic auth from the ``exporter`` config section (all-or-nothing)."""
+    section = section or {}
+    return ExporterSecurity(
+        tls=load_tls(section.get("tls") or {}),
+        auth=load_basic_auth(section.get("basic_auth") or {}, environ),
+    )
