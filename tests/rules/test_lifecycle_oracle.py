@@ -21,7 +21,7 @@ from watchdog.promql import evaluate
 from watchdog.rules.alert import AlertState
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_rule_files
-from watchdog.rules.promtool_tests import InputSeries, _LazySeries, load_input_series, run_test_file
+from watchdog.rules.promtool_tests import InputSeries, LazySeries, load_input_series, run_test_file
 from watchdog.store import Store
 
 PROMTOOL = shutil.which("promtool")
@@ -51,7 +51,7 @@ def scenario(rng: random.Random, rule_files: list[str]) -> dict[str, Any]:
     series = [InputSeries(f'signal{{node="n{n}", gpu="{g}"}}', random_values(rng, STEPS))
               for n in range(2) for g in range(rng.choice([1, 2]))]
     store = Store(retention_ms=1 << 62, max_points=1 << 62)
-    lazy = _LazySeries(store, load_input_series(series, interval_ms))
+    lazy = LazySeries(store, load_input_series(series, interval_ms))
     engine = RuleEngine(load_rule_files(rule_files), store, subquery_step_ms=eval_ms)
     alert_tests: list[dict[str, Any]] = []
     expr_tests: list[dict[str, Any]] = []

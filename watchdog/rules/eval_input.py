@@ -23,13 +23,13 @@ from watchdog.rules.loader import RuleLoadError, expand_paths, load_rule_files
 from watchdog.rules.promtool_tests import (
     DEFAULT_EVALUATION_INTERVAL_MS,
     QUIET_LOG,
+    LazySeries,
+    StrictDecoder,
     TestFileError,
     TestGroup,
-    _decode_group,
-    _Decoder,
-    _LazySeries,
-    _ordered,
+    decode_test_group,
     load_input_series,
+    order_groups,
     parse_test_file,
 )
 from watchdog.rules.yamlnodes import YamlError, compose, mapping_entries
@@ -88,10 +88,10 @@ def read_eval_input(path: str) -> EvalInput:
         unknown = sorted(keys - set(_FILE_KEYS) - set(_GROUP_KEYS))
         if unknown:
             raise EvalInputError(f"{path}: unknown field(s): {', '.join(unknown)}")
-        dec = _Decoder()
+        dec = StrictDecoder()
         group_node = yaml.MappingNode("tag:yaml.org,2002:map",
                                       [(e.key_node, e.value) for e in entries if e.key in _GROUP_KEYS])
-        group = _decode_group(dec, group_node)
+        group = decode_test_group(dec, group_node)
         by_key = {e.key: e.value for e in entries}
         rule_files = dec.strings(by_key.get("rule_files"))
         interval = dec.duration(by_key.get("evaluation_interval"))
@@ -119,14 +119,14 @@ def evaluate_input(path: str, at: str, extra_rules: Sequence[str] = (),
     if not files:
         raise EvalInputError("no rule files: give --rules PATH or rule_files in the input")
     try:
-        ruleset = _ordered(load_rule_files(files, lint_duplicates=False), spec.group_eval_order)
+        ruleset = order_groups(load_rule_files(files, lint_duplicates=False), spec.group_eval_order)
         points = load_input_series(spec.group.input_series, spec.group.interval_ms)
     except RuleLoadError as exc:
         raise EvalInputError(str(exc)) from exc
     except ValueError as exc:
         raise EvalInputError(f"input_series: {exc}") from exc
     store = Store(retention_ms=_UNLIMITED, max_points=_UNLIMITED, max_series=_UNLIMITED)
-    lazy = _LazySeries(store, points)
+    lazy = LazySeries(store, points)
     engine = RuleEngine(ruleset, store, spec.group.external_labels,
                         external_url=spec.group.external_url or None, subquery_step_ms=step_ms,
                         logger=QUIET_LOG)

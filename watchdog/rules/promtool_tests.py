@@ -6,7 +6,8 @@ Contract: behaves like Prometheus 2.42's ``promtool test rules`` (cmd/promtool/u
 - Each test group gets a fresh store and fresh rule state. Input series (expanding notation, one
   point per ``interval`` from t=0) are loaded lazily, up to the current evaluation time. Time steps from 0
   to the largest ``eval_time`` of the group by ``evaluation_interval``; at each step every rule group is
-  evaluated (``group_eval_order`` first, then file order); a rule error ends the test group.
+  evaluated, sorted by position in ``group_eval_order`` (unlisted groups count as position 0, ties keep
+  file order); a rule error ends the test group.
 - ``alert_rule_test`` cases with ``ts <= eval_time < ts + evaluation_interval`` are checked after the
   evaluation at ``ts``: the *firing* alerts of the named rules (labels and annotations, order-free)
   must equal ``exp_alerts`` (``alertname`` added).
@@ -161,7 +162,7 @@ class TestFileError(Exception):
 # ------------------------------------------------------------------------------------------ decoding
 
 
-class _Decoder:
+class StrictDecoder:
     """yaml.v2 ``UnmarshalStrict`` semantics over a node tree; collects 'unmarshal errors'."""
 
     def __init__(self) -> None:
@@ -261,14 +262,14 @@ def parse_test_file(text: str) -> UnitTestFile:
         root = compose(text)
     except YamlError as exc:
         raise TestFileError(f"yaml: line {exc.line}: {exc.problem.removeprefix('yaml: ')}") from exc
-    dec = _Decoder()
+    dec = StrictDecoder()
     try:
         top = dec.fields(root, "main.unitTestFile",
                          ("rule_files", "evaluation_interval", "group_eval_order", "tests")) if root else {}
         rule_files = dec.strings(top.get("rule_files"))
         evaluation_interval = dec.duration(top.get("evaluation_interval"))
         order = dec.strings(top.get("group_eval_order"))
-        tests = [_decode_group(dec, node) for node in sequence(top.get("tests"), "tests")] \
+        tests = [decode_test_group(dec, node) for node in sequence(top.get("tests"), "tests")] \
             if "tests" in top else []
     except YamlError as exc:
         raise TestFileError(f"yaml: line {exc.line}: {exc.problem}") from exc
@@ -277,7 +278,8 @@ def parse_test_file(text: str) -> UnitTestFile:
     return UnitTestFile(tuple(rule_files), evaluation_interval, tuple(order), tuple(tests))
 
 
-def _decode_group(dec: _Decoder, node: yaml.Node) -> TestGroup:
+def decode_test_group(dec: StrictDecoder, node: yaml.Node) -> TestGroup:
+    """One item of ``tests`` (problems are collected in ``dec.errors``)."""
     f = dec.fields(node, "main.testGroup", ("interval", "input_series", "alert_rule_test",
                                               "promql_expr_test", "external_labels", "external_url", "name"))
     series: list[InputSeries] = []
@@ -331,7 +333,7 @@ def load_input_series(series: Iterable[InputSeries],
     return out
 
 
-class _LazySeries:
+class LazySeries:
     """Appends input points to the store as evaluation time advances (promtool's lazy loader)."""
 
     def __init__(self, store: Store, points: dict[Labels, list[tuple[int, float]]]) -> None:
@@ -348,7 +350,9 @@ class _LazySeries:
 # ------------------------------------------------------------------------------------------ running
 
 
-def _ordered(ruleset: RuleSet, order: Sequence[str]) -> RuleSet:
+def order_groups(ruleset: RuleSet, order: Sequence[str]) -> RuleSet:
+    """Groups sorted by position in ``order``; unlisted groups count as position 0, as in promtool
+    (which leaves ties in random map order; we keep file order)."""
     index = {name: i for i, name in enumerate(order)}
     groups = sorted(ruleset.groups, key=lambda g: index.get(g.name, 0))
     return RuleSet(tuple(groups), ruleset.files)
@@ -390,11 +394,11 @@ def run_test_group(tg: TestGroup, rule_files: Sequence[str], evaluation_interval
     except ValueError as exc:
         return [str(exc)]
     try:
-        ruleset = _ordered(load_rule_files(rule_files, lint_duplicates=False), group_eval_order)
+        ruleset = order_groups(load_rule_files(rule_files, lint_duplicates=False), group_eval_order)
     except RuleLoadError as exc:
         return [str(p) for p in exc.problems]
     store = Store(retention_ms=_UNLIMITED, max_points=_UNLIMITED, max_series=_UNLIMITED)
-    lazy = _LazySeries(store, points)
+    lazy = LazySeries(store, points)
     engine = RuleEngine(ruleset, store, tg.external_labels, external_url=tg.external_url or None,
                         subquery_step_ms=evaluation_interval_ms, logger=QUIET_LOG)
     group_label = f"    name: {tg.name},\n" if tg.name else ""
