@@ -1,4 +1,4 @@
-"""Go value formatting, durations, label sets and RE2 translation: literal inputs, Go's outputs."""
+"""Go value formatting, durations, label sets and RE2 template functions: literal inputs, Go's outputs."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from watchdog.rules.durations import (
     parse_time_arg,
 )
 from watchdog.rules.gofmt import format_float, go_quote, sprint, sprintf
-from watchdog.rules.goregex import GoRegexError, compile_go
 from watchdog.rules.labelsets import MetricSyntaxError, format_labels_go, parse_metric
+from watchdog.rules.templates import TemplateContext, expand
 
 
 @pytest.mark.parametrize(("value", "expected"), [
@@ -94,23 +94,19 @@ def test_format_labels_like_go() -> None:
     assert format_labels_go({"b": "2", "__name__": "m", "a": 'x"y'}) == '{__name__="m", a="x\\"y", b="2"}'
 
 
-@pytest.mark.parametrize(("pattern", "text", "matches"), [
-    (r"\w+", "über", False),          # RE2's \w is ASCII-only
-    (r"\w+", "abc_1", True),
-    (r"\p{L}+", "über", True),
-    ("a(?i)b|c", "C", True),          # a mid-pattern flag covers the rest of its group, each branch
-    ("a(?i)b|c", "ac", False),
-    ("(?i)job", "JOB", True),
-    ("a$", "a\n", False),             # $ is end of text only
-    ("[[:digit:]]+", "123", True),
-    (r"\Qa.b\E", "a.b", True),
-    (r"\Qa.b\E", "axb", False),
+@pytest.mark.parametrize(("template", "expected"), [
+    ('{{ match "^\\\\w+$" "über" }}', "false"),          # RE2: \w is ASCII-only
+    ('{{ match "^\\\\p{L}+$" "über" }}', "true"),
+    ('{{ match "a$" "a\\n" }}', "false"),                 # $ is the end of the text
+    ('{{ match "a(?i)b|c" "C" }}', "true"),                # a mid-pattern flag covers each branch
+    ('{{ reReplaceAll "x*" "-" "abxd" }}', "-a-b-d-"),     # Go skips an empty match right after a match
+    ('{{ reReplaceAll "(?P<h>[a-z]+)-(\\\\d)" "${h}_$2x $$" "gpu-7" }}', "gpu_ $"),  # $2x is group "2x"
 ])
-def test_go_regex_semantics(pattern: str, text: str, matches: bool) -> None:
-    assert (compile_go(pattern, anchored=True).match(text) is not None) is matches
+def test_regex_functions_use_go_semantics(template: str, expected: str) -> None:
+    assert expand(template, "A", TemplateContext(labels={}, value=0.0, external_labels={})) == expected
 
 
-@pytest.mark.parametrize("pattern", [r"(a)\1", "(?=a)", "(?<!a)b", r"\o", "(a", "a)"])
-def test_go_regex_rejects_what_re2_rejects(pattern: str) -> None:
-    with pytest.raises(GoRegexError):
-        compile_go(pattern)
+def test_invalid_regex_renders_an_error_without_logging(capfd: pytest.CaptureFixture[str]) -> None:
+    out = expand('{{ reReplaceAll "(" "" "x" }}', "A", TemplateContext(labels={}, value=0.0, external_labels={}))
+    assert 'error calling reReplaceAll: regexp: Compile("("): error parsing regexp: missing ): (' in out
+    assert capfd.readouterr().err == ""

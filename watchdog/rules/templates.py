@@ -25,9 +25,10 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import quote_plus, urlsplit
 
+import re2
+
 from watchdog.rules import gofmt
 from watchdog.rules.durations import DurationError, parse_duration
-from watchdog.rules.goregex import GoRegexError, compile_go
 from watchdog.rules.gotemplate import (
     MISSING,
     FuncError,
@@ -270,19 +271,24 @@ def _lower_rune(ch: str) -> str:
     return low if len(low) == 1 else ch
 
 
-def _go_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a Go (RE2) regular expression, failing with Go's wording."""
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # errors are reported in the rendered text, not on stderr
+
+
+@lru_cache(maxsize=1024)
+def _go_regex(pattern: str) -> Any:
+    """Compile a Go regular expression with RE2 itself (Go's regexp is RE2), failing with Go's wording."""
     try:
-        return compile_go(pattern)
-    except GoRegexError as exc:
-        message = str(exc) if str(exc).startswith("error parsing regexp") else f"error parsing regexp: {exc}"
-        raise FuncError(f"regexp: Compile({gofmt.go_quote(pattern)}): {message}") from exc
+        return re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise FuncError(f"regexp: Compile({gofmt.go_quote(pattern)}): error parsing regexp: {detail}") from exc
 
 
 _EXPAND_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 
-def _go_expand(template: str, match: re.Match[str]) -> str:
+def _go_expand(template: str, match: Any) -> str:
     """Go's ``Regexp.Expand``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``."""
     out: list[str] = []
     i = 0
