@@ -224,6 +224,7 @@ class Agent:
             return False
         with self._lock:
             self.config = config
+            self.rule_engine.retire(int(self.clock() * 1000))
             self.rule_engine = rule_engine
             old_runbooks, self.runbooks = self.runbooks, runbooks
             old_runner = self.runner

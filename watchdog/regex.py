@@ -17,11 +17,21 @@ class RegexError(ValueError):
     """An invalid RE2 pattern; the message names the pattern."""
 
 
+def _quiet_options() -> Any:
+    """RE2 options that do not print parse errors to stderr (we raise them instead)."""
+    options = re2.Options()
+    options.log_errors = False
+    return options
+
+
+_OPTIONS = _quiet_options()
+
+
 @lru_cache(maxsize=4096)
 def compile_anchored(pattern: str) -> Any:
     """The RE2 program for ``^(?:pattern)$``; raises :class:`RegexError` when RE2 rejects it."""
     try:
-        return re2.compile(f"^(?:{pattern})$")
+        return re2.compile(f"^(?:{pattern})$", _OPTIONS)
     except re2.error as exc:
         raise RegexError(f"invalid regex {pattern!r}: {exc}") from exc
 

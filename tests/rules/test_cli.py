@@ -134,8 +134,10 @@ def test_eval_with_extra_rules_and_bad_input(workdir: Path) -> None:
     proc = cli("rules", "eval", "--input", str(workdir / "input2.yaml"), "--at", "0",
                "--rules", str(workdir / "rules.yaml"), "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["alerts"] == []
-    proc = cli("rules", "eval", "--input", str(workdir / "input2.yaml"), "--at", "0")
-    assert proc.returncode == 1 and "no rule files" in proc.stderr
+    # Neither --rules nor rule_files: the shipped default pack is evaluated.
+    proc = cli("rules", "eval", "--input", str(workdir / "input2.yaml"), "--at", "0", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["rule_failures"] == []
     (workdir / "input3.yaml").write_text(INPUT + "bogus: 1\n", encoding="utf-8")
     proc = cli("rules", "eval", "--input", str(workdir / "input3.yaml"), "--at", "1m")
     assert proc.returncode == 1 and "bogus" in proc.stderr

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from watchdog.paths import asset_dir
 from watchdog.rules.alert import Alert
 from watchdog.rules.durations import DurationError, parse_duration, parse_time_arg
 from watchdog.rules.engine import RuleEngine, RuleFailure
@@ -103,6 +104,13 @@ def read_eval_input(path: str) -> EvalInput:
     return EvalInput(group, tuple(rule_files), interval, tuple(order))
 
 
+def default_rule_files() -> list[str]:
+    """The shipped default rule pack (``rules/*.yaml`` of the first asset dir), used when the input
+    names no rule files and no ``--rules`` is given."""
+    folder = asset_dir("rules")
+    return sorted(str(p) for p in folder.glob("*.yaml")) if folder else []
+
+
 def evaluate_input(path: str, at: str, extra_rules: Sequence[str] = (),
                    evaluation_interval: str | None = None) -> EvalResult:
     """Evaluate the input file's rules (plus ``extra_rules``) up to time ``at``; see the module doc."""
@@ -116,6 +124,8 @@ def evaluate_input(path: str, at: str, extra_rules: Sequence[str] = (),
     if at_ms < 0 or step_ms <= 0:
         raise EvalInputError("--at must be >= 0 and the evaluation interval > 0")
     files = expand_paths(spec.rule_files, base_dir=os.path.dirname(path)) + expand_paths(extra_rules)
+    if not files:
+        files = default_rule_files()
     if not files:
         raise EvalInputError("no rule files: give --rules PATH or rule_files in the input")
     try:
