@@ -1,7 +1,8 @@
 """Fast-forward a scenario through the real agent, for tests and rule tuning.
 
 Same pipeline as ``inference-watchdog demo`` (engine simulator processes, fake NVML, kernel-log file,
-collectors, store, rules, lifecycle, runbooks in suggest mode, notifiers to the log) but on simulated
+collectors, store, rules, lifecycle, runbooks in suggest mode, notifiers to the log), without the real
+host's CPU/memory collector (a busy test machine must not change what a scenario fires), on simulated
 time: the harness owns the clock, writes it to a file the engine simulators read, and ticks the agent
 once per simulated second as fast as the CPU allows. No exporter, no scheduler.
 
@@ -66,7 +67,7 @@ def run_scenario(
         try:
             gpus = GpuSimulator(scenario, base / "kmsg.log", SIM_START,
                                 engine_pids={e.job: e.process.pid for e in engines})
-            config = demo_config(scenario, engines, base, "127.0.0.1:0")
+            config = demo_config(scenario, engines, base, "127.0.0.1:0", host_collector=False)
             agent = Agent(config, clock=lambda: now[0],
                           context=CollectorContext(config=config, nvml=gpus.nvml))
             agent.before_tick.append(gpus.advance)

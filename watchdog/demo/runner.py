@@ -76,8 +76,11 @@ def stop_engines(engines: list[EngineProcess]) -> None:
 
 
 def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path, listen: str,
-                alertmanager_urls: list[str] | None = None) -> dict[str, Any]:
-    """The agent config of a demo run: loopback engines, fake NVML, a kmsg file, suggest-only runbooks."""
+                alertmanager_urls: list[str] | None = None, host_collector: bool = True) -> dict[str, Any]:
+    """The agent config of a demo run: loopback engines, fake NVML, a kmsg file, suggest-only runbooks.
+
+    ``host_collector=False`` leaves out this machine's real CPU and memory (the harness does, so that a
+    busy test machine cannot change what a scenario fires)."""
     rules_dir = asset_dir("rules")
     kinds = {spec.job: spec.kind for spec in scenario.engines}
     runbooks_dir = asset_dir("runbooks")
@@ -93,6 +96,7 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
             for e in engines
         ],
         "kmsg": {"source": str(workdir / "kmsg.log")},
+        "collectors": {"host": {"enabled": host_collector}},
         # Chat-style SLOs on vLLM V1 bucket boundaries: TTFT 1 s, TPOT 50 ms, 99 % of requests.
         "slo": {"objective": 0.99, "ttft_seconds": 1.0, "tpot_seconds": 0.05},
         "remediation": {"mode": "suggest"},
