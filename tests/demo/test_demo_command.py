@@ -1,0 +1,53 @@
+"""`inference-watchdog demo` in real time, as a newcomer runs it: per-GPU series and a firing alert on
+/metrics within 30 s, and a clean exit when --duration ends."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from watchdog.exposition import parse_exposition
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _scrape(port: int) -> list[dict[str, str]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return [dict(labels) | {"__value__": str(value)} for labels, value, _ in parse_exposition(text)]
+
+
+def test_default_demo_fires_within_30_seconds_and_exits_cleanly() -> None:
+    port = _free_port()
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "watchdog", "demo", "--listen", f"127.0.0.1:{port}",
+                             "--duration", "40"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    firing: list[dict[str, str]] = []
+    gpus: set[str] = set()
+    try:
+        while time.monotonic() - started < 30 and not firing:
+            time.sleep(1)
+            try:
+                samples = _scrape(port)
+            except OSError:
+                continue
+            gpus = {s["gpu"] for s in samples if s["__name__"] == "watchdog_gpu_utilization_ratio"}
+            firing = [s for s in samples if s["__name__"] == "ALERTS" and s.get("alertstate") == "firing"]
+        elapsed = time.monotonic() - started
+        assert gpus == {str(i) for i in range(8)}, gpus
+        assert firing, "no ALERTS{alertstate='firing'} within 30 s"
+        assert elapsed <= 30
+        _, stderr = proc.communicate(timeout=40)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr[-2000:]
+    assert "alerts that fired:" in stderr
