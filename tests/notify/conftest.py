@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import io
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +14,6 @@ from tests.notify.slack_api import DEFAULT_TOKEN, FakeSlack
 from watchdog.config.loader import load_config_text
 from watchdog.notify.dispatcher import NotificationDispatcher
 from watchdog.state import StateDB
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    """Poll ``predicate`` until true; fail after ``timeout`` seconds (a hang guard, not a speed check)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def notify_config(slack: dict[str, Any] | None = None, **sections: Any) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.notify.conftest import wait_until
 from tests.notify.slack_api import DEFAULT_TOKEN, FakeSlack
+from tests.support.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 

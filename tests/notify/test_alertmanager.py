@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-import socket
-import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,80 +10,13 @@ from typing import Any
 import pytest
 
 from tests.notify.alerts import make_alert, xid_storm
-from tests.notify.conftest import Dispatchers, notify_config, wait_until
+from tests.notify.conftest import Dispatchers, notify_config
+from tests.support.alertmanager import BINARY, RealAlertmanager
+from tests.support.polling import wait_until
 
-BINARY = shutil.which("alertmanager") or shutil.which("prometheus-alertmanager")
 pytestmark = pytest.mark.skipif(
     BINARY is None, reason="alertmanager binary not installed (Debian package prometheus-alertmanager)"
 )
-CONFIG = """
-route:
-  receiver: blackhole
-  group_wait: 1s
-receivers:
-  - name: blackhole
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class RealAlertmanager:
-    """One alertmanager process with its own config and storage, clustering off."""
-
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
-        self.workdir = workdir
-        self.port = port or _free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> RealAlertmanager:
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / "am.yml").write_text(CONFIG)
-        assert BINARY is not None
-        self._log = open(self.workdir / "am.log", "wb")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(
-            [
-                BINARY,
-                f"--config.file={self.workdir / 'am.yml'}",
-                f"--storage.path={self.workdir / 'data'}",
-                "--cluster.listen-address=",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=self._log,
-        )
-        wait_until(self._ready, timeout=30, what="alertmanager ready")
-        return self
-
-    def _ready(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError("alertmanager exited: " + (self.workdir / "am.log").read_text()[-2000:])
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    def alerts(self, **params: str) -> list[dict[str, Any]]:
-        query = "&".join(f"{k}={v}" for k, v in params.items())
-        with urllib.request.urlopen(f"{self.url}/api/v2/alerts?{query}", timeout=5) as r:
-            data: list[dict[str, Any]] = json.load(r)
-            return data
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
-            self.proc = None
-            self._log.close()
 
 
 @pytest.fixture

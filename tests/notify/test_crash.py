@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.notify.conftest import notify_config, wait_until
+from tests.notify.conftest import notify_config
 from tests.notify.slack_api import DEFAULT_TOKEN, FakeSlack, Fault
+from tests.support.polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("driver.py")

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from tests.notify.alerts import make_alert, xid_storm
-from tests.notify.conftest import Dispatchers, notify_config, wait_until
+from tests.notify.conftest import Dispatchers, notify_config
 from tests.notify.slack_api import FakeSlack
+from tests.support.polling import wait_until
 from watchdog.logs import redact
 from watchdog.notify.approvals import apply_interactions, approvable_steps, parse_interaction
 from watchdog.notify.log import LogNotifier

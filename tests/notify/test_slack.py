@@ -8,8 +8,9 @@ import logging
 import pytest
 
 from tests.notify.alerts import make_alert, xid_storm
-from tests.notify.conftest import Dispatchers, notify_config, wait_until
+from tests.notify.conftest import Dispatchers, notify_config
 from tests.notify.slack_api import WEBHOOK_PATH, FakeSlack, Fault
+from tests.support.polling import wait_until
 from watchdog.runbooks.events import RunbookEvent
 
 NOW = 1_000_000

@@ -1,0 +1,51 @@
+"""A real Alertmanager shows the demo's alerts, and clears them when they resolve (issue 6)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.alertmanager import BINARY, RealAlertmanager
+from tests.support.polling import wait_until
+
+SCENARIO = Path(__file__).parent / "fixtures" / "engine-flap.yaml"
+pytestmark = pytest.mark.skipif(BINARY is None, reason="Debian package prometheus-alertmanager not installed")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_demo_alert_reaches_alertmanager_and_resolves(tmp_path: Path) -> None:
+    am = RealAlertmanager(tmp_path / "am").start()
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "watchdog", "demo", "--scenario", str(SCENARIO), "--listen",
+         f"127.0.0.1:{_free_port()}", "--duration", "90", "--alertmanager", am.url],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        def engine_down() -> list[dict[str, Any]]:
+            return [a for a in am.alerts() if a["labels"].get("alertname") == "EngineDown"]
+
+        wait_until(lambda: any(a["status"]["state"] == "active" for a in engine_down()),
+                   timeout=75, what="EngineDown active in Alertmanager")
+        (alert,) = engine_down()
+        labels = alert["labels"]
+        assert labels["job"] == "vllm-flap" and labels["node"] == "demo-node"
+        assert labels["severity"] == "critical"
+        assert alert["annotations"]["runbook"] == "engine-down"
+        # The engine answers again at 47 s; the resolve carries endsAt = resolution time.
+        wait_until(lambda: not any(a["status"]["state"] == "active"
+                                   for a in am.alerts(active="true")
+                                   if a["labels"].get("alertname") == "EngineDown"),
+                   timeout=60, what="EngineDown resolved in Alertmanager")
+    finally:
+        demo.kill()
+        demo.wait()
+        am.stop()
