@@ -35,7 +35,3 @@ def compile_anchored(pattern: str) -> Any:
     except re2.error as exc:
         raise RegexError(f"invalid regex {pattern!r}: {exc}") from exc
 
-
-def full_match(pattern: str, text: str) -> bool:
-    """True when ``text`` matches ``pattern`` as a whole, as a Prometheus label matcher does."""
-    return compile_anchored(pattern).match(text) is not None

@@ -242,8 +242,6 @@ SCALAR_SLOTS: tuple[FieldSlot, ...] = (
 #: Read once per GPU (static): how many NVLinks it has.
 LINK_COUNT_SLOT = FieldSlot(("nvlink_count",), ((NVML_FI_DEV_NVLINK_LINK_COUNT, 0),))
 
-NVLINK_ERROR_TYPES = ("replay", "recovery", "crc_flit", "crc_data")
-
 
 def nvlink_slots(link: int) -> tuple[FieldSlot, ...]:
     """The field slots of one NVLink: state and the four error counters.

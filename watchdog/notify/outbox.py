@@ -40,7 +40,6 @@ DDL = (
 )
 
 PENDING, SENDING, DONE, FAILED = "pending", "sending", "done", "failed"
-OPEN_STATUSES = (PENDING, SENDING)
 
 
 @dataclass(frozen=True)

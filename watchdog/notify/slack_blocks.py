@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS, member_description
-from watchdog.notify.model import FIRING, AlertSnapshot
+from watchdog.notify.model import AlertSnapshot
 
 SEVERITY_EMOJI = {
     "critical": ":red_circle:",
@@ -267,7 +267,3 @@ def render_event(
         )
     return Rendered(_cap(f"{prefix}{label.split(' ', 1)[1]}: {title}", 3000), blocks)
 
-
-def is_firing(kind: str) -> bool:
-    """True for the firing transition."""
-    return kind == FIRING

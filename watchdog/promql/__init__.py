@@ -75,15 +75,6 @@ class Query:
         """Every vector selector (including those inside range selectors), in source order."""
         return [node for node in self.walk() if isinstance(node, nodes.VectorSelector)]
 
-    def metric_names(self) -> set[str]:
-        """Metric names the query reads by exact name (for dependency ordering and docs)."""
-        names: set[str] = set()
-        for selector in self.selectors():
-            for label, op, value in selector.matchers:
-                if label == "__name__" and op == "=":
-                    names.add(value)
-        return names
-
 
 @lru_cache(maxsize=4096)
 def parse_query(text: str) -> Query:

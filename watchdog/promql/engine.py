@@ -35,16 +35,6 @@ DEFAULT_LOOKBACK_MS = 300_000
 DEFAULT_SUBQUERY_STEP_MS = 60_000
 
 
-class SeriesLike(Protocol):
-    """What the evaluator needs from a stored series."""
-
-    labels: Labels
-
-    def window(self, mint_ms: int, maxt_ms: int) -> tuple[list[int], list[float]]:
-        """Points with ``mint_ms <= t <= maxt_ms``, oldest first."""
-        ...
-
-
 class Selectable(Protocol):
     """What the evaluator needs from a store."""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import struct
 from collections.abc import Callable
 from typing import TypeVar
@@ -367,9 +366,6 @@ def format_g(value: float) -> str:
 
 # --- number parsing ----------------------------------------------------------------------------
 
-_GO_FLOAT = re.compile(
-    r"[+-]?(?:(?:\d+(?:_\d+)*)?\.?\d*(?:[eE][+-]?\d+)?|0[xX][0-9a-fA-F_.]+(?:[pP][+-]?\d+)?)"
-)
 _SPECIALS = {"inf": INF, "+inf": INF, "-inf": -INF, "infinity": INF, "+infinity": INF,
              "-infinity": -INF, "nan": NAN, "+nan": NAN, "-nan": NAN}
 

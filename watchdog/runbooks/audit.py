@@ -20,7 +20,6 @@ outputs are never stored, only their SHA-256.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,15 +147,6 @@ class RunbookState:
              rec.exit_code, rec.duration_ms, rec.output_sha256, int(rec.dry_run)),
         )
 
-    def audit_rows(self, fingerprint: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-        """Audit rows, oldest first (optionally for one alert)."""
-        if fingerprint is None:
-            rows = self.db.query("SELECT * FROM runbook_audit ORDER BY id LIMIT ?", (limit,))
-        else:
-            rows = self.db.query("SELECT * FROM runbook_audit WHERE fingerprint = ? ORDER BY id LIMIT ?",
-                                 (fingerprint, limit))
-        return [dict(row) for row in rows]
-
     def target_runs(self, action_key: str, since_ms: int) -> tuple[int, ...]:
         """Timestamps of runs of one target since ``since_ms``, oldest first."""
         placeholders = ",".join("?" for _ in RUN_DECISIONS)
@@ -246,7 +236,3 @@ def _episode(row: Any) -> Episode:
         diagnosed=bool(row["diagnosed"]), ended_ms=int(row["ended_ms"]),
     )
 
-
-def rows_with_decision(rows: Sequence[dict[str, Any]], decision: str) -> list[dict[str, Any]]:
-    """The rows whose decision is ``decision`` (a small helper for reports and tests)."""
-    return [row for row in rows if row["decision"] == decision]
