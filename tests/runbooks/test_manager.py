@@ -505,6 +505,17 @@ def test_secrets_never_reach_audit_or_events(tmp_path: Path, monkeypatch: pytest
     assert "<redacted>" in dump
 
 
+def test_secret_vars_come_from_files_and_an_unreadable_file_is_left_out(tmp_path: Path,
+                                                                        auto_policy: dict[str, Any]) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("tok-from-a-file-0123\n", encoding="utf-8")
+    token_file.chmod(0o600)
+    secret_vars = {"token": {"file": str(token_file)}, "gone": {"file": str(tmp_path / "missing")}}
+    h = Harness(tmp_path, [RUNBOOK], {**auto_policy, "secret_vars": secret_vars})
+    assert h.manager.vars["token"] == "tok-from-a-file-0123"
+    assert "gone" not in h.manager.vars
+
+
 def test_registered_secrets_in_output_are_redacted(tmp_path: Path) -> None:
     register_secret("hunter2-hunter2")
     runbook = {**RUNBOOK, "diagnose": [{"name": "say", "command": ["/bin/echo", "pw=hunter2-hunter2"]}]}

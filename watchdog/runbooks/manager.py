@@ -25,7 +25,6 @@ goes through :func:`watchdog.logs.redact`, and outputs are stored only as SHA-25
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 import time
@@ -37,8 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from watchdog.logs import redact, register_secret
+from watchdog.logs import redact
 from watchdog.model import Sample, metric
+from watchdog.notify.secrets import SecretError, read_secret
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.runbooks.audit import AuditRecord, Episode, RunbookState, digest
 from watchdog.runbooks.catalogue import Catalogue, Runbook, catalogue_from_config
@@ -110,18 +110,16 @@ class _EpisodeMemory:
 
 
 def _load_secret_vars(section: Mapping[str, Any]) -> dict[str, str]:
+    """``secret_vars`` values (``{env: VAR}`` or ``{file: PATH}``), registered for redaction; a file that
+    cannot be read is logged and its variable left out."""
     out: dict[str, str] = {}
     for name, source in (section or {}).items():
-        value = ""
-        if "env" in source:
-            value = os.environ.get(source["env"], "")
-        elif "file" in source:
-            try:
-                value = Path(source["file"]).read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                log.warning("cannot read secret var file", extra={"var": name, "error": exc.strerror})
+        try:
+            value = read_secret(source.get("env", ""), source.get("file", ""))
+        except SecretError as exc:
+            log.warning("cannot read secret var file", extra={"var": name, "error": str(exc)})
+            continue
         if value:
-            register_secret(value)
             out[name] = value
     return out
 
