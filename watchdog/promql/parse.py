@@ -181,8 +181,8 @@ def _at(modifier: pp.AtModifier | None) -> n.At | None:
         return n.At(None)
     try:
         when = modifier.at
-    except BaseException as exc:  # the binding panics (PanicException) on times before 1970
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+    except BaseException as exc:  # the binding panics on times before 1970 (pyo3's PanicException)
+        if type(exc).__name__ != "PanicException":
             raise
         raise PromQLError("unsupported @ modifier: timestamps before 1970") from None
     if when is None:  # pragma: no cover - the parser always sets it for At
