@@ -233,6 +233,7 @@ def load_profile(name_or_path: str | Path) -> dict[str, Any]:
 
 
 def gpu_from_profile(profile: Mapping[str, Any], index: int) -> GpuState:
+    """The simulated state of GPU ``index`` of a profile: ``gpu`` defaults overlaid with ``gpus[index]``."""
     spec = {**profile["gpu"], **profile["gpus"][index]}
     pcie = spec.get("pcie", {})
     uuid = spec.get("uuid") or "GPU-" + str(uuid_module.uuid5(_UUID_NAMESPACE, f"{profile['name']}/{index}"))

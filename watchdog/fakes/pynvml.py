@@ -189,6 +189,7 @@ class NVMLError(Exception):
     value: int
 
     def __new__(cls, value: int) -> NVMLError:
+        """An instance of the subclass registered for ``value`` (or ``cls``), carrying the code."""
         typ = NVMLError._valClassMapping.get(value, cls) if cls is NVMLError else cls
         obj = Exception.__new__(typ)
         obj.value = value

@@ -392,10 +392,12 @@ def _go_min(a: float, b: float) -> float:
 
 
 def clamp_max(vector: InstantVector, high: float) -> InstantVector:
+    """``clamp_max``: each value capped at ``high`` (Go ``math.Min``); drops ``__name__``."""
     return [(drop_name(labels), _go_min(high, value)) for labels, value in vector]
 
 
 def clamp_min(vector: InstantVector, low: float) -> InstantVector:
+    """``clamp_min``: each value raised to at least ``low`` (Go ``math.Max``); drops ``__name__``."""
     return [(drop_name(labels), _go_max(low, value)) for labels, value in vector]
 
 
