@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gzip
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from tests.loopback import serving
 from watchdog.collectors.base import CollectorContext, CollectorRunner
 from watchdog.collectors.engine import (
     Endpoint,
@@ -100,19 +100,16 @@ class Handler(BaseHTTPRequestHandler):
 class QuietServer(ThreadingHTTPServer):
     """Clients that hang up early (timeouts, size caps) are the point of these tests: no tracebacks."""
 
+    daemon_threads = True
+
     def handle_error(self, request: object, client_address: object) -> None:
         pass
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:
-    httpd = QuietServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(Handler, QuietServer) as base:
+        yield base
 
 
 def closed_port() -> int:

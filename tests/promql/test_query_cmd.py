@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
+from tests.loopback import serving
 from watchdog.cli import query_cmd
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "engines"
@@ -144,14 +144,8 @@ class _MetricsHandler(BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def live_node() -> Iterator[str]:
-    server = HTTPServer(("127.0.0.1", 0), _MetricsHandler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_MetricsHandler) as base:
+        yield f"{base}/metrics"
 
 
 def test_live_mode_reads_the_exporter(live_node: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,13 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator, Sequence
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import pytest
 
+from tests.loopback import serving
 from watchdog.runbooks.executors import (
     CommandExecutor,
     ExecResult,
@@ -144,12 +144,8 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     _Handler.received = []
-    httpd = HTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(_Handler) as base:
+        yield base
 
 
 def test_http_post_sends_json_body_and_headers(server: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.loopback import serving
 from watchdog.config import load_config_text
 from watchdog.logs import register_secret
 from watchdog.model import metric
@@ -574,7 +575,7 @@ def test_ended_episodes_are_pruned_but_the_audit_stays(tmp_path: Path, auto_poli
 def test_gateway_call_and_unit_restart_through_the_manager(tmp_path: Path) -> None:
     """An http step against a real loopback server, a systemd step through the injected runner."""
     import json as json_module
-    from http.server import BaseHTTPRequestHandler, HTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     received: list[tuple[str, dict[str, Any]]] = []
 
@@ -588,22 +589,19 @@ def test_gateway_call_and_unit_restart_through_the_manager(tmp_path: Path) -> No
         def log_message(self, *args: Any) -> None:
             return
 
-    httpd = HTTPServer(("127.0.0.1", 0), Gateway)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     systemctl: list[list[str]] = []
 
     def runner(argv: Any, timeout_s: float, cap: int) -> ExecResult:
         systemctl.append(list(argv))
         return ExecResult(0, b"")
 
-    base = f"http://127.0.0.1:{httpd.server_address[1]}"
     runbook = {**RUNBOOK, "diagnose": [], "remediate": [
         {"name": "shed-load", "auto": True, "cooldown": "10m",
          "http": {"method": "POST", "url": "{{ vars.gateway_shed_url }}",
                   "body": {"action": "shed", "node": "{{ node }}", "job": "{{ labels.job }}", "limit": 5}}},
         {"name": "restart-engine", "auto": True, "systemd": {"unit": "{{ config.engines[job].unit }}"}},
     ]}
-    try:
+    with serving(Gateway) as base:
         h = Harness(tmp_path, [runbook], {"mode": "auto", "vars": {"gateway_shed_url": f"{base}/admin/shed"},
                                           "allow": {"urls": [f"{base}/admin/"], "units": ["vllm*.service"]}})
         h.config["engines"] = [{"job": "vllm", "url": "http://127.0.0.1:8000/metrics", "unit": "vllm.service"}]
@@ -614,9 +612,6 @@ def test_gateway_call_and_unit_restart_through_the_manager(tmp_path: Path) -> No
         alert = make_alert()
         h.tick([alert])
         h.tick([alert])
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     assert received == [("/admin/shed", {"action": "shed", "node": "node-1", "job": "vllm", "limit": 5})]
     assert systemctl == [["systemctl", "--no-ask-password", "restart", "vllm.service"]]
     assert h.decisions("shed-load") == ["started", "ran"] and h.decisions("restart-engine") == ["started", "ran"]

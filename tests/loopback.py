@@ -1,0 +1,23 @@
+"""A real HTTP server on loopback for tests: one place for the thread, port and shutdown boilerplate."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler], server_class: type[HTTPServer] = HTTPServer) -> Iterator[str]:
+    """Serve ``handler`` on 127.0.0.1 (ephemeral port) from a daemon thread; yields ``http://127.0.0.1:<port>``.
+
+    On exit the server is shut down and its socket closed.
+    """
+    httpd = server_class(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
