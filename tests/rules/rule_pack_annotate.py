@@ -37,8 +37,8 @@ def _node_map(node: yaml.Node) -> dict[str, yaml.Node]:
 def _render_annotations(doc: dict[str, Any], group: dict[str, Any], base_dir: str, eval_time: str,
                         alertname: str) -> list[tuple[dict[str, str], dict[str, str]]]:
     """(labels, annotations) of every firing ``alertname`` alert at ``eval_time`` of one test group."""
-    spec = {key: group[key] for key in ("interval", "input_series", "external_labels", "external_url")
-            if key in group}
+    spec: dict[str, Any] = {key: group[key] for key in ("interval", "input_series", "external_labels",
+                                                         "external_url") if key in group}
     spec["rule_files"] = [os.path.join(base_dir, f) for f in doc.get("rule_files", [])]
     for key in ("evaluation_interval", "group_eval_order"):
         if key in doc:
@@ -64,6 +64,8 @@ def annotate_file(path: str) -> int:
         text = handle.read()
     doc = yaml.safe_load(text)
     root = yaml.compose(text)
+    if root is None:
+        return 0
     lines = text.splitlines(keepends=True)
     inserts: list[tuple[int, list[str]]] = []
     unmatched = 0
