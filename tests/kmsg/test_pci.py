@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from watchdog.fakes.pynvml import FakeNvml
-from watchdog.kmsg.pci import find_pci_bus_id, normalize_pci_bus_id, nvml_gpus, sysfs_pci_address
+from watchdog.kmsg.pci import InitialisedNvml, find_pci_bus_id, normalize_pci_bus_id, nvml_gpus, sysfs_pci_address
 
 CASES = [
     ("PCI:0000:3b:00", "0000:3b:00"),
@@ -62,3 +62,15 @@ def test_nvml_gpus_skips_a_lost_gpu_and_keeps_the_others() -> None:
     gpus = nvml_gpus(nvml)
     assert len(gpus) == 7 and "0000:2a:00" not in {g.pci_bus_id for g in gpus}
     assert all(g.uuid.startswith("GPU-") for g in gpus)
+
+
+def test_initialised_nvml_retries_init_until_it_works_then_inits_once() -> None:
+    nvml = FakeNvml.from_profile("h100-sxm-8")
+    nvml.unload_driver()
+    lister = InitialisedNvml(nvml)
+    with pytest.raises(lister.error):
+        lister.gpus()
+    nvml.load_driver()
+    assert len(lister.gpus()) == 8
+    assert len(lister.gpus()) == 8
+    assert nvml.calls["nvmlInitWithFlags"] == 2  # the failed try, then the one that worked

@@ -39,7 +39,7 @@ from watchdog.kmsg.follow import (
     read_boot_id,
 )
 from watchdog.kmsg.parse import KernelEvent, KernelLogParser
-from watchdog.kmsg.pci import nvml_gpus
+from watchdog.kmsg.pci import InitialisedNvml
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric, now_ms
 from watchdog.state import StateDB
 from watchdog.xid.catalogue import Catalogue, default_catalogue
@@ -158,7 +158,7 @@ class KmsgCollector:
         self._lines_read = 0
         self._nvml_map: dict[str, GpuIdentity] = {}
         self._nvml_map_at = float("-inf")
-        self._nvml_ready = False
+        self._nvml = InitialisedNvml(nvml)
         self._persisted_cursor: dict[str, Any] | None = None
         ensure_schema(db)
         self._counters: dict[Labels, float] = self._load_counters()
@@ -188,13 +188,9 @@ class KmsgCollector:
         if not force and now - self._nvml_map_at < GPU_MAP_REFRESH_SECONDS:
             return
         self._nvml_map_at = now
-        nvml_error: type[BaseException] = getattr(self.nvml, "NVMLError", Exception)
         try:
-            if not self._nvml_ready:
-                self.nvml.nvmlInit()
-                self._nvml_ready = True
-            gpus = nvml_gpus(self.nvml)
-        except nvml_error as exc:
+            gpus = self._nvml.gpus()
+        except self._nvml.error as exc:
             log.info("NVML unavailable for PCI mapping", extra={"error": str(exc)})
             return
         fresh = {g.pci_bus_id: GpuIdentity(str(g.index), g.uuid) for g in gpus if g.pci_bus_id}

@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from watchdog.collectors.base import CollectorContext, register
-from watchdog.kmsg.pci import GpuRef, nvml_gpus, sysfs_pci_address
+from watchdog.kmsg.pci import GpuRef, InitialisedNvml, sysfs_pci_address
 from watchdog.model import Sample, metric
 from watchdog.state import StateDB
 
@@ -159,7 +159,7 @@ class ProcessCollector:
         self.nvml = nvml
         self.sysfs_root = Path(sysfs_root)
         self.self_pid = os.getpid() if self_pid is None else self_pid
-        self._nvml_ready = False
+        self._nvml = InitialisedNvml(nvml)
         self._roots: dict[tuple[str, str], tuple[int, float, int]] = {}
         self._cached_roots: dict[EngineTarget, Any] = {}
         self._skip = (ps.NoSuchProcess, ps.AccessDenied, getattr(ps, "ZombieProcess", ps.NoSuchProcess))
@@ -225,12 +225,9 @@ class ProcessCollector:
         """Each GPU NVML describes, with its compute processes (pid → used bytes)."""
         if self.nvml is None:
             return []
-        nvml_error: type[BaseException] = getattr(self.nvml, "NVMLError", Exception)
+        nvml_error = self._nvml.error
         try:
-            if not self._nvml_ready:
-                self.nvml.nvmlInit()
-                self._nvml_ready = True
-            gpus = nvml_gpus(self.nvml)
+            gpus = self._nvml.gpus()
         except nvml_error as exc:
             log.info("NVML unavailable for engine GPU mapping", extra={"error": str(exc)})
             return []

@@ -104,3 +104,20 @@ def nvml_gpus(nvml: Any) -> list[GpuRef]:
             continue
         gpus.append(GpuRef(index, uuid, normalize_pci_bus_id(raw), raw, handle))
     return gpus
+
+
+class InitialisedNvml:
+    """A pynvml-compatible module initialised on first use: :meth:`gpus` calls ``nvmlInit`` until it succeeds
+    once, then :func:`nvml_gpus`; both raise :attr:`error` (the module's ``NVMLError``) when NVML is not there."""
+
+    def __init__(self, nvml: Any) -> None:
+        self.nvml = nvml
+        self.error: type[BaseException] = getattr(nvml, "NVMLError", Exception)
+        self._ready = False
+
+    def gpus(self) -> list[GpuRef]:
+        """Every GPU NVML can describe (see :func:`nvml_gpus`), after ``nvmlInit`` if not done yet."""
+        if not self._ready:
+            self.nvml.nvmlInit()
+            self._ready = True
+        return nvml_gpus(self.nvml)
