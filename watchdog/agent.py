@@ -101,7 +101,7 @@ class Agent:
         self.context.extra.setdefault("clock", clock)
         self.alert_state = AlertStateStore(self.db)
         self.collectors = build_collectors(config, self.context)
-        self.runner = CollectorRunner(self.collectors, max_workers=len(self.collectors) + 2)
+        self.runner = CollectorRunner(self.collectors)
         self._lock = threading.RLock()
         self.ready = False
         self.before_tick: list[Callable[[float], None]] = []
@@ -229,7 +229,7 @@ class Agent:
             old_runbooks, self.runbooks = self.runbooks, runbooks
             old_runner = self.runner
             self.collectors = collectors
-            self.runner = CollectorRunner(collectors, max_workers=len(collectors) + 2)
+            self.runner = CollectorRunner(collectors)
             self.dispatcher.attach_runbooks(runbooks)
             self.stats.reload_success = True
             self.stats.last_reload_seconds = self.clock()

@@ -72,7 +72,7 @@ def run_check(config: dict[str, Any], context: CollectorContext | None = None,
     context.config = config
     store = Store()
     collectors = build_collectors(config, context)
-    runner = CollectorRunner(collectors, max_workers=len(collectors) + 2)
+    runner = CollectorRunner(collectors)
     engine = RuleEngine(load_ruleset(config), store)
     alerts: list[Alert] = []
     results: list[CollectResult] = []

@@ -82,9 +82,8 @@ class CollectResult:
 class CollectorRunner:
     """Runs collectors concurrently, each bounded by its own timeout. See the module docstring."""
 
-    def __init__(self, collectors: list[Collector], max_workers: int = 8) -> None:
-        """``max_workers`` is accepted for compatibility; every call gets its own daemon thread."""
-        del max_workers
+    def __init__(self, collectors: list[Collector]) -> None:
+        """Every call gets its own daemon thread (see the module docstring)."""
         self.collectors = collectors
         self._closed = False
         self._inflight: dict[str, Future[list[Sample]]] = {}
