@@ -6,9 +6,10 @@ import math
 
 import pytest
 
+from watchdog.gostrconv import format_float
 from watchdog.model import metric
 from watchdog.promql import MatrixList, RangeSeries, Scalar, String, VectorSample, to_api_json, to_text_lines
-from watchdog.promql.gomath import format_api_value, format_e, format_f, parse_float
+from watchdog.promql.gomath import format_api_value, parse_float
 
 
 @pytest.mark.parametrize(
@@ -38,10 +39,10 @@ def test_api_value_formatting_follows_prometheus(value: float, text: str) -> Non
 
 
 def test_go_f_and_e_formats() -> None:
-    assert format_f(1e-7) == "0.0000001"
-    assert format_f(1.5e21) == "1500000000000000000000"
-    assert format_e(1234.5) == "1.2345e+03"
-    assert format_e(-1e-100) == "-1e-100"
+    assert format_float(1e-7, "f") == "0.0000001"
+    assert format_float(1.5e21, "f") == "1500000000000000000000"
+    assert format_float(1234.5, "e") == "1.2345e+03"
+    assert format_float(-1e-100, "e") == "-1e-100"
 
 
 @pytest.mark.parametrize(

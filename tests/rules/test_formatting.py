@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from watchdog.gostrconv import format_float, quote
 from watchdog.rules.durations import (
     DurationError,
     format_duration,
@@ -13,7 +14,7 @@ from watchdog.rules.durations import (
     parse_duration,
     parse_time_arg,
 )
-from watchdog.rules.gofmt import format_float, go_quote, sprint, sprintf
+from watchdog.rules.gofmt import sprint, sprintf
 from watchdog.rules.labelsets import MetricSyntaxError, format_labels_go, parse_metric
 from watchdog.rules.templates import TemplateContext, expand
 
@@ -48,7 +49,7 @@ def test_sprint_spaces_only_between_non_strings() -> None:
 
 
 def test_go_quote_escapes_controls() -> None:
-    assert go_quote('a"b\\c\x01') == '"a\\"b\\\\c\\x01"'
+    assert quote('a"b\\c\x01') == '"a\\"b\\\\c\\x01"'
 
 
 @pytest.mark.parametrize(("text", "ms"), [

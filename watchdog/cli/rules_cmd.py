@@ -152,8 +152,8 @@ def _eval(args: argparse.Namespace) -> int:
         json.dump(payload, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
+    from watchdog.gostrconv import format_float
     from watchdog.rules.durations import format_duration
-    from watchdog.rules.gofmt import format_float
     from watchdog.rules.labelsets import format_labels_go
 
     evaluated = format_duration(result.evaluated_at_ms)

@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from watchdog.gostrconv import format_float
 from watchdog.model import METRIC_NAME, Labels
 from watchdog.promql import gomath
 from watchdog.promql.errors import evaluation_error
@@ -121,7 +122,7 @@ def quantile(q: float, values: list[float]) -> float:
 
 def _topk_k(param: float) -> int:
     if not (param <= 9.223372036854775807e18 and param >= -9.223372036854775808e18):
-        raise evaluation_error(f"Scalar value {gomath.format_g(param)} overflows int64")
+        raise evaluation_error(f"Scalar value {format_float(param)} overflows int64")
     return int(param)
 
 
@@ -154,7 +155,7 @@ def aggregate(
 
     for labels, value in vector:
         if op == "count_values":
-            labels = with_label(labels, value_label, gomath.format_f(value))
+            labels = with_label(labels, value_label, format_float(value, "f"))
         key = key_of(labels)
         group = groups.get(key)
         if group is None:

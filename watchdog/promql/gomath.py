@@ -1,7 +1,7 @@
 """Go's float semantics where Python's differ, so results match Prometheus bit for bit.
 
 Python raises where Go returns IEEE specials (division by zero, ``math.exp`` overflow, ``log(0)``,
-``floor(inf)``), formats floats differently, and sorts stably where Go's ``sort.Sort`` does not.
+``floor(inf)``) and sorts stably where Go's ``sort.Sort`` does not.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import math
 import struct
 from collections.abc import Callable
 from typing import TypeVar
+
+from watchdog.gostrconv import format_float
 
 NAN = math.nan
 INF = math.inf
@@ -291,77 +293,12 @@ def to_int64(x: float) -> int:
 
 # --- number formatting -------------------------------------------------------------------------
 
-def _digits_and_exponent(value: float) -> tuple[str, int]:
-    """Shortest round-trip decimal digits of ``abs(value)`` and the decimal exponent of the first digit.
-
-    ``1234.5`` -> ("12345", 3): value = 0.12345 * 10**4 = 1.2345 * 10**3.
-    """
-    text = repr(abs(value))
-    mantissa, _, exponent_text = text.partition("e")
-    exponent = int(exponent_text) if exponent_text else 0
-    whole, _, fraction = mantissa.partition(".")
-    if fraction == "0":
-        fraction = ""
-    digits = (whole + fraction).lstrip("0")
-    if not digits:
-        return "0", 0
-    # Position of the first significant digit relative to the decimal point.
-    leading_zeros = len(whole + fraction) - len((whole + fraction).lstrip("0"))
-    point = len(whole) + exponent  # digits before the decimal point in whole+fraction
-    first_digit_exponent = point - leading_zeros - 1
-    return digits.rstrip("0") or "0", first_digit_exponent
-
-
-def format_f(value: float) -> str:
-    """Go ``strconv.FormatFloat(v, 'f', -1, 64)``: shortest digits, never an exponent."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    sign = "-" if math.copysign(1.0, value) < 0 else ""
-    if value == 0:
-        return sign + "0"
-    digits, exponent = _digits_and_exponent(value)
-    if exponent >= 0:
-        if len(digits) <= exponent + 1:
-            return sign + digits + "0" * (exponent + 1 - len(digits))
-        return sign + digits[: exponent + 1] + "." + digits[exponent + 1 :]
-    return sign + "0." + "0" * (-exponent - 1) + digits
-
-
-def format_e(value: float) -> str:
-    """Go ``strconv.FormatFloat(v, 'e', -1, 64)``: ``1e-07``, ``1.5e+21``."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    sign = "-" if math.copysign(1.0, value) < 0 else ""
-    digits, exponent = _digits_and_exponent(value)
-    if value == 0:
-        exponent = 0
-    mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-    exp_sign = "-" if exponent < 0 else "+"
-    return f"{sign}{mantissa}e{exp_sign}{abs(exponent):02d}"
-
-
 def format_api_value(value: float) -> str:
     """A sample value as Prometheus' HTTP API writes it ('f' format, 'e' below 1e-6 or from 1e21)."""
     magnitude = abs(value)
     if magnitude != 0 and math.isfinite(magnitude) and (magnitude < 1e-6 or magnitude >= 1e21):
-        return format_e(value)
-    return format_f(value)
-
-
-def format_g(value: float) -> str:
-    """Go ``strconv.FormatFloat(v, 'g', -1, 64)`` (Go's ``%v`` for floats, used in messages)."""
-    if math.isnan(value) or math.isinf(value):
-        return format_f(value)
-    if value == 0:
-        return format_f(value)
-    _, exponent = _digits_and_exponent(value)
-    if exponent < -4 or exponent >= 6:
-        return format_e(value)
-    return format_f(value)
+        return format_float(value, "e")
+    return format_float(value, "f")
 
 
 # --- number parsing ----------------------------------------------------------------------------

@@ -7,15 +7,15 @@ method print through it (Go's ``Stringer``) and name their type with ``go_type``
 Contract: :func:`sprintf`, :func:`sprint` and :func:`sprintln` give Go's output for the verbs
 ``%v %s %d %f %F %e %E %g %G %x %X %o %b %c %q %t %%`` with flags ``+ - # space 0``, width and precision,
 including Go's error forms (``%!d(float64=1.5)``, ``%!s(MISSING)``, ``%!(EXTRA int=1)``).
-:func:`format_float` is ``strconv.FormatFloat`` for the ``g``/``e``/``f`` formats, shortest when
-``prec`` is -1 (Go's ``%v`` of a float64: ``1.234567e+06``, ``0.5``, ``+Inf``).
+Floats and quoted strings print through :mod:`watchdog.gostrconv` (``strconv.FormatFloat``/``Quote``).
 """
 
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 from typing import Any
+
+from watchdog.gostrconv import format_float, quote
 
 
 def go_type(value: Any) -> str:
@@ -39,105 +39,6 @@ def go_type(value: Any) -> str:
     if isinstance(value, list):
         return "[]interface {}"
     return type(value).__name__
-
-
-def _shortest_digits(value: float) -> tuple[str, int]:
-    """Shortest round-trip decimal digits of a finite non-zero |value| and the decimal point position."""
-    _sign, digit_tuple, exponent = Decimal(repr(abs(value))).as_tuple()
-    raw = "".join(str(d) for d in digit_tuple)
-    stripped = raw.lstrip("0")
-    dp = len(raw) + int(exponent) - (len(raw) - len(stripped))  # value = 0.DIGITS * 10**dp
-    return stripped.rstrip("0") or "0", dp
-
-
-def _exp_suffix(exp: int, upper: bool) -> str:
-    mark = "E" if upper else "e"
-    return f"{mark}{'-' if exp < 0 else '+'}{abs(exp):02d}"
-
-
-def format_float(value: float, fmt: str = "g", prec: int = -1) -> str:
-    """``strconv.FormatFloat(value, fmt, prec, 64)`` for fmt in g G e E f F x X."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    upper = fmt in "GEFX"
-    low = fmt.lower()
-    if low == "x":
-        return _format_hex_float(value, prec, upper)
-    neg = math.copysign(1.0, value) < 0
-    sign = "-" if neg else ""
-    if prec >= 0:
-        if low == "f":
-            return f"{value:.{prec}f}"
-        if low == "e":
-            text = f"{value:.{prec}e}"
-            return text.upper() if upper else text
-        text = f"{value:.{max(prec, 1) if prec == 0 else prec}g}"
-        return text.upper() if upper else text
-    # Shortest representation.
-    if value == 0:
-        digits, dp = "0", 1
-    else:
-        digits, dp = _shortest_digits(value)
-    if low == "f":
-        return sign + _fixed(digits, dp)
-    exp = dp - 1
-    if low == "e" or exp < -4 or exp >= 6:
-        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        return sign + mantissa + _exp_suffix(exp, upper)
-    return sign + _fixed(digits, dp)
-
-
-def _fixed(digits: str, dp: int) -> str:
-    """Digits with the decimal point at ``dp`` (``0.digits * 10**dp``), no trailing zero fraction."""
-    if dp <= 0:
-        return "0." + "0" * (-dp) + digits
-    if dp >= len(digits):
-        return digits + "0" * (dp - len(digits))
-    return digits[:dp] + "." + digits[dp:]
-
-
-def _format_hex_float(value: float, prec: int, upper: bool) -> str:
-    """Go's ``%x`` of a float64: ``0x1.8p+01``."""
-    neg = math.copysign(1.0, value) < 0
-    if value == 0:
-        mantissa, exp = "0", 0
-    else:
-        mant, e = math.frexp(abs(value))  # abs = mant * 2**e, 0.5 <= mant < 1
-        bits = int(mant * (1 << 53))  # 53-bit integer with the leading 1 at bit 52
-        exp = e - 1
-        frac = bits - (1 << 52)
-        hex_frac = f"{frac:013x}".rstrip("0") if prec < 0 else f"{frac:013x}"
-        if prec >= 0:
-            hex_frac = hex_frac[:prec].ljust(prec, "0")  # truncation; rounding is rarely visible
-        mantissa = "1" + ("." + hex_frac if hex_frac else "")
-    text = f"{'-' if neg else ''}0x{mantissa}p{'-' if exp < 0 else '+'}{abs(exp):02d}"
-    return text.upper().replace("0X", "0X") if upper else text
-
-
-def go_quote(text: str) -> str:
-    """``strconv.Quote``: a double-quoted Go string literal."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\x{code:02x}")
-        elif not ch.isprintable() and code > 0x7F:
-            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
 
 
 def format_value(value: Any) -> str:
@@ -233,7 +134,7 @@ def _fmt_int(value: int, verb: str, spec: _Spec) -> str | None:
     elif verb == "c":
         return _pad(chr(value), spec, False)
     elif verb == "q":
-        return _pad("'" + go_quote(chr(value))[1:-1].replace("'", "\\'") + "'", spec, False)
+        return _pad("'" + quote(chr(value))[1:-1].replace("'", "\\'") + "'", spec, False)
     else:
         return None
     if spec.prec is not None:
@@ -270,7 +171,7 @@ def _fmt_string(value: str, verb: str, spec: _Spec) -> str | None:
     if verb in "vs":
         body = value if spec.prec is None else value[: spec.prec]
     elif verb == "q":
-        body = go_quote(value if spec.prec is None else value[: spec.prec])
+        body = quote(value if spec.prec is None else value[: spec.prec])
     elif verb in "xX":
         raw = value.encode("utf-8")
         body = raw.hex() if verb == "x" else raw.hex().upper()

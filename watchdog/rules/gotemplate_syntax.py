@@ -14,7 +14,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from watchdog.rules import gofmt
+from watchdog import gostrconv
 
 
 class TemplateParseError(ValueError):
@@ -518,12 +518,12 @@ _GO_FLOAT_RE = re.compile(
 def parse_go_float(text: str) -> float:
     """``strconv.ParseFloat(text, 64)``; raises ValueError("strconv.ParseFloat: ...")."""
     if not _GO_FLOAT_RE.fullmatch(text):
-        raise ValueError(f'strconv.ParseFloat: parsing {gofmt.go_quote(text)}: invalid syntax')
+        raise ValueError(f'strconv.ParseFloat: parsing {gostrconv.quote(text)}: invalid syntax')
     body = text.replace("_", "")
     low = body.lower().lstrip("+-")
     value = float.fromhex(body) if low.startswith("0x") else float(body)
     if value in (float("inf"), float("-inf")) and "inf" not in low:
-        raise ValueError(f'strconv.ParseFloat: parsing {gofmt.go_quote(text)}: value out of range')
+        raise ValueError(f'strconv.ParseFloat: parsing {gostrconv.quote(text)}: value out of range')
     return value
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from watchdog.rules.gofmt import go_quote
+from watchdog.gostrconv import quote
 from watchdog.rules.gotemplate import go_unquote
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -87,4 +87,4 @@ def sorted_pairs(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 
 def format_labels_go(labels: Mapping[str, str]) -> str:
     """Go's ``labels.Labels.String()``: ``{a="1", b="2"}``."""
-    return "{" + ", ".join(f"{k}={go_quote(v)}" for k, v in sorted_pairs(labels)) + "}"
+    return "{" + ", ".join(f"{k}={quote(v)}" for k, v in sorted_pairs(labels)) + "}"

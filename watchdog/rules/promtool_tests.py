@@ -31,11 +31,11 @@ from typing import TextIO
 
 import yaml
 
+from watchdog.gostrconv import format_float, quote
 from watchdog.model import Labels, make_labels
 from watchdog.rules.alert import AlertState
 from watchdog.rules.durations import DurationError, format_duration, format_go_duration, parse_duration
 from watchdog.rules.engine import RuleEngine, RuleEvaluationError, vector_of
-from watchdog.rules.gofmt import format_float, go_quote
 from watchdog.rules.labelsets import MetricSyntaxError, format_labels_go, parse_metric, sorted_pairs
 from watchdog.rules.loader import RuleLoadError, RuleSet, load_rule_files
 from watchdog.rules.yamlnodes import (
@@ -464,9 +464,9 @@ def _check_expr(store: Store, case: PromqlTestCase, evaluation_interval_ms: int)
                          subquery_step_ms=evaluation_interval_ms)
         vector = vector_of(value)
     except (PromQLError, RuleEvaluationError) as exc:
-        return [f"    expr: {go_quote(case.expr)}, time: {when}, err: {exc}"]
+        return [f"    expr: {quote(case.expr)}, time: {when}, err: {exc}"]
     except Exception as exc:  # an evaluator bug fails this case, not the whole run
-        return [f"    expr: {go_quote(case.expr)}, time: {when}, err: internal error: "
+        return [f"    expr: {quote(case.expr)}, time: {when}, err: internal error: "
                 f"{type(exc).__name__}: {exc}"]
     got = [(sorted_pairs(dict(labels)), v) for labels, v in vector]
     exp: list[tuple[tuple[tuple[str, str], ...], float]] = []
@@ -474,15 +474,15 @@ def _check_expr(store: Store, case: PromqlTestCase, evaluation_interval_ms: int)
         try:
             exp.append((sorted_pairs(parse_metric(sample.labels)), sample.value))
         except MetricSyntaxError as exc:
-            return [f"    expr: {go_quote(case.expr)}, time: {when}, "
-                    f"err: labels {go_quote(sample.labels)}: {exc}"]
+            return [f"    expr: {quote(case.expr)}, time: {when}, "
+                    f"err: labels {quote(sample.labels)}: {exc}"]
     got.sort(key=lambda s: s[0])
     exp.sort(key=lambda s: s[0])
     same = len(got) == len(exp) and all(
         g[0] == e[0] and g[1] == e[1] for g, e in zip(got, exp, strict=True))
     if same:
         return []
-    return [f"    expr: {go_quote(case.expr)}, time: {when},\n"
+    return [f"    expr: {quote(case.expr)}, time: {when},\n"
             f"        exp: {_samples_string(exp)}\n"
             f"        got: {_samples_string(got)}"]
 

@@ -27,6 +27,7 @@ from urllib.parse import quote_plus, urlsplit
 
 import re2
 
+from watchdog import gostrconv
 from watchdog.rules import gofmt
 from watchdog.rules.durations import DurationError, parse_duration
 from watchdog.rules.gotemplate import (
@@ -282,7 +283,7 @@ def _go_regex(pattern: str) -> Any:
         return re2.compile(pattern, _RE2_OPTIONS)
     except re2.error as exc:
         detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise FuncError(f"regexp: Compile({gofmt.go_quote(pattern)}): error parsing regexp: {detail}") from exc
+        raise FuncError(f"regexp: Compile({gostrconv.quote(pattern)}): error parsing regexp: {detail}") from exc
 
 
 _EXPAND_NAME = re.compile(r"[A-Za-z0-9_]+")
