@@ -1,13 +1,14 @@
-"""Go's ``strconv`` for float64 and strings: ``FormatFloat`` and ``Quote``.
+"""Go's ``strconv`` for float64 and strings: ``FormatFloat``, ``ParseFloat`` and ``Quote``.
 
-One implementation for everything that must print numbers exactly as Prometheus does: the PromQL
-engine (API values, ``count_values`` labels, error messages), the alert template language (``%v``,
-``printf``) and the promtool test runner.
+One implementation for everything that must print or read numbers exactly as Prometheus does: the
+PromQL engine (API values, ``count_values`` labels, ``le`` bucket bounds, error messages), the alert
+template language (``%v``, ``printf``, ``humanize "1_000"``, number literals) and the promtool test runner.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
 
 
@@ -84,6 +85,39 @@ def _format_hex_float(value: float, prec: int, upper: bool) -> str:
         mantissa = "1" + ("." + hex_frac if hex_frac else "")
     text = f"{'-' if neg else ''}0x{mantissa}p{'-' if exp < 0 else '+'}{abs(exp):02d}"
     return text.upper() if upper else text
+
+
+_DECIMAL_DIGITS = r"[0-9](?:_?[0-9])*"
+_HEX_DIGITS = r"[0-9a-fA-F](?:_?[0-9a-fA-F])*"
+_GO_FLOAT = re.compile(
+    r"[+-]?(?:inf|infinity)|nan"  # specials; NaN takes no sign
+    rf"|[+-]?(?:{_DECIMAL_DIGITS}(?:\.(?:{_DECIMAL_DIGITS})?)?|\.{_DECIMAL_DIGITS})(?:[eE][+-]?{_DECIMAL_DIGITS})?"
+    rf"|[+-]?0[xX](?:_?{_HEX_DIGITS}(?:\.(?:{_HEX_DIGITS})?)?|\.{_HEX_DIGITS})[pP][+-]?{_DECIMAL_DIGITS}",
+    re.IGNORECASE,
+)
+"""Go's float syntax: underscores only between digits or after ``0x``; a hex mantissa needs ``p``."""
+
+
+def parse_float(text: str) -> float:
+    """``strconv.ParseFloat(text, 64)``; raises ValueError with Go's message where Go returns an error.
+
+    Accepts ``1_000``, ``.5``, ``5.``, ``0x1p-2``, ``Inf``/``+Infinity``/``NaN`` (any case); refuses
+    ``0x1`` (no ``p`` exponent), ``+NaN``, ``1__0``, surrounding space, and values beyond float64
+    ("value out of range"); values below the smallest denormal round to zero as in Go.
+    """
+    if not _GO_FLOAT.fullmatch(text):
+        raise ValueError(f"strconv.ParseFloat: parsing {quote(text)}: invalid syntax")
+    body = text.replace("_", "")
+    low = body.lower()
+    if "inf" in low or "nan" in low:
+        return float(low)
+    try:
+        value = float.fromhex(body) if "x" in low else float(body)
+    except OverflowError:  # float.fromhex; float() returns inf instead
+        value = math.inf
+    if math.isinf(value):
+        raise ValueError(f"strconv.ParseFloat: parsing {quote(text)}: value out of range")
+    return value
 
 
 def quote(text: str) -> str:

@@ -345,6 +345,11 @@ HISTOGRAMS = [
     ('req_seconds_bucket{job="g",le="abc"}', "0+1x10"),
     ('req_seconds_bucket{job="g",le="1"}', "0+1x10"),
     ('req_seconds_bucket{job="g",le="+Inf"}', "0+2x10"),
+    # le is read by strconv.ParseFloat: underscores and 0x...p are bounds, 0x10 (no p exponent) is not.
+    ('req_seconds_bucket{job="h",le="0x1p3"}', "0+1x10"),
+    ('req_seconds_bucket{job="h",le="0x10"}', "0+2x10"),
+    ('req_seconds_bucket{job="h",le="1_000"}', "0+3x10"),
+    ('req_seconds_bucket{job="h",le="+Inf"}', "0+4x10"),
     ('req_seconds_count{job="a"}', "0+6x10"),
     ('req_seconds_sum{job="a"}', "0+2.5x10"),
 ]

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from watchdog.gostrconv import format_float
+from watchdog.gostrconv import format_float, parse_float
 from watchdog.model import metric
 from watchdog.promql import MatrixList, RangeSeries, Scalar, String, VectorSample, to_api_json, to_text_lines
-from watchdog.promql.gomath import format_api_value, parse_float
+from watchdog.promql.gomath import format_api_value
 
 
 @pytest.mark.parametrize(
@@ -47,16 +47,33 @@ def test_go_f_and_e_formats() -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("+Inf", math.inf), ("-inf", -math.inf), ("Inf", math.inf), ("1e3", 1000.0), (".5", 0.5),
-     ("0x10", 16.0), ("1", 1.0)],
+    [("+Inf", math.inf), ("-inf", -math.inf), ("Inf", math.inf), ("-Infinity", -math.inf), ("1e3", 1000.0),
+     (".5", 0.5), ("5.", 5.0), ("0x10p0", 16.0), ("0x1p-2", 0.25), ("0x_1.8p1", 3.0), ("1", 1.0),
+     ("1_000", 1000.0), ("1_0.2_5e1_0", 10.25e10), ("1e-400", 0.0)],
 )
 def test_parse_float_accepts_what_go_accepts(text: str, value: float) -> None:
+    # Go's ParseFloat takes underscores between digits (promtool: le="1_000" is a bucket bound,
+    # humanize "1_000" is 1k; see test_against_promtool.py and the template fixture).
     assert parse_float(text) == value
 
 
-@pytest.mark.parametrize("text", ["", " 1", "1 ", "1_000", "abc", "1e", "--1"])
+@pytest.mark.parametrize(
+    "text",
+    ["", " 1", "1 ", "1__000", "_1", "1_", "1_e3", "0x1_p0", "abc", "1e", "--1", "0x10", "0x1", "0b1",
+     "+NaN", "infinit"],
+)
 def test_parse_float_rejects_what_go_rejects(text: str) -> None:
-    assert parse_float(text) is None
+    # A hex mantissa needs a p exponent, NaN takes no sign (promtool: le="0x10" is skipped).
+    with pytest.raises(ValueError, match="invalid syntax"):
+        parse_float(text)
+
+
+def test_parse_float_out_of_range_is_an_error() -> None:
+    with pytest.raises(ValueError, match='parsing "1e400": value out of range'):
+        parse_float("1e400")
+    with pytest.raises(ValueError, match="value out of range"):
+        parse_float("-0x1p2000")
+    assert math.isnan(parse_float("NaN"))
 
 
 def test_vector_json_shape() -> None:

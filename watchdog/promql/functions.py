@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from watchdog.gostrconv import parse_float
 from watchdog.model import Labels
 from watchdog.promql import gomath, gotrig
 from watchdog.promql.aggregations import quantile
@@ -513,8 +514,9 @@ def histogram_quantile(q: float, vector: InstantVector) -> InstantVector:
                 le_text = pair[1]
             else:
                 rest.append(pair)
-        upper = gomath.parse_float(le_text)
-        if upper is None:
+        try:
+            upper = parse_float(le_text)
+        except ValueError:  # Prometheus skips a bucket whose le does not parse
             continue
         key = tuple(rest)
         group = groups.get(key)

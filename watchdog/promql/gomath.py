@@ -301,32 +301,6 @@ def format_api_value(value: float) -> str:
     return format_float(value, "f")
 
 
-# --- number parsing ----------------------------------------------------------------------------
-
-_SPECIALS = {"inf": INF, "+inf": INF, "-inf": -INF, "infinity": INF, "+infinity": INF,
-             "-infinity": -INF, "nan": NAN, "+nan": NAN, "-nan": NAN}
-
-
-def parse_float(text: str) -> float | None:
-    """Go ``strconv.ParseFloat(text, 64)``; None where Go returns an error (no whitespace, no ``_``)."""
-    special = _SPECIALS.get(text.lower())
-    if special is not None:
-        return special
-    if not text or text != text.strip() or "_" in text:
-        return None
-    if text.lower().lstrip("+-").startswith("0x"):
-        try:
-            return float.fromhex(text)
-        except ValueError:
-            return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
-    except OverflowError:  # pragma: no cover - float() returns inf instead
-        return None
-
-
 # --- sorting -----------------------------------------------------------------------------------
 
 def go_sort(items: list[T], less: Callable[[T, T], bool]) -> None:

@@ -41,12 +41,11 @@ from watchdog.rules.gotemplate_syntax import (
     TextNode,
     VariableNode,
     go_unquote,
-    parse_go_float,
     parse_tree,
 )
 
 __all__ = ["BUILTIN_FUNCS", "MISSING", "FuncError", "GoFunc", "GoStruct", "Template", "TemplateExecError",
-           "TemplateParseError", "go_unquote", "parse", "parse_go_float", "truth"]
+           "TemplateParseError", "go_unquote", "parse", "truth"]
 
 
 class TemplateExecError(RuntimeError):
@@ -306,8 +305,8 @@ class _State:
     def ideal_constant(self, node: NumberNode) -> Any:
         self.at(node)
         text = node.text
-        is_hex = text.lstrip("+-").lower().startswith("0x")
-        if node.is_float and not is_hex and not node.is_char and any(c in text for c in ".eEpP"):
+        is_hex_int = text[:2] in ("0x", "0X") and len(text) > 2 and not any(c in text for c in "pP")  # Go's isHexInt
+        if node.is_float and not is_hex_int and not node.is_char and any(c in text for c in ".eEpP"):
             return node.float_value
         if node.is_int:
             return node.int_value

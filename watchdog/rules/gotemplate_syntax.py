@@ -494,37 +494,17 @@ def _make_number(tok: _Tok, lexer: _Lexer) -> NumberNode:
         node.float_value = float(as_int)
         return node
     try:
-        value = parse_go_float(text)
+        value = gostrconv.parse_float(text)
     except ValueError as exc:
-        raise lexer.fail(tok.pos, f"illegal number syntax: {text!r}") from exc
+        raise lexer.fail(tok.pos, f"illegal number syntax: {gostrconv.quote(text)}") from exc
     if not any(c in text for c in ".eEpP"):
-        raise lexer.fail(tok.pos, f"integer overflow: {text!r}")
+        raise lexer.fail(tok.pos, f"integer overflow: {gostrconv.quote(text)}")
     node.is_float = True
     node.float_value = value
     if value.is_integer() and -(1 << 63) <= value < (1 << 63):
         node.is_int = True
         node.int_value = int(value)
     return node
-
-
-_GO_FLOAT_RE = re.compile(
-    r"[+-]?(?:(?:inf|infinity|nan)"
-    r"|(?:[0-9](?:_?[0-9])*(?:\.(?:[0-9](?:_?[0-9])*)?)?|\.[0-9](?:_?[0-9])*)(?:[eE][+-]?[0-9]+)?"
-    r"|0[xX](?:[0-9a-fA-F]+(?:\.[0-9a-fA-F]*)?|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+)",
-    re.IGNORECASE,
-)
-
-
-def parse_go_float(text: str) -> float:
-    """``strconv.ParseFloat(text, 64)``; raises ValueError("strconv.ParseFloat: ...")."""
-    if not _GO_FLOAT_RE.fullmatch(text):
-        raise ValueError(f'strconv.ParseFloat: parsing {gostrconv.quote(text)}: invalid syntax')
-    body = text.replace("_", "")
-    low = body.lower().lstrip("+-")
-    value = float.fromhex(body) if low.startswith("0x") else float(body)
-    if value in (float("inf"), float("-inf")) and "inf" not in low:
-        raise ValueError(f'strconv.ParseFloat: parsing {gostrconv.quote(text)}: value out of range')
-    return value
 
 
 class _Parser:

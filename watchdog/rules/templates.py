@@ -39,7 +39,6 @@ from watchdog.rules.gotemplate import (
     TemplateExecError,
     TemplateParseError,
     parse,
-    parse_go_float,
 )
 
 __all__ = [
@@ -123,7 +122,7 @@ def _to_float(value: Any) -> float:
         return float(value)
     if isinstance(value, str) and not isinstance(value, SafeHTML):
         try:
-            return parse_go_float(value)
+            return gostrconv.parse_float(value)
         except ValueError as exc:
             raise FuncError(str(exc)) from exc
     raise FuncError(f"can't convert {gofmt.go_type(value)} to float")
