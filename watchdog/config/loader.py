@@ -12,6 +12,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from watchdog.yamllines import path_line
+
 DEFAULT_CONFIG_PATH = Path("/etc/inference-watchdog/config.yaml")
 
 
@@ -80,61 +82,32 @@ def _apply_defaults(node: Any, sub: dict[str, Any], root: dict[str, Any]) -> Any
     return node
 
 
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader that remembers the line of every mapping key, for error messages."""
+class _StrKeyLoader(yaml.SafeLoader):
+    """SafeLoader whose mapping keys are always strings (``0:`` and ``yes:`` name keys, as in JSON)."""
 
 
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[str, Any]:
-    mapping: dict[str, Any] = {str(k): v for k, v in loader.construct_mapping(node, deep=True).items()}
-    lines = {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
-    mapping["__lines__"] = lines
-    return mapping
+def _construct_mapping(loader: _StrKeyLoader, node: yaml.MappingNode) -> dict[str, Any]:
+    return {str(k): v for k, v in loader.construct_mapping(node, deep=True).items()}
 
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _strip_lines(node: Any) -> Any:
-    if isinstance(node, dict):
-        node.pop("__lines__", None)
-        for value in node.values():
-            _strip_lines(value)
-    elif isinstance(node, list):
-        for item in node:
-            _strip_lines(item)
-    return node
-
-
-def _line_of(doc: Any, path: Any) -> int | None:
-    line = None
-    node = doc
-    for part in path:
-        if isinstance(node, dict):
-            line = node.get("__lines__", {}).get(str(part), line)
-            node = node.get(part)
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
-            node = node[part]
-        else:
-            break
-    return line
+_StrKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def load_config_text(text: str, file: str = "<config>") -> dict[str, Any]:
     """Parse, validate and default config text; raises :class:`ConfigError` naming file, line and key."""
     try:
-        raw = yaml.load(text, Loader=_LineLoader)
+        raw = yaml.load(text, Loader=_StrKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(file, "", f"invalid YAML: {getattr(exc, 'problem', exc)}",
                           mark.line + 1 if mark else None) from exc
     if raw is None:
-        raw = {"__lines__": {}}
+        raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(file, "", "the config must be a mapping")
-    plain = _strip_lines(copy.deepcopy(raw))
     root = schema()
     validator = jsonschema.Draft202012Validator(root)
-    errors = sorted(validator.iter_errors(plain), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    errors = sorted(validator.iter_errors(raw), key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
     if errors:
         err = errors[0]
         path = list(err.absolute_path)
@@ -143,8 +116,8 @@ def load_config_text(text: str, file: str = "<config>") -> dict[str, Any]:
             unknown = sorted(k for k in err.instance if k not in allowed)
             if unknown:
                 path = [*path, unknown[0]]
-        raise ConfigError(file, _key_path(path), err.message, _line_of(raw, path))
-    result: dict[str, Any] = _apply_defaults(plain, root, root)
+        raise ConfigError(file, _key_path(path), err.message, path_line(text, path, item_lines=False))
+    result: dict[str, Any] = _apply_defaults(raw, root, root)
     return result
 
 

@@ -34,12 +34,12 @@ from watchdog.rules.yamlnodes import (
     Entry,
     YamlError,
     compose,
-    line_of,
     mapping_entries,
     scalar,
     sequence,
     string_map,
 )
+from watchdog.yamllines import line_of
 
 LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")

@@ -43,13 +43,13 @@ from watchdog.rules.yamlnodes import (
     YamlError,
     compose,
     is_null,
-    line_of,
     mapping_entries,
     sequence,
     string_map,
 )
 from watchdog.series_notation import SeriesNotationError, expand_values
 from watchdog.store import Store
+from watchdog.yamllines import line_of
 
 DEFAULT_EVALUATION_INTERVAL_MS = 60_000
 

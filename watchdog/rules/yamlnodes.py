@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import yaml
 
+from watchdog.yamllines import line_of
+
 NULL_TAG = "tag:yaml.org,2002:null"
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -37,11 +39,6 @@ class Entry:
     key: str
     key_node: yaml.Node
     value: yaml.Node
-
-
-def line_of(node: yaml.Node | None) -> int:
-    """The 1-based line where ``node`` starts (0 for None)."""
-    return node.start_mark.line + 1 if node is not None else 0
 
 
 def compose(text: str) -> yaml.Node | None:

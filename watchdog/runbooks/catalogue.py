@@ -30,6 +30,7 @@ import yaml
 
 from watchdog.paths import asset_dirs
 from watchdog.runbooks.steps import Step, StepError, parse_step
+from watchdog.yamllines import path_line
 
 RUNBOOK_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 ALERT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -141,30 +142,6 @@ def _runbook_files(paths: Iterable[Path]) -> list[Path]:
     return files
 
 
-def _line_of(text: str, key_path: Sequence[str | int]) -> int | None:
-    """The 1-based line of a key path in YAML text (best effort)."""
-    try:
-        node: Any = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    line = None
-    for part in key_path:
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                if key_node.value == part:
-                    line = key_node.start_mark.line + 1
-                    node = value_node
-                    break
-            else:
-                return line
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
-
-
 def _key_parts(key_path: str) -> list[str | int]:
     parts: list[str | int] = []
     for name, index in re.findall(r"([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]", key_path):
@@ -176,7 +153,7 @@ def parse_runbook(text: str, file: str) -> Runbook:
     """One runbook from YAML text; raises :class:`RunbookError`."""
 
     def fail(key_path: str, problem: str) -> RunbookError:
-        return RunbookError(file, key_path, problem, _line_of(text, _key_parts(key_path)))
+        return RunbookError(file, key_path, problem, path_line(text, _key_parts(key_path)))
 
     try:
         raw = yaml.safe_load(text)
