@@ -17,9 +17,9 @@ from tests.support.polling import wait_until
 from watchdog.logs import redact
 from watchdog.notify.approvals import apply_interactions, approvable_steps, parse_interaction
 from watchdog.notify.log import LogNotifier
-from watchdog.notify.secrets import SecretError, read_secret
 from watchdog.notify.state_store import AlertStateStore
 from watchdog.runbooks.events import RunbookEvent
+from watchdog.secrets import SecretError, read_secret
 from watchdog.state import StateDB
 
 NOW = 1_000_000

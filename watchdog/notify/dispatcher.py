@@ -36,13 +36,13 @@ from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS, group_transitions
 from watchdog.notify.log import LogNotifier
 from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
 from watchdog.notify.outbox import Outbox
-from watchdog.notify.secrets import SecretError, read_secret
 from watchdog.notify.slack import SlackNotifier
 from watchdog.notify.state_store import AlertStateStore
 from watchdog.notify.transitions import KnownAlert, derive_transitions
 from watchdog.notify.worker import Backoff, DeliveryWorker
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.runbooks.events import RunbookEvent
+from watchdog.secrets import SecretError, read_secret
 from watchdog.state import StateDB
 
 log = logging.getLogger("watchdog.notify")

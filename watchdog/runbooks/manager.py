@@ -38,7 +38,6 @@ from typing import Any
 
 from watchdog.logs import redact
 from watchdog.model import Sample, metric
-from watchdog.notify.secrets import SecretError, read_secret
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.runbooks.audit import AuditRecord, Episode, RunbookState, digest
 from watchdog.runbooks.catalogue import Catalogue, Runbook, catalogue_from_config
@@ -60,6 +59,7 @@ from watchdog.runbooks.planner import (
 )
 from watchdog.runbooks.steps import RenderedAction, Step
 from watchdog.runbooks.templating import TemplateContext
+from watchdog.secrets import SecretError, read_secret
 from watchdog.state import StateDB
 
 log = logging.getLogger(__name__)
