@@ -338,3 +338,40 @@ def test_type_notify_protocol(tmp_path: Path, agent_runner: list[AgentProcess], 
     assert agent.process.wait(timeout=30) == 0
     notify_socket.drain()
     assert [m for m in notify_socket.messages[seen:] if "WATCHDOG" not in m] == [{"STOPPING": "1"}]
+
+
+# -- the exporter's settings follow the same lifecycle -----------------------------------------------
+
+
+def test_sighup_rereads_the_exporter_password(tmp_path: Path, agent_runner: list[AgentProcess]) -> None:
+    secret = tmp_path / "exporter-password"
+    secret.write_text("first-password-1\n")
+    secret.chmod(0o600)
+    config = write_config(tmp_path, RECORD_RULES, {"exporter": {
+        "basic_auth": {"username": "prom", "password_file": str(secret)}}})
+    agent = start_agent(config, tmp_path)
+    agent_runner.append(agent)
+    wait_ready(agent)
+    assert http_get(agent.url + "/metrics").status == 401
+    assert http_get(agent.url + "/metrics", user="prom", password="first-password-1").status == 200
+    secret.write_text("second-password-2\n")
+    agent.signal(signal.SIGHUP)
+
+    def rotated() -> bool:
+        return http_get(agent.url + "/metrics", user="prom", password="second-password-2").status == 200
+
+    wait_for(rotated, 10, "the new password to be accepted")
+    assert http_get(agent.url + "/metrics", user="prom", password="first-password-1").status == 401
+    assert "first-password-1" not in agent.log_text() and "second-password-2" not in agent.log_text()
+    agent.signal(signal.SIGTERM)
+    assert agent.process.wait(timeout=30) == 0
+
+
+def test_unusable_exporter_section_fails_the_start_cleanly(tmp_path: Path, agent_runner: list[AgentProcess]) -> None:
+    config = write_config(tmp_path, RECORD_RULES, {"exporter": {
+        "tls": {"cert_file": str(tmp_path / "missing.crt"), "key_file": str(tmp_path / "missing.key")}}})
+    agent = start_agent(config, tmp_path)
+    agent_runner.append(agent)
+    assert agent.process.wait(timeout=30) == 2
+    errors = [r for r in log_records(agent) if r.get("msg") == "cannot start the exporter"]
+    assert errors and "missing.crt" in str(errors[0]["error"]), agent.log_text()
