@@ -572,28 +572,12 @@ def html_escape(text: str) -> str:
             .replace('"', "&#34;").replace("\x00", "\ufffd"))
 
 
+_JS_ESCAPES = {"\\": "\\\\", "'": "\\'", '"': '\\"', "<": "\\u003C", ">": "\\u003E", "&": "\\u0026",
+               "=": "\\u003D"}
+
+
 def _js_escape(text: str) -> str:
-    out = []
-    for ch in text:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == "'":
-            out.append("\\'")
-        elif ch == '"':
-            out.append("\\\"")
-        elif ch == "<":
-            out.append("\\u003C")
-        elif ch == ">":
-            out.append("\\u003E")
-        elif ch == "&":
-            out.append("\\u0026")
-        elif ch == "=":
-            out.append("\\u003D")
-        elif ord(ch) < 0x20:
-            out.append(f"\\u{ord(ch):04X}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    return "".join(_JS_ESCAPES.get(ch) or (f"\\u{ord(ch):04X}" if ord(ch) < 0x20 else ch) for ch in text)
 
 
 def _eval_args(args: tuple[Any, ...]) -> str:

@@ -138,13 +138,7 @@ def humanize(arg: Any) -> str:
     if v == 0 or math.isnan(v) or math.isinf(v):
         return _g4(v)
     if abs(v) >= 1:
-        prefix = ""
-        for p in ("k", "M", "G", "T", "P", "E", "Z", "Y"):
-            if abs(v) < 1000:
-                break
-            prefix = p
-            v /= 1000
-        return _g4(v) + prefix
+        return _divided(v, 1000, ("k", "M", "G", "T", "P", "E", "Z", "Y"))
     prefix = ""
     for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
         if abs(v) >= 1:
@@ -159,12 +153,17 @@ def humanize1024(arg: Any) -> str:
     v = _to_float(arg)
     if abs(v) <= 1 or math.isnan(v) or math.isinf(v):
         return _g4(v)
+    return _divided(v, 1024, ("ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"))
+
+
+def _divided(v: float, base: int, prefixes: tuple[str, ...]) -> str:
+    """``v`` divided by ``base`` once per prefix while at least ``base``, printed with the last prefix."""
     prefix = ""
-    for p in ("ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"):
-        if abs(v) < 1024:
+    for p in prefixes:
+        if abs(v) < base:
             break
         prefix = p
-        v /= 1024
+        v /= base
     return _g4(v) + prefix
 
 
