@@ -38,13 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"watchdog.cli.{name}_cmd")
-        except ModuleNotFoundError as exc:  # TEMPORARY while helpers land their commands
-            if exc.name != f"watchdog.cli.{name}_cmd":
-                raise
-            continue
-        module.register(sub)
+        importlib.import_module(f"watchdog.cli.{name}_cmd").register(sub)
     return parser
 
 
