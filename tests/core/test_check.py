@@ -1,0 +1,80 @@
+"""`inference-watchdog check`: one-shot collect + evaluate, exit 0 ok / 1 warning / 2 critical."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from watchdog.check import run_check
+from watchdog.collectors.base import CollectorContext
+from watchdog.config import load_config_text
+from watchdog.fakes.pynvml import FakeNvml
+from watchdog.paths import asset_dir
+
+RULES = str(asset_dir("rules") / "*.yaml")  # type: ignore[operator]
+
+
+def _config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    doc = {"state_dir": str(tmp_path / "state"), "rules": {"paths": [RULES]},
+           "collectors": {"host": {"enabled": False}}, "kmsg": {"enabled": False}, **extra}
+    return load_config_text(yaml.safe_dump(doc), "<test>")
+
+
+def _busy_fake() -> FakeNvml:
+    nvml = FakeNvml.from_profile("h100-sxm-8")
+    for gpu in range(8):
+        nvml.set_load(gpu, 90.0)
+    return nvml
+
+
+def test_healthy_gpus_are_ok(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    report = run_check(config, CollectorContext(config=config, nvml=_busy_fake()), interval_seconds=0,
+                       sleep=lambda _: None)
+    assert report.status == "ok", report.to_json()
+    assert report.exit_code == 0
+    assert {c.name for c in report.collectors} >= {"nvml"}
+
+
+def test_a_hot_gpu_is_a_warning(tmp_path: Path) -> None:
+    nvml = _busy_fake()
+    nvml.set(3, temperature_celsius=86)
+    config = _config(tmp_path)
+    report = run_check(config, CollectorContext(config=config, nvml=nvml), interval_seconds=0,
+                       sleep=lambda _: None)
+    assert report.status == "warning", report.to_json()
+    assert report.exit_code == 1
+    hot = [a for a in report.alerts if a.name == "GpuThermalMarginLow"]
+    assert hot and {a.labels["gpu"] for a in hot} == {"3"}
+    assert {a.severity for a in report.alerts} == {"warning"}
+
+
+def test_a_lost_gpu_is_critical(tmp_path: Path) -> None:
+    nvml = _busy_fake()
+    nvml.set(5, lost=True)
+    config = _config(tmp_path)
+    report = run_check(config, CollectorContext(config=config, nvml=nvml), interval_seconds=0,
+                       sleep=lambda _: None)
+    assert report.status == "critical"
+    assert report.exit_code == 2
+    assert any(a.name == "GpuFallenOffBus" and a.labels["gpu"] == "5" for a in report.alerts)
+
+
+def test_cli_json_and_exit_code(tmp_path: Path) -> None:
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump({
+        "state_dir": str(tmp_path / "state"), "rules": {"paths": [RULES]},
+        "collectors": {"host": {"enabled": False}, "nvml": {"fake_profile": "h100-sxm-8"}},
+        "kmsg": {"enabled": False},
+    }))
+    proc = subprocess.run([sys.executable, "-m", "watchdog", "check", "--config", str(config_path), "--json",
+                           "--interval", "0.1"], capture_output=True, text=True, timeout=60, check=False)
+    report = json.loads(proc.stdout)
+    assert set(report) == {"status", "alerts", "collectors"}
+    assert proc.returncode == {"ok": 0, "warning": 1, "critical": 2}[report["status"]]
+    assert any(c["name"] == "nvml" and c["success"] for c in report["collectors"])
