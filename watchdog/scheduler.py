@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime
 from typing import Any
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
@@ -38,26 +39,17 @@ class TickScheduler:
 
     def start(self) -> None:
         """Run one tick now, then every interval."""
+        self._scheduler.start()
         self._scheduler.add_job(
             self.agent.tick,
             IntervalTrigger(seconds=self.interval_seconds),
             id=TICK_JOB_ID,
             misfire_grace_time=max(1, int(self.interval_seconds)),
-            next_run_time=None,
+            next_run_time=datetime.now(self._scheduler.timezone),
         )
-        job = self._scheduler.get_job(TICK_JOB_ID)
-        self._scheduler.start()
-        if job is not None:
-            job.modify(next_run_time=_now(self._scheduler))
 
     def stop(self, wait: bool = True) -> None:
         """Stop scheduling; with ``wait`` the tick in progress finishes first."""
         if self._scheduler.running:
             self._scheduler.shutdown(wait=wait)
         self.stopped.set()
-
-
-def _now(scheduler: BackgroundScheduler) -> Any:
-    from datetime import datetime
-
-    return datetime.now(scheduler.timezone)
