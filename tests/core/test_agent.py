@@ -1,0 +1,109 @@
+"""The agent's tick: stages isolated, state persisted across a restart, reload keeps the last good set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from watchdog.agent import Agent
+from watchdog.collectors.base import CollectorContext
+from watchdog.config import load_config_text
+from watchdog.fakes.pynvml import FakeNvml
+from watchdog.model import metric_name
+from watchdog.rules.alert import AlertState
+
+RULE = """
+groups:
+  - name: test
+    rules:
+      - record: gpu:hot:count
+        expr: count(watchdog_gpu_temperature_celsius > 80)
+      - alert: GpuHotForTest
+        expr: watchdog_gpu_temperature_celsius > 80
+        labels: {severity: warning}
+        annotations: {summary: hot, description: hot, runbook: gpu-thermal-margin}
+"""
+
+
+def _agent(tmp_path: Path, clock: list[float], nvml: FakeNvml | None = None) -> Agent:
+    rules = tmp_path / "rules.yaml"
+    if not rules.exists():
+        rules.write_text(RULE)
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump({
+        "state_dir": str(tmp_path / "state"), "rules": {"paths": [str(rules)]},
+        "collectors": {"host": {"enabled": False}}, "kmsg": {"enabled": False},
+        "notifiers": {"log": {"enabled": False}}}))
+    config = load_config_text(config_path.read_text(), str(config_path))
+    nvml = nvml or FakeNvml.from_profile("h100-sxm-8")
+    return Agent(config, config_path=config_path, clock=lambda: clock[0],
+                 context=CollectorContext(config=config, nvml=nvml))
+
+
+def _names(agent: Agent) -> set[str]:
+    return {metric_name(s.labels) for s in agent.store.all_series()}
+
+
+def test_a_failing_stage_is_counted_and_the_tick_goes_on(tmp_path: Path) -> None:
+    clock = [1_800_000_000.0]
+    agent = _agent(tmp_path, clock)
+
+    def broken(t_ms: int) -> Any:
+        raise RuntimeError("rule engine exploded")
+
+    agent.rule_engine.evaluate = broken  # type: ignore[method-assign]
+    alerts = agent.tick()
+    assert alerts == []
+    assert agent.stats.stage_failures == {"rules": 1}
+    assert "watchdog_gpu_temperature_celsius" in _names(agent)  # collection still landed
+    assert "watchdog_tick_stage_failures_total" in _names(agent)
+    agent.close()
+
+
+def test_firing_alert_survives_a_restart_with_its_fired_at(tmp_path: Path) -> None:
+    clock = [1_800_000_000.0]
+    nvml = FakeNvml.from_profile("h100-sxm-8")
+    nvml.set(2, temperature_celsius=85)
+    agent = _agent(tmp_path, clock, nvml)
+    (alert,) = [a for a in agent.tick() if a.name == "GpuHotForTest"]
+    assert alert.state is AlertState.FIRING
+    fired_at = alert.fired_at_ms
+    agent.close()
+    clock[0] += 30
+    restarted = _agent(tmp_path, clock, nvml)
+    (again,) = [a for a in restarted.tick() if a.name == "GpuHotForTest"]
+    assert again.state is AlertState.FIRING and again.fired_at_ms == fired_at
+    restarted.close()
+
+
+def test_reload_with_a_broken_rule_file_keeps_the_last_good_rules(tmp_path: Path) -> None:
+    clock = [1_800_000_000.0]
+    agent = _agent(tmp_path, clock)
+    agent.tick()
+    (tmp_path / "rules.yaml").write_text("groups:\n  - name: test\n    rules:\n      - record: x\n        expr: sum(\n")
+    assert agent.reload() is False
+    assert agent.stats.reload_success is False
+    clock[0] += 1
+    agent.tick()
+    assert [g.name for g in agent.rule_engine.ruleset.groups] == ["test"]
+    (tmp_path / "rules.yaml").write_text(RULE.replace("> 80", "> 10"))
+    assert agent.reload() is True
+    clock[0] += 1
+    agent.tick()
+    hot = [s for s in agent.store.select([("__name__", "=", "gpu:hot:count")])]
+    assert hot and hot[0].latest() is not None and hot[0].latest()[1] == 8  # type: ignore[index]
+    agent.close()
+
+
+def test_a_host_without_the_nvidia_driver_is_quiet_no_data(tmp_path: Path) -> None:
+    clock = [1_800_000_000.0]
+    agent = _agent(tmp_path, clock, FakeNvml.missing())
+    agent.tick()
+    success = {dict(s.labels)["collector"]: s.latest()[1]  # type: ignore[index]
+               for s in agent.store.select([("__name__", "=", "watchdog_collector_success")])}
+    assert success["nvml"] == 1.0
+    assert not any(name.startswith("watchdog_gpu_") for name in _names(agent))
+    assert "watchdog_ticks_total" in _names(agent)
+    agent.close()
