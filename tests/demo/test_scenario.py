@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from watchdog.demo.engine_sim import EngineModel, token_buckets
+from watchdog.demo.engine_sim import EngineModel
 from watchdog.demo.scenario import (
     ScenarioError,
     knob_value,
@@ -13,6 +13,7 @@ from watchdog.demo.scenario import (
     parse_duration,
     parse_scenario,
 )
+from watchdog.engines.buckets import buckets_1_2_5
 from watchdog.exposition import parse_exposition
 
 
@@ -53,7 +54,7 @@ def test_durations() -> None:
 
 
 def test_vllm_buckets_match_build_1_2_5() -> None:
-    assert token_buckets(100) == (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+    assert buckets_1_2_5(100) == (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 
 
 def test_engine_model_counts_requests_and_histograms() -> None:

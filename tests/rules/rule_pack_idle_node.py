@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 from prometheus_client.utils import floatToGoString
 
+from tests.support.alert_names import ISSUE_5_ALERTS
 from watchdog.demo.engine_sim import (
     LATENCY_BUCKETS,
     SGLANG_E2E_BUCKETS,
@@ -25,18 +26,11 @@ from watchdog.demo.engine_sim import (
     SGLANG_TTFT_BUCKETS,
     TPOT_BUCKETS,
     TTFT_BUCKETS,
-    token_buckets,
 )
+from watchdog.engines.buckets import buckets_1_2_5
 
 STEPS = 120  # 30 minutes of 15-second samples
-ALERTS = (
-    "GpuFallenOffBus", "GpuXidFatal", "GpuXidBurst", "GpuPcieLinkDegraded", "GpuPcieReplaysHigh",
-    "GpuNvlinkDown", "GpuNvlinkErrorsHigh", "GpuEccUncorrectable", "GpuRowRemapPending", "GpuRowRemapFailed",
-    "GpuHwSlowdown", "GpuThermalMarginLow", "EngineDown", "EngineKvCacheNearFull", "EnginePreemptionStorm",
-    "EnginePrefixCacheThrashing", "EngineQueueBuildup", "EngineTtftSloBurn", "EngineTpotSloBurn",
-    "EngineGoodputCollapse", "EngineRetryStorm", "EngineHeadroomLow", "TpStraggler", "TpCollectiveHang",
-    "HostCpuContention", "HostNumaMismatch", "HostOomKill",
-)
+ALERTS = ISSUE_5_ALERTS
 RULE_FILES = ("../engines.yaml", "../gpu.yaml", "../host.yaml", "../serving-slo.yaml", "../serving.yaml",
               "../tp.yaml")
 GROUP_ORDER = ("engines", "gpu-events", "gpu-health", "host", "engine-slo-default", "engine-alerts", "tp")
@@ -153,8 +147,8 @@ def vllm_series() -> Iterator[tuple[str, str]]:
     yield from histogram("vllm:request_time_per_output_token_seconds", base, TPOT_BUCKETS, 4000)
     yield from histogram("vllm:e2e_request_latency_seconds", base, LATENCY_BUCKETS, 4000)
     yield from histogram("vllm:request_queue_time_seconds", base, LATENCY_BUCKETS, 4000)
-    yield from histogram("vllm:request_prompt_tokens", base, token_buckets(32768), 4000)
-    yield from histogram("vllm:request_generation_tokens", base, token_buckets(32768), 4000)
+    yield from histogram("vllm:request_prompt_tokens", base, buckets_1_2_5(32768), 4000)
+    yield from histogram("vllm:request_generation_tokens", base, buckets_1_2_5(32768), 4000)
     proc = VLLM
     yield f"watchdog_engine_process_up{labels(proc)}", const(1)
     yield f"watchdog_engine_process_cpu_seconds_total{labels(proc)}", rising(1.5, 86_400.0)

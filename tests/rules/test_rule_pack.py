@@ -28,6 +28,7 @@ from tests.rules.rule_pack_slo import (
     default_rule,
     render_default_slo_rules,
 )
+from tests.support.alert_names import ISSUE_5_ALERTS as ISSUE_5_NAMES
 from watchdog.rules.loader import load_rule_files
 from watchdog.rules.promtool_tests import run_test_file
 from watchdog.xid.catalogue import default_catalogue
@@ -41,15 +42,7 @@ TEST_FILES = [RULES / "tests" / name for name in (
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian package prometheus) not installed")
 
-# Issue 5's table: the names are fixed (docs, dashboards and tests use them).
-ISSUE_5_ALERTS = {
-    "GpuFallenOffBus", "GpuXidFatal", "GpuXidBurst", "GpuPcieLinkDegraded", "GpuPcieReplaysHigh", "GpuNvlinkDown",
-    "GpuNvlinkErrorsHigh", "GpuEccUncorrectable", "GpuRowRemapPending", "GpuRowRemapFailed", "GpuHwSlowdown",
-    "GpuThermalMarginLow", "EngineDown", "EngineKvCacheNearFull", "EnginePreemptionStorm",
-    "EnginePrefixCacheThrashing", "EngineQueueBuildup", "EngineTtftSloBurn", "EngineTpotSloBurn",
-    "EngineGoodputCollapse", "EngineRetryStorm", "EngineHeadroomLow", "TpStraggler", "TpCollectiveHang",
-    "HostCpuContention", "HostNumaMismatch", "HostOomKill",
-}
+ISSUE_5_ALERTS = set(ISSUE_5_NAMES)
 SEVERITIES = {"info", "warning", "critical"}
 # Xid 79 (fallen off the bus) is GpuFallenOffBus's, not GpuXidFatal's: one page per incident.
 XID_FATAL_EXCLUDED = {79}

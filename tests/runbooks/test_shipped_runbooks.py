@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.alert_names import ISSUE_5_ALERTS
 from watchdog.config import load_config_text
 from watchdog.runbooks.catalogue import Catalogue, Runbook, load_catalogue
 from watchdog.runbooks.planner import Policy, diagnostic_problem, render_step
@@ -14,15 +15,6 @@ from watchdog.runbooks.templating import TemplateContext
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 
-# The alert names fixed by issue 5 (docs, dashboards and the rule pack use them).
-ISSUE_5_ALERTS = (
-    "GpuFallenOffBus", "GpuXidFatal", "GpuXidBurst", "GpuPcieLinkDegraded", "GpuPcieReplaysHigh",
-    "GpuNvlinkDown", "GpuNvlinkErrorsHigh", "GpuEccUncorrectable", "GpuRowRemapPending", "GpuRowRemapFailed",
-    "GpuHwSlowdown", "GpuThermalMarginLow", "EngineDown", "EngineKvCacheNearFull", "EnginePreemptionStorm",
-    "EnginePrefixCacheThrashing", "EngineQueueBuildup", "EngineTtftSloBurn", "EngineTpotSloBurn",
-    "EngineGoodputCollapse", "EngineRetryStorm", "EngineHeadroomLow", "TpStraggler", "TpCollectiveHang",
-    "HostCpuContention", "HostNumaMismatch", "HostOomKill",
-)
 
 SECTIONS = ("## Symptoms", "## How to confirm", "## Root causes", "## Immediate mitigation", "## Lasting fix",
             "## When to escalate")

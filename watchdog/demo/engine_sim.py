@@ -22,38 +22,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from watchdog.demo.scenario import ENGINE_KNOBS, EngineSpec, Scenario, knob_value, load_scenario
+from watchdog.engines.buckets import bounds_of, buckets_1_2_5
 
-# vLLM V1 buckets (vllm/v1/metrics/loggers.py, 0.10-0.11).
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-                10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                20.0, 40.0, 80.0)
-LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-                   120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
-# SGLang buckets (python/sglang/srt/metrics/collector.py).
-SGLANG_TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0,
-                       100.0, 200.0, 400.0)
-SGLANG_ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060,
-                      0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
-SGLANG_E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
-                      200.0, 400.0, 800.0)
+# Real bucket layouts, shared with the SLO rules (watchdog/engines/buckets.py).
+TTFT_BUCKETS = bounds_of("ttft", "vLLM V1")
+TPOT_BUCKETS = bounds_of("tpot", "vLLM V1")
+LATENCY_BUCKETS = bounds_of("e2e", "vLLM V1")
+SGLANG_TTFT_BUCKETS = bounds_of("ttft", "SGLang >= 0.5")
+SGLANG_ITL_BUCKETS = bounds_of("tpot", "SGLang >= 0.5")
+SGLANG_E2E_BUCKETS = bounds_of("e2e", "SGLang >= 0.5")
 
 # Deterministic spread of per-request latencies around the median: 5 requests in 100 land past 2x.
 SPREAD = (0.55, 0.7, 0.8, 0.9, 0.95, 1.0, 1.0, 1.05, 1.1, 1.2, 1.3, 1.45, 1.6, 1.8, 2.2,
           0.75, 0.85, 1.0, 1.15, 1.35)
-
-
-def token_buckets(max_len: int) -> tuple[float, ...]:
-    """vLLM's 1-2-5 buckets up to ``max_len`` (build_1_2_5_buckets)."""
-    out: list[float] = []
-    exponent = 0
-    while True:
-        for mantissa in (1, 2, 5):
-            value = mantissa * 10**exponent
-            if value > max_len:
-                return tuple(out)
-            out.append(float(value))
-        exponent += 1
 
 
 class EngineModel:
@@ -123,9 +104,9 @@ class EngineModel:
         self.success = Counter("vllm:request_success", "Count of successfully processed requests.",
                                [*labels, "finished_reason"], registry=r)
         self.prompt_hist = Histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.",
-                                     labels, buckets=token_buckets(32768), registry=r)
+                                     labels, buckets=buckets_1_2_5(32768), registry=r)
         self.gen_hist = Histogram("vllm:request_generation_tokens", "Number of generation tokens processed.",
-                                  labels, buckets=token_buckets(32768), registry=r)
+                                  labels, buckets=buckets_1_2_5(32768), registry=r)
         self.ttft = Histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                               labels, buckets=TTFT_BUCKETS, registry=r)
         self.itl = Histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",

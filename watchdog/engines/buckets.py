@@ -60,6 +60,27 @@ LAYOUTS: dict[str, tuple[Layout, ...]] = {
 }
 
 
+def bounds_of(signal: str, version: str) -> tuple[float, ...]:
+    """The bucket bounds of ``signal`` for the layout whose ``version`` text is given (KeyError if none)."""
+    for layout in LAYOUTS[signal]:
+        if layout.version == version:
+            return layout.bounds
+    raise KeyError(f"no {signal} layout for {version!r}")
+
+
+def buckets_1_2_5(max_value: int) -> tuple[float, ...]:
+    """vLLM's ``build_1_2_5_buckets``: 1, 2, 5, 10, 20, 50, ... up to ``max_value`` (token histograms)."""
+    out: list[float] = []
+    exponent = 0
+    while True:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10**exponent
+            if value > max_value:
+                return tuple(out)
+            out.append(float(value))
+        exponent += 1
+
+
 def layouts_for(signal: str, kind: str) -> tuple[Layout, ...]:
     """Known layouts of ``signal`` (ttft|tpot|e2e) for an engine ``kind`` (vllm|sglang|auto)."""
     return tuple(layout for layout in LAYOUTS[signal] if kind in ("auto", layout.kind))

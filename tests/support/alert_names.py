@@ -1,0 +1,10 @@
+"""The alert names fixed by issue 5 (docs, dashboards, runbooks and the rule pack use them)."""
+
+ISSUE_5_ALERTS: tuple[str, ...] = (
+    "GpuFallenOffBus", "GpuXidFatal", "GpuXidBurst", "GpuPcieLinkDegraded", "GpuPcieReplaysHigh",
+    "GpuNvlinkDown", "GpuNvlinkErrorsHigh", "GpuEccUncorrectable", "GpuRowRemapPending", "GpuRowRemapFailed",
+    "GpuHwSlowdown", "GpuThermalMarginLow", "EngineDown", "EngineKvCacheNearFull", "EnginePreemptionStorm",
+    "EnginePrefixCacheThrashing", "EngineQueueBuildup", "EngineTtftSloBurn", "EngineTpotSloBurn",
+    "EngineGoodputCollapse", "EngineRetryStorm", "EngineHeadroomLow", "TpStraggler", "TpCollectiveHang",
+    "HostCpuContention", "HostNumaMismatch", "HostOomKill",
+)
