@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from watchdog.agent import Agent
 from watchdog.exporter.security import ExporterConfigError
@@ -108,8 +107,3 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
         agent.close()
         exporter.stop()
     return 0
-
-
-def install_default_signals() -> dict[int, Any]:
-    """Current handlers of the signals :func:`serve` installs (to restore them in tests)."""
-    return {s: signal.getsignal(s) for s in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)}

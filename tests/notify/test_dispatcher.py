@@ -177,9 +177,9 @@ def test_rule_engine_state_round_trips_and_is_written_only_on_change(tmp_path: P
     assert store.save_rule_state(state, NOW + 1) is False
     db.close()
     fresh = AlertStateStore(StateDB.in_dir(tmp_path))
-    assert fresh.save(state) is False  # a new instance compares with the stored digest
-    assert fresh.load() == state
-    assert fresh.save([*state, {"rule": "EngineDown"}]) is True
+    assert fresh.save_rule_state(state) is False  # a new instance compares with the stored digest
+    assert fresh.load_rule_state() == state
+    assert fresh.save_rule_state([*state, {"rule": "EngineDown"}]) is True
 
 
 class RecordingManager:

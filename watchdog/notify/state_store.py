@@ -186,10 +186,6 @@ class AlertStateStore:
         loaded: list[dict[str, Any]] = json.loads(rows[0]["data"])
         return loaded
 
-    # Short names used by the agent loop.
-    save = save_rule_state
-    load = load_rule_state
-
 
 def _known_from_row(row: sqlite3.Row) -> KnownAlert:
     return KnownAlert(
