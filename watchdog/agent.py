@@ -64,7 +64,6 @@ class TickStats:
     ticks_total: int = 0
     overruns_total: int = 0
     last_duration_seconds: float = 0.0
-    last_tick_ms: int = 0
     stage_failures: dict[str, int] = field(default_factory=dict)
     reload_success: bool = True
     last_reload_seconds: float = 0.0
@@ -158,7 +157,6 @@ class Agent:
             if self.stats.ticks_total % GC_EVERY_TICKS == 0:
                 self._stage("gc", lambda: self.store.gc(now_ms))
             self.stats.last_duration_seconds = time.monotonic() - started
-            self.stats.last_tick_ms = now_ms
             self.store.ingest("self:agent", self.self_samples(), now_ms)
             known = {a.fingerprint for a in self.history_fired}
             self.history_fired.extend(a for a in alerts

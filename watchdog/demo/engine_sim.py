@@ -233,12 +233,6 @@ class EngineServer:
         """Serve until the process is stopped."""
         self.httpd.serve_forever()
 
-    def serve_in_thread(self) -> threading.Thread:
-        """Serve from a daemon thread (tests)."""
-        thread = threading.Thread(target=self.httpd.serve_forever, daemon=True, name=f"engine-{self.port}")
-        thread.start()
-        return thread
-
     def stop(self) -> None:
         """Stop serving."""
         self.httpd.shutdown()

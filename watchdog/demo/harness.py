@@ -21,7 +21,7 @@ from pathlib import Path
 from watchdog.collectors.base import CollectorContext
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
 from watchdog.demo.scenario import Scenario, load_scenario
-from watchdog.rules.alert import Alert, AlertState
+from watchdog.rules.alert import AlertState
 
 log = logging.getLogger("watchdog.demo.harness")
 SIM_START = 1_800_000_000.0  # a fixed simulated epoch: runs are reproducible
@@ -35,7 +35,6 @@ class ScenarioResult:
     seconds: float
     fired: dict[str, float] = field(default_factory=dict)
     pending: dict[str, float] = field(default_factory=dict)
-    last_alerts: list[Alert] = field(default_factory=list)
 
     def fired_within(self, seconds: float) -> set[str]:
         """Alert names that fired at or before ``seconds``."""
@@ -83,7 +82,6 @@ def run_scenario(
                     if alert.state in (AlertState.PENDING, AlertState.FIRING):
                         result.pending.setdefault(alert.name, elapsed)
                 result.seconds = elapsed
-                result.last_alerts = alerts
                 if stop_when is not None and stop_when(result):
                     break
         finally:
