@@ -92,14 +92,21 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
         "rules": {"paths": [str(rules_dir / "*.yaml")] if rules_dir else []},
         "engines": [
             {"job": e.job, "url": f"http://127.0.0.1:{e.port}/metrics", "kind": kinds[e.job],
-             "process": {"port": e.port}}
+             "unit": f"{e.job}.service", "process": {"port": e.port}}
             for e in engines
         ],
         "kmsg": {"source": str(workdir / "kmsg.log")},
         "collectors": {"host": {"enabled": host_collector}},
         # Chat-style SLOs on vLLM V1 bucket boundaries: TTFT 1 s, TPOT 50 ms, 99 % of requests.
         "slo": {"objective": 0.99, "ttft_seconds": 1.0, "tpot_seconds": 0.05},
-        "remediation": {"mode": "suggest"},
+        # Suggest only; the gateway endpoints exist only as what a suggestion would call.
+        "remediation": {"mode": "suggest", "vars": {
+            "gateway_shed_url": "http://127.0.0.1:9000/admin/shed",
+            "gateway_drain_url": "http://127.0.0.1:9000/admin/drain",
+            "gateway_limits_url": "http://127.0.0.1:9000/admin/limits",
+            "gateway_routing_url": "http://127.0.0.1:9000/admin/routing",
+            "autoscaler_url": "http://127.0.0.1:9001/scale",
+            "reduced_power_limit_watts": "550"}},
         "notifiers": {"log": {"enabled": True},
                       "alertmanager": {"urls": list(alertmanager_urls or []), "resend_interval_seconds": 15}},
     }
