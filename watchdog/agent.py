@@ -117,6 +117,9 @@ class Agent:
 
     def _build_rule_engine(self, config: dict[str, Any], restored: list[dict[str, Any]] | None) -> RuleEngine:
         ruleset = load_ruleset(config)
+        if not ruleset.groups:
+            log.warning("no rules loaded: nothing will alert (check rules.paths)",
+                        extra={"rules_paths": (config.get("rules") or {}).get("paths")})
         return RuleEngine(ruleset, self.store, restored_state=restored)
 
     def _build_runbooks(self, config: dict[str, Any]) -> RunbookManager:
