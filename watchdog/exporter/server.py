@@ -213,6 +213,8 @@ class ExporterServer:
 
             def _send(self, handler: str, code: int, body: bytes, content_type: str,
                       headers: Mapping[str, str] | None = None) -> None:
+                # Counted before the response leaves, so a client that got it can already see it counted.
+                exporter.stats.count(handler, code)
                 self.send_response(code)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
@@ -220,7 +222,6 @@ class ExporterServer:
                     self.send_header(key, value)
                 self.end_headers()
                 self.wfile.write(body)
-                exporter.stats.count(handler, code)
 
             def log_message(self, format: str, *args: object) -> None:
                 log.debug("exporter request: " + format, *args)
