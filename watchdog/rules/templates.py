@@ -139,13 +139,7 @@ def humanize(arg: Any) -> str:
         return _g4(v)
     if abs(v) >= 1:
         return _divided(v, 1000, ("k", "M", "G", "T", "P", "E", "Z", "Y"))
-    prefix = ""
-    for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
-        if abs(v) >= 1:
-            break
-        prefix = p
-        v *= 1000
-    return _g4(v) + prefix
+    return _small_prefix_scaled(v)
 
 
 def humanize1024(arg: Any) -> str:
@@ -154,6 +148,18 @@ def humanize1024(arg: Any) -> str:
     if abs(v) <= 1 or math.isnan(v) or math.isinf(v):
         return _g4(v)
     return _divided(v, 1024, ("ki", "Mi", "Gi", "Ti", "Pi", "Ei", "Zi", "Yi"))
+
+
+def _small_prefix_scaled(v: float) -> str:
+    """A magnitude below 1 multiplied by 1000 per SI prefix (m, u, n, ...) until at least 1, printed
+    with that prefix (Prometheus' humanize and humanizeDuration for small values)."""
+    prefix = ""
+    for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
+        if abs(v) >= 1:
+            break
+        prefix = p
+        v *= 1000
+    return _g4(v) + prefix
 
 
 def _divided(v: float, base: int, prefixes: tuple[str, ...]) -> str:
@@ -202,13 +208,7 @@ def humanize_duration(arg: Any) -> str:
         if minutes:
             return f"{sign}{minutes}m {seconds}s"
         return f"{sign}{_g4(v)}s"
-    prefix = ""
-    for p in ("m", "u", "n", "p", "f", "a", "z", "y"):
-        if abs(v) >= 1:
-            break
-        prefix = p
-        v *= 1000
-    return f"{_g4(v)}{prefix}s"
+    return f"{_small_prefix_scaled(v)}s"
 
 
 def humanize_percentage(arg: Any) -> str:
