@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from watchdog.agent import Agent  # noqa: E402
-from watchdog.collectors.base import CollectorContext  # noqa: E402
+from watchdog.collectors.base import CollectorContext, ingest_results  # noqa: E402
 from watchdog.config import load_config_text  # noqa: E402
 from watchdog.exporter.collector import StoreCollector  # noqa: E402
 from watchdog.exposition import clear_cache, parse_exposition  # noqa: E402
@@ -103,8 +103,7 @@ def measure(gpus: int, engines: int, ticks: int, warmup: int, workdir: Path) -> 
             now_ms = int(now[0] * 1000)
             t0 = time.process_time()
             results = agent.runner.run_once()
-            for result in results:
-                agent.store.ingest(f"collector:{result.name}", result.samples, now_ms)
+            ingest_results(agent.store, results, now_ms)
             t1 = time.process_time()
             alerts = agent.rule_engine.evaluate(now_ms)
             t2 = time.process_time()

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from watchdog import __version__
-from watchdog.collectors.base import REGISTRY, Collector, CollectorContext, CollectorRunner, self_metrics
+from watchdog.collectors.base import REGISTRY, Collector, CollectorContext, CollectorRunner, ingest_results
 from watchdog.config import load_config
 from watchdog.model import Sample, metric
 from watchdog.notify.dispatcher import NotificationDispatcher
@@ -146,9 +146,7 @@ class Agent:
             for before in self.before_tick:
                 self._stage("before_tick", functools.partial(before, now))
             results = self._stage("collect", self.runner.run_once, [])
-            for result in results:
-                self.store.ingest(f"collector:{result.name}", result.samples, now_ms)
-            self.store.ingest("self:collectors", self_metrics(results), now_ms)
+            ingest_results(self.store, results, now_ms)
             alerts: list[Alert] = self._stage("rules", lambda: self.rule_engine.evaluate(now_ms), [])
             if not self._reconciled:
                 self._reconciled = True

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from watchdog.collectors.base import CollectorContext, CollectorRunner, CollectResult, self_metrics
+from watchdog.collectors.base import CollectorContext, CollectorRunner, CollectResult, ingest_results
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.store import Store
 
@@ -82,9 +82,7 @@ def run_check(config: dict[str, Any], context: CollectorContext | None = None,
                 sleep(interval_seconds)
             now_ms = int(clock() * 1000)
             results = runner.run_once()
-            for result in results:
-                store.ingest(f"collector:{result.name}", result.samples, now_ms)
-            store.ingest("self:collectors", self_metrics(results), now_ms)
+            ingest_results(store, results, now_ms)
             alerts = engine.evaluate(now_ms)
     finally:
         runner.close()

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from watchdog.model import Sample, metric
+from watchdog.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -162,3 +163,12 @@ def self_metrics(results: Iterable[CollectResult]) -> list[Sample]:
         duration = r.duration_seconds
         out.append(Sample(metric("watchdog_collector_duration_seconds", collector=r.name), duration))
     return out
+
+
+def ingest_results(store: Store, results: Iterable[CollectResult], now_ms: int) -> None:
+    """Store one round of collection: each collector's samples under its own source (so its vanished
+    series go stale), then the collectors' success and duration self-metrics."""
+    results = list(results)
+    for result in results:
+        store.ingest(f"collector:{result.name}", result.samples, now_ms)
+    store.ingest("self:collectors", self_metrics(results), now_ms)
