@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,22 +11,17 @@ import pytest
 
 from tests.support.alertmanager import BINARY, RealAlertmanager
 from tests.support.polling import wait_until
+from tests.support.ports import free_port
 
 SCENARIO = Path(__file__).parent / "fixtures" / "engine-flap.yaml"
 pytestmark = pytest.mark.skipif(BINARY is None, reason="Debian package prometheus-alertmanager not installed")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_demo_alert_reaches_alertmanager_and_resolves(tmp_path: Path) -> None:
     am = RealAlertmanager(tmp_path / "am").start()
     demo = subprocess.Popen(
         [sys.executable, "-m", "watchdog", "demo", "--scenario", str(SCENARIO), "--listen",
-         f"127.0.0.1:{_free_port()}", "--duration", "90", "--alertmanager", am.url],
+         f"127.0.0.1:{free_port()}", "--duration", "90", "--alertmanager", am.url],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         def engine_down() -> list[dict[str, Any]]:

@@ -3,19 +3,13 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
+from tests.support.ports import free_port
 from watchdog.exposition import parse_exposition
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _scrape(port: int) -> list[dict[str, str]]:
@@ -25,7 +19,7 @@ def _scrape(port: int) -> list[dict[str, str]]:
 
 
 def test_default_demo_fires_within_30_seconds_and_exits_cleanly() -> None:
-    port = _free_port()
+    port = free_port()
     started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "watchdog", "demo", "--listen", f"127.0.0.1:{port}",
                              "--duration", "40"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -7,7 +7,6 @@ import gzip
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -19,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.support.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -80,13 +81,6 @@ def http_get(url: str, *, user: str = "", password: str = "", cafile: Path | Non
             return Response(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
     except urllib.error.HTTPError as err:
         return Response(err.code, {k.lower(): v for k, v in err.headers.items()}, err.read())
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (for subprocesses that need it up front)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(predicate: object, timeout: float, what: str, interval: float = 0.1) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from tests.support.polling import wait_until
+from tests.support.ports import free_port
 
 BINARY = shutil.which("alertmanager") or shutil.which("prometheus-alertmanager")
 CONFIG = """
@@ -22,18 +22,12 @@ receivers:
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class RealAlertmanager:
     """One alertmanager process with its own config and storage, clustering off."""
 
     def __init__(self, workdir: Path, port: int | None = None) -> None:
         self.workdir = workdir
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
