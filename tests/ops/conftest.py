@@ -10,7 +10,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -81,16 +80,6 @@ def http_get(url: str, *, user: str = "", password: str = "", cafile: Path | Non
             return Response(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
     except urllib.error.HTTPError as err:
         return Response(err.code, {k.lower(): v for k, v in err.headers.items()}, err.read())
-
-
-def wait_for(predicate: object, timeout: float, what: str, interval: float = 0.1) -> None:
-    """Poll ``predicate()`` until true; fail the test naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
 def parse_metrics(text: str) -> dict[str, float]:

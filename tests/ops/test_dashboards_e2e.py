@@ -32,11 +32,12 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.polling import wait_until
 from watchdog.demo.runner import EngineProcess, demo_config
 from watchdog.demo.scenario import load_scenario
 from watchdog.rules.loader import RecordingRule, load_ruleset, ruleset_to_dict
 
-from .conftest import PYTHON, REPO, free_port, http_get, parse_metrics, wait_for
+from .conftest import PYTHON, REPO, free_port, http_get, parse_metrics
 
 PROMETHEUS = shutil.which("prometheus")
 SCENARIO = Path(__file__).resolve().parent / "fixtures" / "e2e-scenario.yaml"
@@ -146,7 +147,7 @@ def start_prometheus(name: str, workdir: Path, demo_port: int, rule_file: Path |
         except OSError:
             return False
 
-    wait_for(ready, 30, f"{name} to become ready")
+    wait_until(ready, 30, f"{name} to become ready")
     return server
 
 
@@ -209,7 +210,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             except OSError:
                 return False
 
-        wait_for(demo_ready, 30, "the demo to become ready")
+        wait_until(demo_ready, 30, "the demo to become ready")
         servers.append(start_prometheus("with-rules", workdir, demo_port, rule_file,
                                         drop=recorded | {"ALERTS", "ALERTS_FOR_STATE"}))
         servers.append(start_prometheus("without-rules", workdir, demo_port, None, drop=set()))

@@ -27,7 +27,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import REPO, AgentProcess, http_get, start_agent, wait_for
+from tests.support.polling import wait_until
+
+from .conftest import REPO, AgentProcess, http_get, start_agent
 
 UNIT = REPO / "systemd" / "inference-watchdog.service"
 RECORD_RULES = """\
@@ -92,7 +94,7 @@ def wait_ready(agent: AgentProcess) -> None:
             return http_get(agent.url + "/-/ready", timeout=2).status == 200
         except OSError:
             return False
-    wait_for(ready, 30, "the agent to become ready")
+    wait_until(ready, 30, "the agent to become ready")
 
 
 # -- SIGHUP ----------------------------------------------------------------------------------------
@@ -103,13 +105,13 @@ def test_sighup_with_broken_rule_keeps_old_rules(tmp_path: Path, agent_runner: l
     agent = start_agent(config, tmp_path)
     agent_runner.append(agent)
     wait_ready(agent)
-    wait_for(lambda: "test:ticks_doubled" in agent.metrics(), 10, "the recording rule's output")
+    wait_until(lambda: "test:ticks_doubled" in agent.metrics(), 10, "the recording rule's output")
     first = agent.metrics()
     assert first["watchdog_config_reload_success"] == 1.0
 
     (tmp_path / "rules" / "test.yaml").write_text(BROKEN_RULES)
     agent.signal(signal.SIGHUP)
-    wait_for(lambda: agent.metrics().get("watchdog_config_reload_success") == 0.0, 10, "reload_success 0")
+    wait_until(lambda: agent.metrics().get("watchdog_config_reload_success") == 0.0, 10, "reload_success 0")
     assert agent.process.poll() is None
     errors = [r for r in log_records(agent) if r.get("level") == "error" and "reload failed" in str(r.get("msg"))]
     assert errors, agent.log_text()
@@ -118,7 +120,7 @@ def test_sighup_with_broken_rule_keeps_old_rules(tmp_path: Path, agent_runner: l
     assert f"{tmp_path / 'rules' / 'test.yaml'}:5" in str(errors[0]["error"])
     # The old rule set still runs: its output keeps following the tick counter.
     broken_at = agent.metrics()["test:ticks_doubled"]
-    wait_for(lambda: agent.metrics()["test:ticks_doubled"] > broken_at, 10, "the old rule to keep evaluating")
+    wait_until(lambda: agent.metrics()["test:ticks_doubled"] > broken_at, 10, "the old rule to keep evaluating")
     after = agent.metrics()
     assert "test:ticks_tripled" not in after
     last_reload = "watchdog_config_last_reload_timestamp_seconds"
@@ -126,8 +128,8 @@ def test_sighup_with_broken_rule_keeps_old_rules(tmp_path: Path, agent_runner: l
 
     (tmp_path / "rules" / "test.yaml").write_text(FIXED_RULES)
     agent.signal(signal.SIGHUP)
-    wait_for(lambda: agent.metrics().get("watchdog_config_reload_success") == 1.0, 10, "reload_success 1")
-    wait_for(lambda: "test:ticks_tripled" in agent.metrics(), 10, "the new rule's output")
+    wait_until(lambda: agent.metrics().get("watchdog_config_reload_success") == 1.0, 10, "reload_success 1")
+    wait_until(lambda: "test:ticks_tripled" in agent.metrics(), 10, "the new rule's output")
     final = agent.metrics()
     assert final[last_reload] > first[last_reload]
     assert final["test:ticks_doubled"] > broken_at
@@ -143,7 +145,7 @@ def test_sighup_with_broken_config_names_file_and_line(tmp_path: Path, agent_run
     wait_ready(agent)
     config.write_text(config.read_text() + "tick_interval_seconds: -1\n")  # a duplicate key, invalid value
     agent.signal(signal.SIGHUP)
-    wait_for(lambda: agent.metrics().get("watchdog_config_reload_success") == 0.0, 10, "reload_success 0")
+    wait_until(lambda: agent.metrics().get("watchdog_config_reload_success") == 0.0, 10, "reload_success 0")
     errors = [r for r in log_records(agent) if "reload failed" in str(r.get("msg"))]
     assert errors and str(errors[0]["error"]).startswith(str(config)), agent.log_text()
     assert "tick_interval_seconds" in str(errors[0]["error"])
@@ -303,7 +305,7 @@ def test_type_notify_protocol(tmp_path: Path, agent_runner: list[AgentProcess], 
     assert "READY" not in notify_socket.first_keys(), notify_socket.messages
     slow_engine.release()
 
-    wait_for(lambda: notify_socket.drain() is not None and "READY" in notify_socket.first_keys(), 15, "READY=1")
+    wait_until(lambda: notify_socket.drain() is not None and "READY" in notify_socket.first_keys(), 15, "READY=1")
     ready = next(m for m in notify_socket.messages if "READY" in m)
     assert ready["READY"] == "1"
     assert ready["STATUS"].startswith("tick ")
@@ -317,14 +319,14 @@ def test_type_notify_protocol(tmp_path: Path, agent_runner: list[AgentProcess], 
         notify_socket.drain()
         return sum(1 for m in notify_socket.messages if m.get("WATCHDOG") == "1")
 
-    wait_for(lambda: pings() >= ticks + 2, 15, "WATCHDOG=1 pings following the ticks")
+    wait_until(lambda: pings() >= ticks + 2, 15, "WATCHDOG=1 pings following the ticks")
     assert pings() <= agent.metrics()["watchdog_ticks_total"]
 
     # Reload: RELOADING=1 with MONOTONIC_USEC, then READY=1 again.
     before_usec = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
     seen = len(notify_socket.messages)
     agent.signal(signal.SIGHUP)
-    wait_for(lambda: notify_socket.drain() is not None
+    wait_until(lambda: notify_socket.drain() is not None
              and any("READY" in m for m in notify_socket.messages[seen:]), 15, "READY=1 after the reload")
     after_reload = [m for m in notify_socket.messages[seen:] if "WATCHDOG" not in m]
     assert after_reload[0]["RELOADING"] == "1"
@@ -360,7 +362,7 @@ def test_sighup_rereads_the_exporter_password(tmp_path: Path, agent_runner: list
     def rotated() -> bool:
         return http_get(agent.url + "/metrics", user="prom", password="second-password-2").status == 200
 
-    wait_for(rotated, 10, "the new password to be accepted")
+    wait_until(rotated, 10, "the new password to be accepted")
     assert http_get(agent.url + "/metrics", user="prom", password="first-password-1").status == 401
     assert "first-password-1" not in agent.log_text() and "second-password-2" not in agent.log_text()
     agent.signal(signal.SIGTERM)
