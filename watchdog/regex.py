@@ -35,3 +35,50 @@ def compile_anchored(pattern: str) -> Any:
     except re2.error as exc:
         raise RegexError(f"invalid regex {pattern!r}: {exc}") from exc
 
+
+
+def _expand_name(text: str) -> tuple[str, int]:
+    """Go ``regexp.extract``: the longest run of Unicode letters, digits (Nd) and ``_``; (name, end)."""
+    end = 0
+    while end < len(text) and (text[end].isalpha() or text[end].isdecimal() or text[end] == "_"):
+        end += 1
+    return text[:end], end
+
+
+def go_expand(template: str, match: Any) -> str:
+    """Go's ``Regexp.ExpandString`` for ``match``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``.
+
+    As in Go, a name is the longest run of Unicode letters, digits and ``_`` (``$1é`` names the group
+    ``1é``, which does not exist, so it expands to nothing); a number has no leading zero and is below
+    1e8; a malformed reference keeps its ``$``; a group that did not take part expands to nothing.
+    """
+    out: list[str] = []
+    i = 0
+    while True:
+        j = template.find("$", i)
+        if j < 0:
+            out.append(template[i:])
+            return "".join(out)
+        out.append(template[i:j])
+        rest = template[j + 1 :]
+        if rest.startswith("$"):
+            out.append("$")
+            i = j + 2
+            continue
+        brace = rest.startswith("{")
+        name, end = _expand_name(rest[1:] if brace else rest)
+        if not name or (brace and rest[1 + end:2 + end] != "}"):
+            out.append("$")
+            i = j + 1
+            continue
+        i = j + 1 + end + (2 if brace else 0)
+        number = int(name) if name.isascii() and name.isdigit() and len(name) <= 9 else -1
+        if name[0] == "0" and len(name) > 1:
+            number = -1
+        value: str | None = None
+        if number >= 0:
+            if number <= (match.re.groups or 0):
+                value = match.group(number)
+        elif name in match.re.groupindex:
+            value = match.group(name)
+        out.append(value or "")

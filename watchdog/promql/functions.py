@@ -10,7 +10,6 @@ Two kinds:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,7 @@ from watchdog.promql import gomath, gotrig
 from watchdog.promql.aggregations import quantile
 from watchdog.promql.errors import evaluation_error
 from watchdog.promql.labels import LABEL_NAME_RE, drop_name, with_label
-from watchdog.regex import RegexError, compile_anchored
+from watchdog.regex import RegexError, compile_anchored, go_expand
 
 InstantVector = list[tuple[Labels, float]]
 
@@ -422,49 +421,6 @@ def sort_vector(vector: InstantVector, descending: bool) -> InstantVector:
     return items
 
 
-def _go_expand(template: str, match: Any) -> str:
-    """Go ``Regexp.ExpandString``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``."""
-    out: list[str] = []
-    i = 0
-    group_names = match.re.groupindex
-    while i < len(template):
-        char = template[i]
-        if char != "$":
-            out.append(char)
-            i += 1
-            continue
-        rest = template[i + 1 :]
-        if rest.startswith("$"):
-            out.append("$")
-            i += 2
-            continue
-        name = ""
-        consumed = 0
-        if rest.startswith("{"):
-            close = rest.find("}")
-            candidate = rest[1:close] if close > 0 else ""
-            if close > 0 and candidate and re.fullmatch(r"[A-Za-z0-9_]+", candidate):
-                name, consumed = candidate, close + 1
-        else:
-            word = re.match(r"[A-Za-z0-9_]+", rest)
-            if word:
-                name, consumed = word.group(0), len(word.group(0))
-        if not name:
-            out.append("$")
-            i += 1
-            continue
-        i += 1 + consumed
-        number = -1
-        if name.isdigit() and not (name[0] == "0" and len(name) > 1) and len(name) <= 8:
-            number = int(name)
-        if number >= 0:
-            if number <= (match.re.groups) and match.group(number) is not None:
-                out.append(match.group(number))
-        elif name in group_names and match.group(name) is not None:
-            out.append(match.group(name))
-    return "".join(out)
-
-
 def label_replace(
     vector: InstantVector, dst: str, replacement: str, src: str, regex: str
 ) -> InstantVector:
@@ -482,7 +438,7 @@ def label_replace(
         if result is None:
             source = dict(labels).get(src, "")
             match = pattern.match(source)
-            result = labels if match is None else with_label(labels, dst, _go_expand(replacement, match))
+            result = labels if match is None else with_label(labels, dst, go_expand(replacement, match))
             cache[labels] = result
         out.append((result, value))
     return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from watchdog.gostrconv import format_float, quote
+from watchdog.gostrconv import can_backquote, format_float, quote
 
 
 def go_type(value: Any) -> str:
@@ -134,7 +134,8 @@ def _fmt_int(value: int, verb: str, spec: _Spec) -> str | None:
     elif verb == "c":
         return _pad(chr(value), spec, False)
     elif verb == "q":
-        return _pad("'" + quote(chr(value))[1:-1].replace("'", "\\'") + "'", spec, False)
+        return _pad("'" + quote(chr(value), spec.plus)[1:-1].replace("\\\"", '"').replace("'", "\\'") + "'",
+                    spec, False)
     else:
         return None
     if spec.prec is not None:
@@ -171,7 +172,8 @@ def _fmt_string(value: str, verb: str, spec: _Spec) -> str | None:
     if verb in "vs":
         body = value if spec.prec is None else value[: spec.prec]
     elif verb == "q":
-        body = quote(value if spec.prec is None else value[: spec.prec])
+        text = value if spec.prec is None else value[: spec.prec]
+        body = "`" + text + "`" if spec.sharp and can_backquote(text) else quote(text, spec.plus)
     elif verb in "xX":
         raw = value.encode("utf-8")
         body = raw.hex() if verb == "x" else raw.hex().upper()

@@ -17,7 +17,6 @@ Contract:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -28,6 +27,7 @@ from urllib.parse import quote_plus, urlsplit
 import re2
 
 from watchdog import gostrconv
+from watchdog.regex import go_expand
 from watchdog.rules import gofmt
 from watchdog.rules.durations import DurationError, parse_duration
 from watchdog.rules.gotemplate import (
@@ -284,52 +284,6 @@ def _go_regex(pattern: str) -> Any:
         raise FuncError(f"regexp: Compile({gostrconv.quote(pattern)}): error parsing regexp: {detail}") from exc
 
 
-_EXPAND_NAME = re.compile(r"[A-Za-z0-9_]+")
-
-
-def _go_expand(template: str, match: Any) -> str:
-    """Go's ``Regexp.Expand``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``."""
-    out: list[str] = []
-    i = 0
-    groups = match.re.groupindex
-    while i < len(template):
-        j = template.find("$", i)
-        if j < 0:
-            out.append(template[i:])
-            break
-        out.append(template[i:j])
-        rest = template[j + 1:]
-        if rest.startswith("$"):
-            out.append("$")
-            i = j + 2
-            continue
-        name = ""
-        consumed = 0
-        if rest.startswith("{"):
-            close = rest.find("}")
-            inner = rest[1:close] if close > 0 else ""
-            if close > 0 and _EXPAND_NAME.fullmatch(inner):
-                name, consumed = inner, close + 1
-        else:
-            found = _EXPAND_NAME.match(rest)
-            if found:
-                name, consumed = found.group(0), found.end()
-        if not name:
-            out.append("$")
-            i = j + 1
-            continue
-        i = j + 1 + consumed
-        value: str | None = None
-        if name.isdigit():
-            index = int(name)
-            if index <= (match.re.groups or 0):
-                value = match.group(index)
-        elif name in groups:
-            value = match.group(name)
-        out.append(value or "")
-    return "".join(out)
-
-
 def re_replace_all(pattern: str, repl: str, text: str) -> str:
     """Go's ``regexp.MustCompile(pattern).ReplaceAllString(text, repl)``."""
     regex = _go_regex(pattern)
@@ -339,7 +293,7 @@ def re_replace_all(pattern: str, repl: str, text: str) -> str:
         start, end = match.span()
         out.append(text[last_end:start])
         if end > last_end or start == 0:
-            out.append(_go_expand(repl, match))
+            out.append(go_expand(repl, match))
         last_end = end
     out.append(text[last_end:])
     return "".join(out)

@@ -199,7 +199,7 @@ def alert_test(series: Series, rules: Sequence[AlertRule], times: Sequence[str],
     return {"evaluation_interval": "1m", "rule_files": ["rules.yaml"], "tests": [group]}
 
 
-def _dump(doc: dict[str, Any]) -> str:
+def dump(doc: dict[str, Any]) -> str:
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000)
 
 
@@ -268,13 +268,13 @@ def minimise_expr(ws: Workspace, series: Series, expr: Node, time: str) -> Disag
     budget = [MAX_SHRINK_RUNS]
 
     def files(s: Series, e: Node) -> dict[str, str]:
-        return {"test.yaml": _dump(expr_test(s, [(e.render(), time)]))}
+        return {"test.yaml": dump(expr_test(s, [(e.render(), time)]))}
 
     expr = _shrink_node(expr, lambda e: _differs(ws, files(series, e)), budget)
     series = _shrink_series(series, lambda s: _differs(ws, files(s, expr)), budget)
     final = files(series, expr)
     ours, theirs = ws.compare(final)
-    return Disagreement("expr", expr.render(), _show(ours), _show(theirs),
+    return Disagreement("expr", expr.render(), show(ours), show(theirs),
                         _expr_expectation(series, expr.render(), time, theirs), final)
 
 
@@ -282,7 +282,7 @@ def minimise_alert(ws: Workspace, series: Series, rule: AlertRule, times: Sequen
     budget = [MAX_SHRINK_RUNS]
 
     def files(s: Series, r: AlertRule, checks: bool = True) -> dict[str, str]:
-        return {"test.yaml": _dump(alert_test(s, [r], times, checks)), "rules.yaml": _dump(rule_file([r]))}
+        return {"test.yaml": dump(alert_test(s, [r], times, checks)), "rules.yaml": dump(rule_file([r]))}
 
     def still(r: AlertRule) -> bool:
         return _differs(ws, files(series, r))
@@ -301,11 +301,11 @@ def minimise_alert(ws: Workspace, series: Series, rule: AlertRule, times: Sequen
     series = _shrink_series(series, lambda s: _differs(ws, files(s, rule)), budget)
     final = files(series, rule)
     ours, theirs = ws.compare(final)
-    return Disagreement("alert", rule.expr.render(), _show(ours), _show(theirs),
+    return Disagreement("alert", rule.expr.render(), show(ours), show(theirs),
                         "# rules.yaml\n" + final["rules.yaml"] + "# test.yaml\n" + final["test.yaml"], final)
 
 
-def _show(run: Run) -> str:
+def show(run: Run) -> str:
     return "\n".join([*run.blocks.values(), run.other]).strip("\n")
 
 
@@ -320,8 +320,8 @@ def _expr_expectation(series: Series, expr: str, time: str, theirs: Run) -> str:
     if got is None:
         case["exp_samples"] = []
         note = "" if theirs.blocks else "# promtool: nothing\n"
-        return note + _dump(doc) if "err: <error>" not in _show(theirs) else \
-            "# promtool rejects this expression (see above)\n" + _dump(doc)
+        return note + dump(doc) if "err: <error>" not in show(theirs) else \
+            "# promtool rejects this expression (see above)\n" + dump(doc)
     from tests.promql.oracle import _parse_got
 
     samples = []
@@ -330,7 +330,7 @@ def _expr_expectation(series: Series, expr: str, time: str, theirs: Run) -> str:
         name = dict(labels).get("__name__", "")
         samples.append({"labels": name + text, "value": value})
     case["exp_samples"] = samples
-    return _dump(doc)
+    return dump(doc)
 
 
 def _go_escape(value: str) -> str:
@@ -365,7 +365,7 @@ def fuzz_expressions(gen: Generator, ws: Workspace, batches: int, per_batch: int
             cases.setdefault((node.render(), gen.rng.choice(EVAL_TIMES)), node)
         totals.expressions += len(cases)
         doc = expr_test(series, list(cases))
-        ours, theirs = ws.compare({"test.yaml": _dump(doc)})
+        ours, theirs = ws.compare({"test.yaml": dump(doc)})
         if ours.same_as(theirs):
             continue
         if ours.other != theirs.other and not ours.blocks and not theirs.blocks:
@@ -383,7 +383,7 @@ def fuzz_expressions(gen: Generator, ws: Workspace, batches: int, per_batch: int
             node = next((n for (e, _), n in cases.items() if e == expr_text), None)
             if node is None:
                 continue
-            single = {"test.yaml": _dump(expr_test(series, [(expr_text, time)]))}
+            single = {"test.yaml": dump(expr_test(series, [(expr_text, time)]))}
             if not _differs(ws, single):
                 continue  # depends on another case of the batch (should not happen) or flaky
             if not _stable(ws, single):
@@ -405,15 +405,15 @@ def fuzz_alerts(gen: Generator, ws: Workspace, batches: int, per_batch: int, tot
         for rule in rules:
             test = alert_test(series, [rule], ALERT_TIMES)
             test["rule_files"] = [f"rules_{rule.name}.yaml"]
-            ws.write({f"test_{rule.name}.yaml": _dump(test), f"rules_{rule.name}.yaml": _dump(rule_file([rule]))})
+            ws.write({f"test_{rule.name}.yaml": dump(test), f"rules_{rule.name}.yaml": dump(rule_file([rule]))})
             names.append(f"test_{rule.name}.yaml")
         ours = run_ours(ws.root, names)
         theirs = run_promtool(ws.root, names)
         for rule, name in zip(rules, names, strict=True):
             if name in ours and name in theirs and ours[name].same_as(theirs[name]):
                 continue
-            single = {"test.yaml": _dump(alert_test(series, [rule], ALERT_TIMES)),
-                      "rules.yaml": _dump(rule_file([rule]))}
+            single = {"test.yaml": dump(alert_test(series, [rule], ALERT_TIMES)),
+                      "rules.yaml": dump(rule_file([rule]))}
             if not _differs(ws, single):
                 continue
             if not _stable(ws, single):

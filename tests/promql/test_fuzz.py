@@ -1,0 +1,90 @@
+"""The differential fuzzer (``tests/promql/fuzz``) on a small fixed-seed budget, and the classes of
+disagreement it found, each pinned case by case against real promtool 2.42.
+
+Long runs: ``nice -n 19 scripts/promql-fuzz --seed N --expressions 50000 --alerts 5000``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.promql.fuzz.differ import (
+    Totals,
+    Workspace,
+    alert_test,
+    dump,
+    expr_test,
+    fuzz_alerts,
+    fuzz_expressions,
+    rule_file,
+    show,
+)
+from tests.promql.fuzz.generate import AlertRule, Generator, leaf
+
+pytestmark = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+
+SERIES = [('x{job="a"}', "1 2 3 4 5 6"), ('x{job="b"}', "2 4 6 8 10 12")]
+
+REJECTED_BY_BOTH = [
+    "x[5]",  # 2.42 wants a unit in every duration
+    "x offset 5",
+    "rate(x[5m:5])",
+    "1e400",  # strconv.ParseFloat: value out of range
+    "0x1p3",
+    "1_000",
+    'sum by ("job") (x)',  # quoted label names arrived with Prometheus 3
+    'x / on("job") x',
+    'x{job=~"(?<n>a)"}',  # Go 1.19's RE2 lacks (?<name>)
+    'x{job=~"\\\\Qa"}',  # an open \Q swallows the ")$" of Prometheus' anchoring
+    "x @ NaN",
+    "x @ Inf",
+    "x @ 1e19",  # "timestamp out of bounds for @ modifier"
+]
+
+
+def _compare_expr(tmp_path: Path, expr: str) -> tuple[str, str]:
+    ours, theirs = Workspace(tmp_path).compare({"test.yaml": dump(expr_test(SERIES, [(expr, "3m")]))})
+    return show(ours), show(theirs)
+
+
+@pytest.mark.parametrize("expr", REJECTED_BY_BOTH)
+def test_rejected_by_both(tmp_path: Path, expr: str) -> None:
+    """promtool rejects the expression, and so do we (an error, not a result, not a crash)."""
+    ours, theirs = _compare_expr(tmp_path, expr)
+    assert "err: <error>" in theirs, theirs
+    assert "err: <error>" in ours and "internal error" not in ours, ours
+
+
+TEMPLATES = [
+    '{{ printf "%+q" "é☺" }}',  # QuoteToASCII
+    '{{ printf "%#q|%#q" "é☺" "a`b" }}',  # backquoted when it can be
+    '{{ printf "%q %+q" 233 233 }}',
+    '{{ reReplaceAll "(a)(b)" "$1é|${1}é|$2_|$$1" "ab" }}',  # Go's $name is letters, digits, _
+]
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_template_agrees(tmp_path: Path, template: str) -> None:
+    """An annotation renders to exactly promtool's text."""
+    rule = AlertRule("A", leaf("v", "x"), None, None, {}, {"s": template})
+    ours, theirs = Workspace(tmp_path).compare({
+        "test.yaml": dump(alert_test(SERIES, [rule], ["1m"], with_series_checks=False)),
+        "rules.yaml": dump(rule_file([rule])),
+    })
+    assert show(ours) == show(theirs)
+    assert "Annotations" in show(theirs)
+
+
+def test_fixed_seed_budget_agrees(tmp_path: Path) -> None:
+    """A small fixed-seed fuzz budget: every expression and alert rule agrees with promtool."""
+    totals = Totals()
+    gen = Generator(seed=2042, weird=0.05)
+    ws = Workspace(tmp_path)
+    logged: list[str] = []
+    fuzz_expressions(gen, ws, batches=2, per_batch=150, totals=totals, log=logged.append)
+    fuzz_alerts(gen, ws, batches=1, per_batch=25, totals=totals, log=logged.append)
+    assert totals.expressions == 300 and totals.alerts == 25
+    assert not totals.found, "\n\n".join(logged)
