@@ -120,7 +120,10 @@ class Agent:
         if not ruleset.groups:
             log.warning("no rules loaded: nothing will alert (check rules.paths)",
                         extra={"rules_paths": (config.get("rules") or {}).get("paths")})
-        return RuleEngine(ruleset, self.store, restored_state=restored)
+        rules_config = config.get("rules") or {}
+        return RuleEngine(ruleset, self.store, restored_state=restored,
+                          rule_timeout_s=float(rules_config.get("rule_timeout_seconds", 0.25)),
+                          honour_group_intervals=True)
 
     def _build_runbooks(self, config: dict[str, Any]) -> RunbookManager:
         return RunbookManager(config, self.db, self.store, clock=self.clock, config_path=self.config_path,

@@ -88,17 +88,19 @@ def evaluate(
     t_ms: int,
     lookback_ms: int = DEFAULT_LOOKBACK_MS,
     subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
+    deadline: float | None = None,
 ) -> Value:
     """Evaluate ``query`` at ``t_ms`` (int ms) against ``store``.
 
     Returns a list of :class:`VectorSample` (stamped ``t_ms``), a :class:`MatrixList` of
     :class:`RangeSeries`, a :class:`Scalar` or a :class:`String`. ``subquery_step_ms`` is the step of
     subqueries written without one (Prometheus uses the global evaluation interval).
-    Raises :class:`PromQLError` (``kind="execution"``) for evaluation errors such as many-to-many matching.
+    Raises :class:`PromQLError` (``kind="execution"``) for evaluation errors such as many-to-many matching,
+    and (``kind="timeout"``) once ``time.monotonic()`` passes ``deadline``.
     """
     if isinstance(query, str):
         query = parse_query(query)
-    raw: Any = evaluate_expr(query.expr, store, int(t_ms), lookback_ms, subquery_step_ms)
+    raw: Any = evaluate_expr(query.expr, store, int(t_ms), lookback_ms, subquery_step_ms, deadline)
     kind = query.value_type
     if kind == nodes.SCALAR:
         return Scalar(float(raw), int(t_ms))

@@ -16,6 +16,7 @@ Time semantics (all integer milliseconds):
 from __future__ import annotations
 
 import math
+import time
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
@@ -114,17 +115,25 @@ class Evaluator:
         query_ms: int,
         lookback_ms: int = DEFAULT_LOOKBACK_MS,
         subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
+        deadline: float | None = None,
     ) -> None:
         self.store = store
         self.query_ms = query_ms
         self.lookback_ms = lookback_ms
         self.subquery_step_ms = subquery_step_ms
+        self.deadline = deadline
         self._selected: dict[tuple[Matcher, ...], list[Any]] = {}
 
     # --- dispatch -------------------------------------------------------------------------------
 
     def eval(self, expr: n.Expr, t: int) -> Any:
-        """Evaluate ``expr`` at ``t``; the result shape follows ``expr.type``."""
+        """Evaluate ``expr`` at ``t``; the result shape follows ``expr.type``.
+
+        Past ``deadline`` (``time.monotonic()``), raises :class:`PromQLError` with ``kind="timeout"``;
+        every node and every subquery step checks it.
+        """
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise PromQLError("query timed out in expression evaluation", kind="timeout")
         if isinstance(expr, n.VectorSelector):
             return self.instant_selector(expr, t)
         if isinstance(expr, n.Binary):
@@ -358,7 +367,9 @@ def evaluate_expr(
     t_ms: int,
     lookback_ms: int = DEFAULT_LOOKBACK_MS,
     subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
+    deadline: float | None = None,
 ) -> Any:
-    """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``."""
-    return Evaluator(store, t_ms, lookback_ms, subquery_step_ms).eval(expr, t_ms)
+    """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``.
+    ``deadline`` (a ``time.monotonic()`` instant) stops it with a ``timeout`` :class:`PromQLError`."""
+    return Evaluator(store, t_ms, lookback_ms, subquery_step_ms, deadline).eval(expr, t_ms)
 
