@@ -42,6 +42,9 @@ REJECTED_BY_BOTH = [
     "x @ NaN",
     "x @ Inf",
     "x @ 1e19",  # "timestamp out of bounds for @ modifier"
+    "last_over_time((vector(-1))[90s:1ms])",  # promtool's engine holds at most 10000 samples
+    "increase((clamp_min(x, -1))[1w:] @ 0)",  # a number literal is one sample per subquery step
+    "count_over_time(x[1m:1ms])",
 ]
 
 

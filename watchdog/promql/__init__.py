@@ -89,6 +89,7 @@ def evaluate(
     lookback_ms: int = DEFAULT_LOOKBACK_MS,
     subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
     deadline: float | None = None,
+    max_samples: int | None = None,
 ) -> Value:
     """Evaluate ``query`` at ``t_ms`` (int ms) against ``store``.
 
@@ -96,11 +97,13 @@ def evaluate(
     :class:`RangeSeries`, a :class:`Scalar` or a :class:`String`. ``subquery_step_ms`` is the step of
     subqueries written without one (Prometheus uses the global evaluation interval).
     Raises :class:`PromQLError` (``kind="execution"``) for evaluation errors such as many-to-many matching,
-    and (``kind="timeout"``) once ``time.monotonic()`` passes ``deadline``.
+    and (``kind="timeout"``) once ``time.monotonic()`` passes ``deadline``. ``max_samples`` bounds the
+    samples a subquery holds (Prometheus' ``--query.max-samples``; promtool's unit tests use 10000).
     """
     if isinstance(query, str):
         query = parse_query(query)
-    raw: Any = evaluate_expr(query.expr, store, int(t_ms), lookback_ms, subquery_step_ms, deadline)
+    raw: Any = evaluate_expr(query.expr, store, int(t_ms), lookback_ms, subquery_step_ms, deadline,
+                             max_samples)
     kind = query.value_type
     if kind == nodes.SCALAR:
         return Scalar(float(raw), int(t_ms))

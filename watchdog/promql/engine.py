@@ -106,6 +106,26 @@ def absent_labels(expr: n.Expr) -> Labels:
     return tuple(sorted((k, v) for k, v in result.items() if v != ""))
 
 
+def _peak_samples(expr: n.Expr, counts: dict[int, int]) -> tuple[int, int]:
+    """(samples ``expr`` produced over all steps of a subquery, peak held while producing them).
+
+    Prometheus 2.42 evaluates a subquery's inner expression as a range query: each node's argument
+    matrices stay in memory while it builds its own output, and a number literal is a matrix with one
+    sample per step. This models that accounting (``--query.max-samples``; promtool tests use 10000)
+    without the windows of range functions, which it frees series by series.
+    """
+    own = counts.get(id(expr), 0)
+    if isinstance(expr, (n.Paren, n.Negate)):
+        return own, _peak_samples(expr.expr, counts)[1]
+    kids = [kid for kid in n.children(expr) if kid.type != n.MATRIX]
+    running = peak = 0
+    for kid in kids:
+        kid_total, kid_peak = _peak_samples(kid, counts)
+        peak = max(peak, running + kid_peak)
+        running += kid_total
+    return own, max(peak, running + own)
+
+
 class Evaluator:
     """Evaluates expression nodes against a store for one top-level query at ``query_ms``."""
 
@@ -116,8 +136,11 @@ class Evaluator:
         lookback_ms: int = DEFAULT_LOOKBACK_MS,
         subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
         deadline: float | None = None,
+        max_samples: int | None = None,
     ) -> None:
         self.store = store
+        self.max_samples = max_samples
+        self._counts: dict[int, int] | None = None  # id(node) -> samples it produced (in a subquery)
         self.query_ms = query_ms
         self.lookback_ms = lookback_ms
         self.subquery_step_ms = subquery_step_ms
@@ -134,6 +157,13 @@ class Evaluator:
         """
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise PromQLError("query timed out in expression evaluation", kind="timeout")
+        result = self._eval_node(expr, t)
+        if self._counts is not None:
+            produced = 1 if isinstance(result, float) else 0 if isinstance(result, str) else len(result)
+            self._counts[id(expr)] = self._counts.get(id(expr), 0) + produced
+        return result
+
+    def _eval_node(self, expr: n.Expr, t: int) -> Any:
         if isinstance(expr, n.VectorSelector):
             return self.instant_selector(expr, t)
         if isinstance(expr, n.Binary):
@@ -226,13 +256,24 @@ class Evaluator:
         start = ref - sq.range_ms
         first = -(-start // step) * step
         collected: dict[Labels, tuple[list[int], list[float]]] = {}
-        for ts in range(first, ref + 1, step):
-            for labels, value in self.eval(sq.expr, ts):
-                entry = collected.get(labels)
-                if entry is None:
-                    entry = collected[labels] = ([], [])
-                entry[0].append(ts)
-                entry[1].append(value)
+        outer_counts = self._counts
+        self._counts = {} if self.max_samples is not None else None
+        try:
+            for ts in range(first, ref + 1, step):
+                for labels, value in self.eval(sq.expr, ts):
+                    entry = collected.get(labels)
+                    if entry is None:
+                        entry = collected[labels] = ([], [])
+                    entry[0].append(ts)
+                    entry[1].append(value)
+            # What the function over the subquery holds besides (about two samples per series, measured
+            # against promtool 2.42 at the boundary; exact within a few samples, see docs/promql.md).
+            if (self._counts is not None and self.max_samples is not None
+                    and _peak_samples(sq.expr, self._counts)[1] + 2 * len(collected) > self.max_samples):
+                raise evaluation_error(
+                    "query processing would load too many samples into memory in subquery evaluation")
+        finally:
+            self._counts = outer_counts
         return [(labels, times, values) for labels, (times, values) in collected.items()]
 
     # --- operators ------------------------------------------------------------------------------
@@ -368,8 +409,10 @@ def evaluate_expr(
     lookback_ms: int = DEFAULT_LOOKBACK_MS,
     subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
     deadline: float | None = None,
+    max_samples: int | None = None,
 ) -> Any:
     """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``.
-    ``deadline`` (a ``time.monotonic()`` instant) stops it with a ``timeout`` :class:`PromQLError`."""
-    return Evaluator(store, t_ms, lookback_ms, subquery_step_ms, deadline).eval(expr, t_ms)
+    ``deadline`` (a ``time.monotonic()`` instant) stops it with a ``timeout`` :class:`PromQLError`;
+    ``max_samples`` limits what a subquery holds, as Prometheus' ``--query.max-samples``."""
+    return Evaluator(store, t_ms, lookback_ms, subquery_step_ms, deadline, max_samples).eval(expr, t_ms)
 

@@ -232,8 +232,17 @@ def prepare(text: str) -> Prepared:
                 raise PromQLError(f"invalid regular expression {source}: invalid or unsupported Perl syntax: "
                                   "`(?<` (named groups are written (?P<name>...) in Prometheus 2.42)")
             if "Q" in source:
-                replace[token.start] = _expand_regex_quotes(source)
-                spans[token.start] = token.start + len(source)
+                source = _expand_regex_quotes(source)
+                if source.startswith("`"):
+                    body = source[1:-1]
+                    source = '"' + body.replace("\\", "\\\\").replace('"', '\\"') + '"'
+                replace[token.start] = source
+                spans[token.start] = token.start + len(token.text)
+        if token.kind == "string" and token.text.startswith("`") and token.start not in replace:
+            # a raw string: Go keeps backslashes as they are, the parser would read escapes in it
+            body = token.text[1:-1] if len(token.text) > 1 and token.text.endswith("`") else token.text[1:]
+            replace[token.start] = '"' + body.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            spans[token.start] = token.start + len(token.text)
         if token.kind == "string" and grouping_depth is not None:
             raise PromQLError(f'unexpected string {token.text} in grouping opts, expected label (quoted '
                               "label names need Prometheus 3)")

@@ -108,6 +108,7 @@ class RuleEngine:
         logger: logging.Logger | None = None,
         rule_timeout_s: float | None = None,
         honour_group_intervals: bool = False,
+        max_samples: int | None = None,
     ) -> None:
         self.ruleset = ruleset
         self.store = store
@@ -119,6 +120,7 @@ class RuleEngine:
         self.log = logger or log
         self.rule_timeout_s = rule_timeout_s
         self.honour_group_intervals = honour_group_intervals
+        self.max_samples = max_samples
         self._deadline: float | None = None  # time.monotonic() at which the current rule is stopped
         self.last_failures: dict[tuple[str, int], RuleFailure] = {}
         names = [g.name for g in ruleset.groups]
@@ -219,8 +221,10 @@ class RuleEngine:
 
     def _query(self, query: Any, t_ms: int) -> Any:
         if self.subquery_step_ms is None:
-            return evaluate(query, self.store, t_ms, self.lookback_ms, deadline=self._deadline)
-        return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, self._deadline)
+            return evaluate(query, self.store, t_ms, self.lookback_ms, deadline=self._deadline,
+                            max_samples=self.max_samples)
+        return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, self._deadline,
+                        self.max_samples)
 
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
         vector = vector_of(self._query(rule.query, t_ms))
