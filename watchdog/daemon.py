@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from watchdog.agent import Agent
+from watchdog.exporter.api import QueryAPI
 from watchdog.exporter.security import ExporterConfigError
 from watchdog.exporter.server import ExporterServer, exporter_for_store
 from watchdog.scheduler import TickScheduler
@@ -36,8 +37,12 @@ class Hooks:
 def build_exporter(agent: Agent, listen: str) -> ExporterServer:
     """An exporter serving the agent's store and self-metrics on ``listen`` (TLS, auth and caps from the
     config's ``exporter`` section; raises ExporterConfigError when that section is unusable)."""
-    return exporter_for_store(agent.store, listen, ready=lambda: agent.ready,
-                              section=agent.config.get("exporter"), clock=agent.clock)
+    exporter = exporter_for_store(agent.store, listen, ready=lambda: agent.ready,
+                                  section=agent.config.get("exporter"), clock=agent.clock)
+    tick_ms = round(float(agent.config.get("tick_interval_seconds", 1)) * 1000)
+    exporter.api = QueryAPI(agent.store, engine=lambda: agent.rule_engine, clock=agent.clock,
+                            subquery_step_ms=tick_ms)
+    return exporter
 
 
 def reload_agent(agent: Agent, exporter: ExporterServer) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 from watchdog.promql import nodes
 from watchdog.promql.engine import DEFAULT_LOOKBACK_MS, DEFAULT_SUBQUERY_STEP_MS, Selectable, evaluate_expr
 from watchdog.promql.errors import PromQLError
-from watchdog.promql.format import to_api_json, to_text_lines
+from watchdog.promql.format import api_text_lines, to_api_json, to_text_lines
 from watchdog.promql.parse import FUNCTION_RETURN_TYPES, parse_expr
 from watchdog.promql.values import (
     Matrix,
@@ -46,6 +46,7 @@ __all__ = [
     "Value",
     "Vector",
     "VectorSample",
+    "api_text_lines",
     "evaluate",
     "parse_query",
     "to_api_json",

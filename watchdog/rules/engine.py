@@ -69,6 +69,24 @@ class RuleFailure:
     error: str
 
 
+@dataclass(frozen=True)
+class RuleStatus:
+    """One rule as the query API's ``/api/v1/rules`` shows it."""
+
+    rule: AlertingRule | RecordingRule
+    alerts: tuple[Alert, ...]
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class GroupStatus:
+    """One group with its self-metrics and its rules' status."""
+
+    group: RuleGroup
+    stats: GroupStats
+    rules: tuple[RuleStatus, ...]
+
+
 @dataclass
 class _GroupRuntime:
     group: RuleGroup
@@ -162,6 +180,20 @@ class RuleEngine:
                 failure = self.last_failures.get((runtime.key, index))
                 if failure is not None and failure.t_ms == t_ms:
                     out.append(failure)
+        return out
+
+    def status(self) -> list[GroupStatus]:
+        """Every group and rule with its held alerts and most recent error (None when it last
+        succeeded), in evaluation order."""
+        out: list[GroupStatus] = []
+        for runtime in self._groups:
+            rules: list[RuleStatus] = []
+            for index, rule in enumerate(runtime.group.rules):
+                state = runtime.alert_states.get(index)
+                failure = self.last_failures.get((runtime.key, index))
+                rules.append(RuleStatus(rule, tuple(state.alerts()) if state else (),
+                                        failure.error if failure else None))
+            out.append(GroupStatus(runtime.group, self.stats[runtime.key], tuple(rules)))
         return out
 
     def rule_alerts(self, alertname: str) -> list[Alert]:
