@@ -66,6 +66,12 @@ TEMPLATES = [
     '{{ printf "%#q|%#q" "é☺" "a`b" }}',  # backquoted when it can be
     '{{ printf "%q %+q" 233 233 }}',
     '{{ reReplaceAll "(a)(b)" "$1é|${1}é|$2_|$$1" "ab" }}',  # Go's $name is letters, digits, _
+    '{{ printf "%[2]v %[1]v|%[3]*.[2]*[1]f|%[5]d|%[0]d" 12.0 2 6 }}',  # argument indexes
+    '{{ printf "%#v|%#v|%#v" $labels.job 1.0 $labels }}',  # Go syntax
+    '{{ printf "%U|%#U|%6.2U" 1234 65 65 }}',
+    '{{ printf "%5.1s|%-6d|%.*d|%!|%z" 3.14 "s" -1 5 1 }}',  # bad verbs keep width and precision
+    '{{ printf "%#g|%#.3g|%#.0f|% #x" 1.0 2.5 4.0 "hi" }}',
+    '{{ toUpper "ǆ ß ﬃ ǰ ᾳ" }} {{ toLower "İ Σ ǅ ᾈ" }} {{ title "wörld ǆ ß ᾳx" }}',  # simple case maps
 ]
 
 

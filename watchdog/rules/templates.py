@@ -247,7 +247,7 @@ def go_title(text: str) -> str:
     out = []
     prev = " "
     for ch in text:
-        out.append(_upper_rune(ch) if _is_separator(prev) else ch)
+        out.append(_title_rune(ch) if _is_separator(prev) else ch)
         prev = ch
     return "".join(out)
 
@@ -260,14 +260,32 @@ def _is_separator(ch: str) -> bool:
     return ch.isspace()
 
 
+# Go's unicode.ToUpper/ToLower/ToTitle use the simple one-rune mappings of UnicodeData; Python's str
+# methods use the full ones. Where the full mapping has several runes, the simple one is the rune itself
+# except for these (Greek letters with ypogegrammeni, and the dotted capital I).
+_SIMPLE_UPPER = {
+    **{chr(c): chr(c + 8) for base in (0x1F80, 0x1F90, 0x1FA0) for c in range(base, base + 8)},
+    "\u1fb3": "\u1fbc", "\u1fc3": "\u1fcc", "\u1ff3": "\u1ffc",
+}
+_SIMPLE_LOWER = {"\u0130": "i"}
+
+
 def _upper_rune(ch: str) -> str:
+    """Go's ``unicode.ToUpper``."""
     up = ch.upper()
-    return up if len(up) == 1 else ch
+    return up if len(up) == 1 else _SIMPLE_UPPER.get(ch, ch)
+
+
+def _title_rune(ch: str) -> str:
+    """Go's ``unicode.ToTitle`` (``ǆ`` -> ``ǅ``, not ``Ǆ``)."""
+    title = ch.title()
+    return title if len(title) == 1 else _SIMPLE_UPPER.get(ch, ch)
 
 
 def _lower_rune(ch: str) -> str:
+    """Go's ``unicode.ToLower``."""
     low = ch.lower()
-    return low if len(low) == 1 else ch
+    return low if len(low) == 1 else _SIMPLE_LOWER.get(ch, ch)
 
 
 _RE2_OPTIONS = re2.Options()
