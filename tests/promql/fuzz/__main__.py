@@ -29,9 +29,18 @@ def main(argv: list[str] | None = None) -> int:
         print(text, flush=True)
 
     batches = max(1, args.expressions // args.per_batch) if args.expressions else 0
-    fuzz_expressions(gen, ws, batches, args.per_batch, totals, log)
     alert_batch = 25
-    fuzz_alerts(gen, ws, -(-args.alerts // alert_batch) if args.alerts else 0, alert_batch, totals, log)
+    alert_batches = -(-args.alerts // alert_batch) if args.alerts else 0
+    # Interleave expressions and alert rules in rounds, with a progress line after each round, so that
+    # a long run stopped early still reports both kinds.
+    rounds = max(1, min(batches, 25))
+    for index in range(rounds):
+        share = batches * (index + 1) // rounds - batches * index // rounds
+        alert_share = alert_batches * (index + 1) // rounds - alert_batches * index // rounds
+        fuzz_expressions(gen, ws, share, args.per_batch, totals, log)
+        fuzz_alerts(gen, ws, alert_share, alert_batch, totals, log)
+        print(f"-- progress: {totals.expressions} expressions, {totals.alerts} alert rules, "
+              f"{len(totals.found)} disagreements, {time.monotonic() - started:.0f}s", flush=True)
     classes = Counter(d.signature() for d in totals.found)
     print(f"\n== {totals.expressions} expressions, {totals.alerts} alert rules, "
           f"{len(totals.found)} disagreements in {len(classes)} shapes, {totals.unstable} unstable under "
