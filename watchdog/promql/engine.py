@@ -321,10 +321,23 @@ class Evaluator:
         return self._instant_call(expr, args, t)
 
     def _timestamp_of_selector(self, vs: n.VectorSelector, t: int) -> InstantVector:
-        """``timestamp(selector)``: the sample times. With ``@``, 2.42 ignores the offset here."""
-        if vs.at is not None:
-            vs = n.VectorSelector(vs.name, vs.matchers, 0, vs.at)
-        return [(drop_name(labels), ts / 1000) for labels, ts, _ in self.selector_points(vs, t)]
+        """``timestamp(selector)``: the sample times.
+
+        With ``@ T offset o``, 2.42 looks up at T itself (its per-step offset override drops ``o``) but
+        only among the samples its querier fetched, ``[T - o - lookback, T - o]``: the newest sample in
+        ``[max(T, T - o) - lookback, min(T, T - o)]``.
+        """
+        if vs.at is None:
+            return [(drop_name(labels), ts / 1000) for labels, ts, _ in self.selector_points(vs, t)]
+        at_t = self.query_ms if vs.at.t_ms is None else vs.at.t_ms
+        upper = min(at_t, at_t - vs.offset_ms)
+        lower = max(at_t, at_t - vs.offset_ms) - self.lookback_ms
+        out: InstantVector = []
+        for series in self._series(vs.matchers):
+            times, values = _window(series, lower, upper)
+            if len(times) and not (values[-1] != values[-1] and is_stale(values[-1])):
+                out.append((drop_name(series.labels), times[-1] / 1000))
+        return out
 
     def _instant_call(self, expr: n.Call, args: list[Any], t: int) -> Any:
         name = expr.name
