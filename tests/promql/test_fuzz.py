@@ -72,6 +72,8 @@ TEMPLATES = [
     '{{ printf "%5.1s|%-6d|%.*d|%!|%z" 3.14 "s" -1 5 1 }}',  # bad verbs keep width and precision
     '{{ printf "%#g|%#.3g|%#.0f|% #x" 1.0 2.5 4.0 "hi" }}',
     '{{ toUpper "ǆ ß ﬃ ǰ ᾳ" }} {{ toLower "İ Σ ǅ ᾈ" }} {{ title "wörld ǆ ß ᾳx" }}',  # simple case maps
+    '{{ define "x" }}[{{ . }}]{{ end }}{{ template "x" $labels.job }}-{{ template "x" }}',
+    '{{ block "b" $value }}B{{ . }}{{ end }} {{ template "missing" }}',  # an error at execution
 ]
 
 
