@@ -99,3 +99,33 @@ def test_fixed_seed_budget_agrees(tmp_path: Path) -> None:
     fuzz_alerts(gen, ws, batches=1, per_batch=25, totals=totals, log=logged.append)
     assert totals.expressions == 300 and totals.alerts == 25
     assert not totals.found, "\n\n".join(logged)
+
+
+RULE_FIELDS = [
+    ("for", "5"), ("for", '""'), ("for", ""), ("for", '"0"'), ("for", "1.5m"), ("for", "01m"),
+    ("keep_firing_for", '""'), ("keep_firing_for", "5"),
+    ("limit", '""'), ("limit", '"3"'), ("limit", "1.5"), ("limit", "-1"), ("limit", ""), ("limit", "x"),
+    ("interval", '""'), ("interval", ""), ("interval", "5"),
+]
+
+
+@pytest.mark.parametrize(("key", "value"), RULE_FIELDS)
+def test_rule_file_fields_accepted_exactly_when_promtool_accepts(tmp_path: Path, key: str, value: str) -> None:
+    """``promtool check rules`` and our loader accept and reject the same field values."""
+    import subprocess
+
+    from watchdog.rules.loader import RuleLoadError, load_rule_text
+
+    group_field = key in ("limit", "interval")
+    text = (f"groups:\n  - name: g\n{f'    {key}: {value}' + chr(10) if group_field else ''}    rules:\n"
+            f"      - alert: A\n        expr: up\n{'' if group_field else f'        {key}: {value}' + chr(10)}")
+    path = tmp_path / "rules.yaml"
+    path.write_text(text)
+    promtool_ok = subprocess.run([shutil.which("promtool") or "promtool", "check", "rules", str(path)],
+                                 capture_output=True, timeout=60, check=False).returncode == 0
+    try:
+        load_rule_text(text, str(path))
+        ours_ok = True
+    except RuleLoadError:
+        ours_ok = False
+    assert ours_ok == promtool_ok, text
