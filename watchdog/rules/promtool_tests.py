@@ -324,7 +324,7 @@ def load_input_series(series: Iterable[InputSeries],
     out: dict[Labels, list[tuple[int, float]]] = {}
     for item in series:
         try:
-            labels = make_labels(parse_metric(item.series))
+            labels = make_labels(parse_metric(item.series, unique=True))
             values = expand_values(item.values)
         except (MetricSyntaxError, SeriesNotationError) as exc:
             raise ValueError(f"{item.series} {item.values}: {exc}") from exc
