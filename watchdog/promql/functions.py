@@ -500,9 +500,9 @@ def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
             merged[-1][1] += count
         else:
             merged.append([upper, count])
-    # Ensure monotonic counts.
-    highest = merged[0][1]
-    for bucket in merged[1:]:
+    # Ensure monotonic counts (Go's ensureMonotonic: from -Inf, so a NaN count stays NaN).
+    highest = -math.inf
+    for bucket in merged:
         if bucket[1] > highest:
             highest = bucket[1]
         elif bucket[1] < highest:
@@ -513,12 +513,16 @@ def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
     if observations == 0:
         return math.nan
     rank = q * observations
-    # sort.Search over all but the last bucket: first index with count >= rank.
-    index = len(merged) - 1
-    for i in range(len(merged) - 1):
-        if merged[i][1] >= rank:
-            index = i
-            break
+    # Go's sort.Search (a binary search) over all but the last bucket for count >= rank; with NaN
+    # counts the predicate is not monotonic, so the bisection itself decides.
+    low, high = 0, len(merged) - 1
+    while low < high:
+        middle = (low + high) // 2
+        if merged[middle][1] >= rank:
+            high = middle
+        else:
+            low = middle + 1
+    index = low
     if index == len(merged) - 1:
         return merged[-2][0]
     if index == 0 and merged[0][0] <= 0:
