@@ -141,6 +141,10 @@ class Evaluator:
         self.store = store
         self.max_samples = max_samples
         self._counts: dict[int, int] | None = None  # id(node) -> samples it produced (in a subquery)
+        # 2.42's @ bookkeeping (setOffsetForAtModifier): the evaluation time E its offsets were computed
+        # for, the start S of the current (sub)query evaluator, and the subquery offsets (and the @ of
+        # the closest subquery with one) between E's root and here.
+        self._at_context: tuple[int, int, int, int | None] = (query_ms, query_ms, 0, None)
         self.query_ms = query_ms
         self.lookback_ms = lookback_ms
         self.subquery_step_ms = subquery_step_ms
@@ -199,10 +203,21 @@ class Evaluator:
         return found
 
     def _reference(self, at: n.At | None, offset_ms: int, t: int) -> int:
+        """The time a selector or subquery looks back from.
+
+        With ``@ T``, 2.42 turns ``T`` into an offset against the evaluation time E of its last
+        ``setOffsetForAtModifier`` pass, minus the offsets of the subqueries in between, and evaluates
+        the (step-invariant) node once at the start S of the enclosing evaluator: ``S - o - E + T +
+        subquery offsets``. At the top level that is ``T - o``; inside a subquery whose first step is
+        the enclosing start, the subquery's offset shifts ``T`` (a 2.42 quirk promtool shows).
+        """
         if at is None:
             return t - offset_ms
         base = self.query_ms if at.t_ms is None else at.t_ms
-        return base - offset_ms
+        evaluated_for, start, subquery_offsets, subquery_at = self._at_context
+        if subquery_at is not None:
+            subquery_offsets += evaluated_for - subquery_at
+        return start - offset_ms - evaluated_for + base + subquery_offsets
 
     def selector_points(self, vs: n.VectorSelector, t: int) -> list[tuple[Labels, int, float]]:
         """Each matching series' newest non-stale sample in the lookback: ``(labels, t, value)``."""
@@ -258,6 +273,19 @@ class Evaluator:
         collected: dict[Labels, tuple[list[int], list[float]]] = {}
         outer_counts = self._counts
         self._counts = {} if self.max_samples is not None else None
+        outer_context = self._at_context
+        evaluated_for, start, subquery_offsets, subquery_at = outer_context
+        # Prometheus evaluates a subquery once as a range query from the enclosing evaluator's start:
+        # its own start is aligned from there, whatever step of the enclosing one we are at.
+        range_start = self._reference(sq.at, sq.offset_ms, start) - sq.range_ms
+        inner_start = -(-range_start // step) * step
+        if inner_start != start:  # 2.42 recomputes the inner @ offsets for that start
+            self._at_context = (inner_start, inner_start, 0, None)
+        elif sq.at is not None:
+            self._at_context = (evaluated_for, start, sq.offset_ms,
+                                self.query_ms if sq.at.t_ms is None else sq.at.t_ms)
+        else:
+            self._at_context = (evaluated_for, start, subquery_offsets + sq.offset_ms, subquery_at)
         try:
             for ts in range(first, ref + 1, step):
                 for labels, value in self.eval(sq.expr, ts):
@@ -274,6 +302,7 @@ class Evaluator:
                     "query processing would load too many samples into memory in subquery evaluation")
         finally:
             self._counts = outer_counts
+            self._at_context = outer_context
         return [(labels, times, values) for labels, (times, values) in collected.items()]
 
     # --- operators ------------------------------------------------------------------------------

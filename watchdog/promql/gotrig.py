@@ -402,3 +402,23 @@ def atanh(x: float) -> float:
     else:
         temp = 0.5 * log1p((x + x) / (1 - x))
     return -temp if sign else temp
+
+
+def atan2(y: float, x: float) -> float:
+    """Go's ``math.Atan2``: special cases, then ``Atan(y / x)`` moved into the right quadrant."""
+    if math.isnan(y) or math.isnan(x):
+        return NAN
+    if y == 0:
+        return math.copysign(0.0, y) if x >= 0 and math.copysign(1.0, x) > 0 else math.copysign(PI, y)
+    if x == 0:
+        return math.copysign(PI / 2, y)
+    if math.isinf(x):
+        if x > 0:
+            return math.copysign(PI / 4, y) if math.isinf(y) else math.copysign(0.0, y)
+        return math.copysign(3 * PI / 4, y) if math.isinf(y) else math.copysign(PI, y)
+    if math.isinf(y):
+        return math.copysign(PI / 2, y)
+    q = atan(y / x)
+    if x < 0:
+        return q + PI if q <= 0 else q - PI
+    return q
