@@ -118,7 +118,7 @@ def run_query(
     Pure apart from reading rule files. Returns the evaluator's value; raises :class:`QueryCommandError`
     (inputs) or :class:`watchdog.promql.PromQLError` (the query).
     """
-    from watchdog.exposition import ExpositionError, parse_exposition
+    from watchdog.engines.exposition import ExpositionError, parse_exposition
     from watchdog.promql import evaluate, parse_query
     from watchdog.store import Store
 
@@ -215,7 +215,7 @@ def why_empty(expr: str, rules_applied: bool, live: bool) -> str | None:
 
 def _query(args: argparse.Namespace) -> int:
     from watchdog.promql import PromQLError, api_text_lines, to_api_json
-    from watchdog.rules.eval_input import default_rule_files
+    from watchdog.promtool.eval_input import default_rule_files
 
     live = not args.metrics_file
     rule_paths: list[str] = []

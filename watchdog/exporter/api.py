@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from watchdog.golang.gomath import format_api_value
 from watchdog.model import Labels
 from watchdog.promql import PromQLError, evaluate, parse_query
 from watchdog.promql import nodes as n
 from watchdog.promql.format import api_timestamp, to_api_json
-from watchdog.promql.gomath import format_api_value
 from watchdog.promql.values import Scalar, VectorSample
 from watchdog.rules.durations import DurationError, parse_duration
 
@@ -323,7 +323,7 @@ def _rfc3339(t_ms: int | None) -> str:
 
 def _go_float_e(value: float) -> str:
     """Go ``strconv.FormatFloat(v, 'e', -1, 64)`` (the alert ``value`` field)."""
-    from watchdog.gostrconv import format_float
+    from watchdog.golang.gostrconv import format_float
 
     return format_float(value, "e", -1)
 

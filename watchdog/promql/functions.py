@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from watchdog.gostrconv import parse_float
+from watchdog.golang import gomath, gotrig
+from watchdog.golang.goregexp import RegexError, compile_anchored, expand
+from watchdog.golang.gostrconv import parse_float
 from watchdog.model import Labels
-from watchdog.promql import gomath, gotrig
 from watchdog.promql.aggregations import quantile
 from watchdog.promql.errors import evaluation_error
 from watchdog.promql.labels import LABEL_NAME_RE, drop_name, with_label
-from watchdog.regex import RegexError, compile_anchored, go_expand
 
 InstantVector = list[tuple[Labels, float]]
 
@@ -438,7 +438,7 @@ def label_replace(
         if result is None:
             source = dict(labels).get(src, "")
             match = pattern.match(source)
-            result = labels if match is None else with_label(labels, dst, go_expand(replacement, match))
+            result = labels if match is None else with_label(labels, dst, expand(replacement, match))
             cache[labels] = result
         out.append((result, value))
     return out

@@ -141,7 +141,7 @@ def run_ours(root: Path, names: Sequence[str]) -> dict[str, Run]:
     """Our runner, in process, over the same files."""
     import os
 
-    from watchdog.rules.promtool_tests import run_test_files
+    from watchdog.promtool.runner import run_test_files
 
     out = io.StringIO()
     cwd = os.getcwd()

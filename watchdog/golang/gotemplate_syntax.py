@@ -5,8 +5,8 @@ Contract: :func:`parse_tree` accepts what Go's ``text/template/parse`` accepts (
 comments, ``{{-``/``-}}`` trimming) and fails like Go, with :class:`TemplateParseError` messages of the
 form ``template: NAME:LINE: ...``: undefined functions and variables are parse errors. ``define`` (top
 level only), ``template`` and ``block`` work as in Go (:func:`parse_trees` returns the definitions).
-Node positions are character offsets into the
-text (Go reports byte offsets; :mod:`watchdog.rules.gotemplate` converts when it prints them).
+Node positions are character offsets into the text (Go reports byte offsets;
+:mod:`watchdog.golang.gotemplate` converts when it prints them).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from watchdog import gostrconv
+from watchdog.golang import gostrconv
 
 
 class TemplateParseError(ValueError):

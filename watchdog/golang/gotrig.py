@@ -12,7 +12,7 @@ import decimal
 import math
 import struct
 
-from watchdog.promql.gomath import exp, log, sqrt
+from watchdog.golang.gomath import exp, log, sqrt
 
 NAN = math.nan
 INF = math.inf

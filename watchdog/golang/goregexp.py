@@ -1,4 +1,5 @@
-"""Label regexes with Prometheus' semantics: Google RE2, fully anchored (``^(?:pattern)$``).
+"""Go's regexp on RE2: label regexes anchored as Prometheus anchors them (``^(?:pattern)$``), and the
+unanchored ``regexp.Compile``/``Expand`` of its template functions.
 
 Prometheus 2.42 compiles label matchers and ``label_replace`` regexes with Go's RE2. Python's ``re``
 differs in ways rules hit (``.`` vs newline, ``$`` before a trailing newline, ``\\w`` on Unicode, POSIX
@@ -11,6 +12,8 @@ from functools import lru_cache
 from typing import Any
 
 import re2
+
+from watchdog.golang import gostrconv
 
 
 class RegexError(ValueError):
@@ -36,6 +39,15 @@ def compile_anchored(pattern: str) -> Any:
         raise RegexError(f"invalid regex {pattern!r}: {exc}") from exc
 
 
+@lru_cache(maxsize=1024)
+def compile_unanchored(pattern: str) -> Any:
+    """Go's ``regexp.Compile(pattern)`` (RE2 itself, unanchored); raises :class:`RegexError` worded as Go's."""
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as exc:
+        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise RegexError(f"regexp: Compile({gostrconv.quote(pattern)}): error parsing regexp: {detail}") from exc
+
 
 def _expand_name(text: str) -> tuple[str, int]:
     """Go ``regexp.extract``: the longest run of Unicode letters, digits (Nd) and ``_``; (name, end)."""
@@ -45,7 +57,7 @@ def _expand_name(text: str) -> tuple[str, int]:
     return text[:end], end
 
 
-def go_expand(template: str, match: Any) -> str:
+def expand(template: str, match: Any) -> str:
     """Go's ``Regexp.ExpandString`` for ``match``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``.
 
     As in Go, a name is the longest run of Unicode letters, digits and ``_`` (``$1é`` names the group
