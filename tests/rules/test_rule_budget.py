@@ -120,3 +120,49 @@ def test_rules_check_warns_about_subquery_cost(tmp_path: Path) -> None:
     assert 'rule 1 "heavy:max"' in warnings[0] and "[15m:1ms] = 900001 steps" in warnings[0]
     assert 'rule 3 "Nested"' in warnings[1] and "[1h:1m] = 61 steps inside [1m:1s] = 61 steps" in warnings[1]
     assert "3721 inner evaluations" in warnings[1] and "steps x series" in warnings[1]
+
+
+def test_an_agent_with_a_pathological_rule_keeps_its_tick(tmp_path: Path) -> None:
+    """A running agent (real collectors on the fake GPU, real rule engine) with a subquery that would
+    take minutes per evaluation: every tick still finishes well within the 1 s interval."""
+    import yaml
+
+    from watchdog.agent import Agent
+    from watchdog.collectors.base import CollectorContext
+    from watchdog.config import load_config_text
+    from watchdog.fakes.pynvml import FakeNvml
+
+    rules = tmp_path / "heavy.yaml"
+    rules.write_text("""
+groups:
+  - name: heavy
+    rules:
+      - record: heavy:max
+        expr: max_over_time((sum by (gpu) (rate(watchdog_gpu_temperature_celsius[5m])))[15m:1ms])
+  - name: light
+    rules:
+      - record: light:gpus
+        expr: count(watchdog_gpu_temperature_celsius)
+""")
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump({
+        "state_dir": str(tmp_path / "state"), "rules": {"paths": [str(rules)], "rule_timeout_seconds": 0.1},
+        "collectors": {"host": {"enabled": False}}, "kmsg": {"enabled": False},
+        "notifiers": {"log": {"enabled": False}}}))
+    config = load_config_text(config_path.read_text(), str(config_path))
+    nvml = FakeNvml.from_profile("h100-sxm-8")
+    now = [1_800_000_000.0]
+    agent = Agent(config, config_path=config_path, clock=lambda: now[0],
+                  context=CollectorContext(config=config, nvml=nvml))
+    durations = []
+    for _ in range(3):
+        started = time.monotonic()
+        agent.tick()
+        durations.append(time.monotonic() - started)
+        now[0] += 1
+    assert max(durations) < 1.0, durations
+    failures = {tuple(sorted(dict(s.labels).items())): s.value for s in agent.rule_engine.self_samples()
+                if metric_name(s.labels) == "watchdog_rule_evaluation_failures_total"}
+    assert failures[(("__name__", "watchdog_rule_evaluation_failures_total"), ("reason", "timeout"),
+                     ("rule_group", "heavy"))] == 3
+    assert [s for s in agent.store.all_series() if metric_name(s.labels) == "light:gpus"]
