@@ -140,6 +140,7 @@ class RuleEngine:
         self.honour_group_intervals = honour_group_intervals
         self.max_samples = max_samples
         self._deadline: float | None = None  # time.monotonic() at which the current rule is stopped
+        self._rule_queries: dict[int, Any] = {}
         self.last_failures: dict[tuple[str, int], RuleFailure] = {}
         names = [g.name for g in ruleset.groups]
         self._groups: list[_GroupRuntime] = []
@@ -251,6 +252,16 @@ class RuleEngine:
     def _source(runtime: _GroupRuntime, index: int) -> str:
         return f"rules:{runtime.key}/{index}"
 
+    def _rule_query(self, rule: AlertingRule | RecordingRule) -> Any:
+        """The rule's query as Prometheus' rule manager runs it (re-printed: matchers sorted)."""
+        found = self._rule_queries.get(id(rule))
+        if found is None:
+            from watchdog.promql import Query
+            from watchdog.promql.nodes import as_rule_manager_runs_it
+
+            found = self._rule_queries[id(rule)] = Query(rule.query.text, as_rule_manager_runs_it(rule.query.expr))
+        return found
+
     def _query(self, query: Any, t_ms: int) -> Any:
         if self.subquery_step_ms is None:
             return evaluate(query, self.store, t_ms, self.lookback_ms, deadline=self._deadline,
@@ -259,7 +270,7 @@ class RuleEngine:
                         self.max_samples)
 
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
-        vector = vector_of(self._query(rule.query, t_ms))
+        vector = vector_of(self._query(self._rule_query(rule), t_ms))
         if isinstance(rule, RecordingRule):
             return self._recording_samples(rule, vector)
         assert isinstance(rule, AlertingRule)
