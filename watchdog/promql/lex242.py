@@ -94,15 +94,23 @@ def _scan_number_or_duration(text: str, pos: int) -> tuple[str, int]:
     return "duration", i
 
 
+def string_end(text: str, start: int) -> int:
+    """Index of the closing quote of the string literal opening at ``start`` (``len(text)`` or past it
+    when unclosed); backslash escapes count except in raw (backquoted) strings."""
+    quote = text[start]
+    end = start + 1
+    while end < len(text) and text[end] != quote:
+        end += 2 if text[end] == "\\" and quote != "`" else 1
+    return end
+
+
 def _tokens(text: str) -> list[_Token]:
     out: list[_Token] = []
     i = 0
     while i < len(text):
         char = text[i]
         if char in "\"'`":
-            end = i + 1
-            while end < len(text) and text[end] != char:
-                end += 2 if text[end] == "\\" and char != "`" else 1
+            end = string_end(text, i)
             out.append(_Token("string", text[i : end + 1], i))
             i = end + 1
         elif char.isspace():

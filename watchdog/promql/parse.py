@@ -18,7 +18,7 @@ from watchdog.golang.goregexp import RegexError, compile_anchored
 from watchdog.model import METRIC_NAME
 from watchdog.promql import nodes as n
 from watchdog.promql.errors import PromQLError
-from watchdog.promql.lex242 import prepare
+from watchdog.promql.lex242 import prepare, string_end
 from watchdog.store import Matcher
 
 VECTOR_FUNCTIONS = (
@@ -135,9 +135,7 @@ def _reject_newer_syntax(text: str) -> None:
     while i < len(text):
         char = text[i]
         if char in "\"'`":
-            end = i + 1
-            while end < len(text) and text[end] != char:
-                end += 2 if text[end] == "\\" and char != "`" else 1
+            end = string_end(text, i)
             if depth_brace and previous in ("{", ","):
                 raise PromQLError(
                     f"unsupported quoted metric or label name {text[i:end + 1]} (Prometheus 3 only)"

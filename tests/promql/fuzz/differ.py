@@ -355,6 +355,20 @@ def _stable(ws: Workspace, files: dict[str, str]) -> bool:
     return all(run_promtool(ws.root, ["test.yaml"])["test.yaml"].same_as(first) for _ in range(2))
 
 
+def _confirm(ws: Workspace, single: dict[str, str], minimise: Callable[[], Disagreement], totals: Totals,
+             log: Callable[[str], None]) -> None:
+    """A case that disagreed in its batch: check it alone and for stability under promtool, then
+    minimise and record it."""
+    if not _differs(ws, single):
+        return  # depended on another case of the batch, or flaky
+    if not _stable(ws, single):
+        totals.unstable += 1
+        return
+    found = minimise()
+    totals.found.append(found)
+    log(found.report())
+
+
 def fuzz_expressions(gen: Generator, ws: Workspace, batches: int, per_batch: int, totals: Totals,
                      log: Callable[[str], None] = print) -> None:
     for _ in range(batches):
@@ -384,14 +398,7 @@ def fuzz_expressions(gen: Generator, ws: Workspace, batches: int, per_batch: int
             if node is None:
                 continue
             single = {"test.yaml": dump(expr_test(series, [(expr_text, time)]))}
-            if not _differs(ws, single):
-                continue  # depends on another case of the batch (should not happen) or flaky
-            if not _stable(ws, single):
-                totals.unstable += 1
-                continue
-            found = minimise_expr(ws, series, node, time)
-            totals.found.append(found)
-            log(found.report())
+            _confirm(ws, single, lambda s=series, n=node, t=time: minimise_expr(ws, s, n, t), totals, log)
 
 
 def fuzz_alerts(gen: Generator, ws: Workspace, batches: int, per_batch: int, totals: Totals,
@@ -414,11 +421,4 @@ def fuzz_alerts(gen: Generator, ws: Workspace, batches: int, per_batch: int, tot
                 continue
             single = {"test.yaml": dump(alert_test(series, [rule], ALERT_TIMES)),
                       "rules.yaml": dump(rule_file([rule]))}
-            if not _differs(ws, single):
-                continue
-            if not _stable(ws, single):
-                totals.unstable += 1
-                continue
-            found = minimise_alert(ws, series, rule, ALERT_TIMES)
-            totals.found.append(found)
-            log(found.report())
+            _confirm(ws, single, lambda s=series, r=rule: minimise_alert(ws, s, r, ALERT_TIMES), totals, log)
