@@ -95,9 +95,9 @@ def test_fixed_seed_budget_agrees(tmp_path: Path) -> None:
     gen = Generator(seed=2042, weird=0.05)
     ws = Workspace(tmp_path)
     logged: list[str] = []
-    fuzz_expressions(gen, ws, batches=2, per_batch=150, totals=totals, log=logged.append)
-    fuzz_alerts(gen, ws, batches=1, per_batch=25, totals=totals, log=logged.append)
-    assert totals.expressions == 300 and totals.alerts == 25
+    fuzz_expressions(gen, ws, batches=5, per_batch=200, totals=totals, log=logged.append)
+    fuzz_alerts(gen, ws, batches=4, per_batch=25, totals=totals, log=logged.append)
+    assert totals.expressions == 1000 and totals.alerts == 100
     assert not totals.found, "\n\n".join(logged)
 
 
