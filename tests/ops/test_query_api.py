@@ -236,3 +236,41 @@ def test_query_command_asks_the_live_agent(tmp_path: Path, capsys: pytest.Captur
         assert json.loads(capsys.readouterr().out)["errorType"] == "bad_data"
     finally:
         server.stop()
+
+
+def test_the_daemon_serves_the_api_over_a_running_agent(tmp_path: Path) -> None:
+    """The daemon's exporter (build_exporter) answers the API over the agent's store and rule engine."""
+    import yaml
+
+    from watchdog.agent import Agent
+    from watchdog.collectors.base import CollectorContext
+    from watchdog.config import load_config_text
+    from watchdog.daemon.serve import build_exporter
+    from watchdog.fakes.pynvml import FakeNvml
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("groups:\n  - name: gpu\n    rules:\n      - record: gpu:temperature:max\n"
+                     "        expr: max(watchdog_gpu_temperature_celsius)\n")
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump({
+        "state_dir": str(tmp_path / "state"), "rules": {"paths": [str(rules)]},
+        "collectors": {"host": {"enabled": False}}, "kmsg": {"enabled": False},
+        "notifiers": {"log": {"enabled": False}}}))
+    config = load_config_text(config_path.read_text(), str(config_path))
+    now = [NOW]
+    agent = Agent(config, config_path=config_path, clock=lambda: now[0],
+                  context=CollectorContext(config=config, nvml=FakeNvml.from_profile("h100-sxm-8")))
+    for _ in range(3):
+        agent.tick()
+        now[0] += 1
+    exporter = build_exporter(agent, "127.0.0.1:0")
+    exporter.start()
+    try:
+        response = http_get(f"{exporter.url}/api/v1/query?query=gpu:temperature:max")
+        doc = json.loads(response.text)
+        assert response.status == 200 and doc["data"]["result"][0]["metric"] == {"__name__": "gpu:temperature:max"}
+        response = http_get(f"{exporter.url}/api/v1/rules")
+        (group,) = json.loads(response.text)["data"]["groups"]
+        assert group["name"] == "gpu" and group["rules"][0]["health"] == "ok" and group["interval"] == 1
+    finally:
+        exporter.stop()
