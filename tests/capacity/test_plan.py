@@ -44,7 +44,7 @@ def test_seed_b_max_examples(prompt: int, output: int, b_max_expected: int, mb_p
     assert doc["ledgers_per_gpu"]["cap_bytes"] == pytest.approx(72e9)
     assert doc["kv_bytes_per_token_per_gpu"] == 40_000
     assert doc["lengths"]["mean"]["kv_bytes_per_gpu"] == pytest.approx(mb_per_request * 1e6)
-    assert doc["b_max"] == {"mean": b_max_expected, "p90": b_max_expected}
+    assert (doc["b_max"]["mean"], doc["b_max"]["p90"]) == (b_max_expected, b_max_expected)
 
 
 @pytest.mark.parametrize(("prompt", "output", "exact"), [(1500, 500, 610), (16000, 1000, 71), (1200, 400, 762)])
@@ -240,3 +240,61 @@ def test_catalogue_entries_are_validated() -> None:
     with pytest.raises(CatalogueError, match=r"models\.bad: layers"):
         parse_catalogue({"models": {"bad": {"source": "x", "params": 1e9, "layers": "many", "kv_heads": 1,
                                             "head_dim": 64}}})
+
+
+AGENT_PAGE = (FIXTURES / "agent-metrics.txt").read_text(encoding="utf-8")
+
+
+def test_live_figures_from_a_captured_agent_page() -> None:
+    """Captured from `inference-watchdog demo --scenario healthy` (engine series trimmed to the ones used)."""
+    from watchdog.capacity.live import parse_live
+
+    live = parse_live(AGENT_PAGE, "agent")
+    assert live.lengths is not None
+    assert live.lengths.prompt_mean == pytest.approx(267300 / 180)
+    assert live.kv_pool_tokens == 500_000
+    assert live.rate == pytest.approx(0.58)
+    # The agent's own engine:b_max_p90 (rules/engines.yaml, over 5 minutes) and the planner's (over the
+    # engine's life) agree here because the demo's lengths are steady.
+    assert live.b_max_p90 == 108
+    assert 500_000 // live.lengths.total_p90 == live.b_max_p90
+
+
+def test_plan_from_a_running_agent(capsys: pytest.CaptureFixture[str]) -> None:
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.loopback import serving
+
+    class Agent(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = AGENT_PAGE.encode()
+            self.send_response(200 if self.path == "/metrics" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    with serving(Agent) as url:
+        doc = plan_json(["--model", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--from", url,
+                         "--node-throughput", "1000"], capsys)
+        explicit = plan_json(["--model", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--from", url,
+                              "--modelled-pool", "--rate", "10", "--prompt-tokens", "100", "--output-tokens", "10",
+                              "--node-throughput", "1000"], capsys)
+    assert doc["b_max"]["pool_source"] == f"live:{url}/metrics"
+    assert doc["b_max"]["p90"] == 108
+    assert doc["lengths"]["source"] == f"live:{url}/metrics"
+    assert doc["demand"]["rate_per_second"] == pytest.approx(0.58)
+    rows = {v["change"]: v for v in doc["sensitivity"]}
+    assert rows["FP8 KV cache"]["b_max_p90"] in (216, 217)  # the live pool, doubled
+    assert explicit["b_max"]["pool_source"] == "ledgers"
+    assert explicit["demand"]["rate_per_second"] == 10 and explicit["lengths"]["mean"]["prompt"] == 100
+
+
+def test_from_an_unreachable_agent_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.support.ports import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["plan", "--model", "llama-3.1-8b", "--from", url]) == 2
+    assert f"--from {url}/metrics: cannot read the agent's metrics" in capsys.readouterr().err

@@ -82,6 +82,7 @@ class PlanInputs:
     weights_bytes_override: float | None = None
     kv_bytes_per_token_override: float | None = None
     kv_pool_tokens_override: float | None = None
+    kv_pool_source: str = "ledgers"
     rate: float | None = None
     concurrency: float | None = None
     node_generation_tps: float | None = None
@@ -252,12 +253,31 @@ def _variants(inp: PlanInputs) -> list[tuple[str, PlanInputs, str]]:
     return out
 
 
+def _modelled_pool_tokens(inp: PlanInputs) -> float:
+    """Tokens the ledgers' KV pool holds at full-attention cost (for scaling a live pool)."""
+    element = kv_dtype_bytes(inp.model, inp.kv_dtype)
+    per_token = (inp.kv_bytes_per_token_override if inp.kv_bytes_per_token_override is not None
+                 else kv_bytes_per_token(inp.model, element, inp.par))
+    return _ledgers(inp).kv_pool_bytes / per_token
+
+
 def make_plan(inp: PlanInputs) -> Plan:
-    """The plan for ``inp``, with its sensitivity table (variants that cannot serve are left out)."""
+    """The plan for ``inp``, with its sensitivity table (variants that cannot serve are left out).
+
+    With a live KV pool, a variant's pool is the live one scaled by the ledgers' ratio (variant / base),
+    so FP8 KV doubles it and FP8 weights or more TP grow it by what they free.
+    """
     plan = _core(inp)
     rows: list[Variant] = []
+    live_pool = inp.kv_pool_tokens_override
+    base_tokens = _modelled_pool_tokens(inp) if live_pool is not None else 1.0
     for change, variant_inputs, note in _variants(inp):
+        if base_tokens <= 0:
+            break  # the ledgers cannot model this deployment, so they cannot scale its live pool either
         try:
+            if live_pool is not None:
+                scale = _modelled_pool_tokens(variant_inputs) / base_tokens
+                variant_inputs = replace(variant_inputs, kv_pool_tokens_override=live_pool * scale)
             alt = _core(variant_inputs)
         except PlanError:
             continue

@@ -59,7 +59,8 @@ def plan_json(plan: Plan) -> dict[str, Any]:
             "p90": {"prompt": inp.lengths.prompt_p90, "output": inp.lengths.output_p90,
                     "total": inp.lengths.total_p90, "kv_bytes_per_gpu": plan.kv_bytes_per_request_p90},
         },
-        "b_max": {"mean": plan.b_max_mean, "p90": plan.b_max_p90},
+        "b_max": {"mean": plan.b_max_mean, "p90": plan.b_max_p90, "pool_source": inp.kv_pool_source,
+                  "pool_tokens": inp.kv_pool_tokens_override},
         "slo": {"ttft_seconds": inp.slo.ttft_seconds, "tpot_seconds": inp.slo.tpot_seconds,
                 "percentile": inp.slo.percentile},
         "generation_capacity": {
@@ -121,7 +122,9 @@ def plan_text(plan: Plan) -> str:
         f"  4 KV pool                  {_gb(led.kv_pool_bytes)}",
         f"  KV per token per GPU       {plan.kv_bytes_per_token:,.0f} B",
         "",
-        "B_max per node (requests the KV pool holds at once)",
+        "B_max per node (requests the KV pool holds at once)"
+        + ("" if inp.kv_pool_tokens_override is None
+           else f"; live pool {inp.kv_pool_tokens_override:,.0f} tokens from {inp.kv_pool_source}"),
         f"  at mean length {inp.lengths.total_mean:>9,.0f} tokens  {plan.b_max_mean:>7,}"
         f"   ({plan.kv_bytes_per_request_mean / 1e6:,.1f} MB per request per GPU)",
         f"  at P90 length  {inp.lengths.total_p90:>9,.0f} tokens  {plan.b_max_p90:>7,}"

@@ -72,6 +72,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     t.add_argument("--p90-prompt-tokens", type=_positive, help="P90 prompt tokens (default: the mean)")
     t.add_argument("--p90-output-tokens", type=_positive, help="P90 output tokens (default: the mean)")
     t.add_argument("--lengths", type=Path, help="JSONL of {prompt_tokens, output_tokens}: means and P90s from it")
+    t.add_argument("--from", dest="from_url", metavar="URL",
+                   help="a running agent (http://host:9847): its engines' request lengths, arrival rate and live KV "
+                        "pool (explicit lengths, --rate/--concurrency and --modelled-pool take precedence)")
+    t.add_argument("--modelled-pool", action="store_true",
+                   help="with --from: size B_max from the ledgers, not the live KV pool")
     load = t.add_mutually_exclusive_group()
     load.add_argument("--rate", type=_positive, help="peak arrival rate, requests/s")
     load.add_argument("--concurrency", type=_positive, help="peak requests in flight (instead of --rate)")
@@ -108,13 +113,29 @@ def build_inputs(args: argparse.Namespace) -> Any:
         raise ValueError("--tp and --pp must be at least 1")
     if not 0 < args.alpha <= 1:
         raise ValueError(f"--alpha must be in (0, 1], got {args.alpha}")
+    live = None
+    if args.from_url:
+        from watchdog.capacity.live import fetch_live
+
+        live = fetch_live(args.from_url)
     if args.lengths is not None:
         lengths = lengths_from_pairs(read_length_pairs(args.lengths), source=str(args.lengths))
     elif args.prompt_tokens is not None and args.output_tokens is not None:
         lengths = Lengths(args.prompt_tokens, args.output_tokens,
                           args.p90_prompt_tokens or args.prompt_tokens, args.p90_output_tokens or args.output_tokens)
+    elif live is not None and live.lengths is not None:
+        lengths = live.lengths
+    elif live is not None:
+        raise ValueError(f"{live.source} has no request-length histograms yet (engine:request_prompt_tokens_*); "
+                         "give --prompt-tokens and --output-tokens")
     else:
-        raise ValueError("give --prompt-tokens and --output-tokens, or --lengths FILE")
+        raise ValueError("give --prompt-tokens and --output-tokens, or --lengths FILE, or --from URL")
+    rate = args.rate
+    if rate is None and args.concurrency is None and live is not None and live.rate:
+        rate = live.rate
+    pool_tokens, pool_source = None, "ledgers"
+    if live is not None and live.kv_pool_tokens and not args.modelled_pool:
+        pool_tokens, pool_source = live.kv_pool_tokens, f"live:{live.source}"
     tps, source = args.node_throughput, "given"
     if args.knee is not None:
         from watchdog.loadtest.results import knee_throughput
@@ -126,7 +147,8 @@ def build_inputs(args: argparse.Namespace) -> Any:
         weight_dtype=args.weight_dtype or model.weight_dtype, kv_dtype=args.kv_dtype, alpha=args.alpha,
         runtime_bytes=args.runtime, activation_bytes=args.activation, usable_bytes_override=args.gpu_memory,
         weights_bytes_override=args.weights, kv_bytes_per_token_override=args.kv_bytes_per_token,
-        rate=args.rate, concurrency=args.concurrency, node_generation_tps=tps, node_generation_source=source,
+        kv_pool_tokens_override=pool_tokens, kv_pool_source=pool_source, rate=rate, concurrency=args.concurrency,
+        node_generation_tps=tps, node_generation_source=source,
         headroom=args.headroom, redundancy=args.redundancy,
     )
 
