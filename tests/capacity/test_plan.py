@@ -89,12 +89,13 @@ def test_toy_transformer_of_section_2_2() -> None:
     assert b_max(1_048_576, kv_bytes_per_request(toy, 2.0, Parallelism(), 513)) == 1
 
 
-def _inputs(model: str, gpu: str = "h100", tp: int = 8, total: float = 2000.0, **kw: Any) -> PlanInputs:
+def _inputs(model: str, gpu: str = "h100", tp: int = 8, total: float = 2000.0, weight_dtype_override: str = "",
+            **kw: Any) -> PlanInputs:
     catalogue = default_catalogue()
     spec = catalogue.models[model]
     return PlanInputs(model=spec, gpu=catalogue.gpu(gpu), lengths=Lengths(total * 0.75, total * 0.25,
                       total * 0.75, total * 0.25), slo=Slo(0.6, 0.03), par=Parallelism(tp),
-                      weight_dtype=spec.weight_dtype, **kw)
+                      weight_dtype=weight_dtype_override or spec.weight_dtype, **kw)
 
 
 def test_mla_cache_is_the_latent_on_every_tp_rank() -> None:
@@ -298,3 +299,9 @@ def test_from_an_unreachable_agent_is_a_clear_error(capsys: pytest.CaptureFixtur
     url = f"http://127.0.0.1:{free_port()}"
     assert main(["plan", "--model", "llama-3.1-8b", "--from", url]) == 2
     assert f"--from {url}/metrics: cannot read the agent's metrics" in capsys.readouterr().err
+
+
+def test_warnings_for_impossible_tp_and_fp8_without_fp8_cores() -> None:
+    plan = make_plan(_inputs("llama-3.1-8b", gpu="a100-80gb", tp=3, weight_dtype_override="fp8"))
+    assert any("TP=3" in w for w in plan.warnings)
+    assert any("no FP8 tensor cores" in w for w in plan.warnings)

@@ -194,6 +194,11 @@ def _core(inp: PlanInputs) -> Plan:
     if b_p90 < 1:
         raise PlanError(f"a P90 request ({inp.lengths.total_p90:.0f} tokens, {_gib(per_p90)} of KV per GPU) does not"
                         f" fit in the KV pool ({_gib(ledgers.kv_pool_bytes)} per GPU); cap the length or add TP/PP")
+    kv_heads, tp = inp.model.kv_heads, inp.par.tp
+    if inp.model.mla is None and kv_heads and kv_heads % tp and tp % kv_heads:
+        warnings.append(f"TP={tp} neither divides nor is a multiple of the {kv_heads} KV heads: engines refuse it")
+    if inp.weight_dtype == "fp8" and inp.gpu.fp8_tflops is None:
+        warnings.append(f"{inp.gpu.display} has no FP8 tensor cores: FP8 weights save memory but compute in 16 bit")
     if inp.model.max_context and inp.lengths.total_p90 > inp.model.max_context:
         warnings.append(f"P90 request length {inp.lengths.total_p90:.0f} exceeds the model's context "
                         f"{inp.model.max_context}")
