@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.quiet import require_quiet_machine
 from watchdog.cli import main
 from watchdog.demo.engine_sim import EngineServer
 from watchdog.demo.openai_sim import LoadModel
@@ -19,13 +20,14 @@ from watchdog.loadtest.runner import run_closed_loop
 from watchdog.loadtest.target import is_loopback
 from watchdog.loadtest.workload import Arrival, Distribution, LengthSource, arrival_offsets
 
-PREFILL, TPOT, SLOTS, OUTPUT = 0.02, 0.02, 2, 5
+# Long enough that a busy CI machine's scheduling jitter (tens of ms) stays a small share of each figure.
+PREFILL, TPOT, SLOTS, OUTPUT = 0.05, 0.05, 2, 4
 MODEL = LoadModel(slots=SLOTS, prefill_seconds=PREFILL, tpot_seconds=TPOT)
 
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[str]:
-    """The demo engine simulator with 2 slots, 20 ms prefill and 20 ms per token: knee 20 requests/s at 5 tokens."""
+    """The demo engine simulator with 2 slots, 50 ms prefill and 50 ms per token: knee 10 requests/s at 4 tokens."""
     scenario = parse_scenario({
         "name": "loadtest", "description": "known load model", "interval": "1s", "duration": "60s",
         "engines": [{"job": "sim", "model": "sim-model", "gpus": [0],
@@ -41,52 +43,61 @@ def engine() -> Iterator[str]:
         server.stop()
 
 
-def test_the_simulation_is_built_with_a_knee_of_20_per_second() -> None:
-    assert MODEL.knee_rate(OUTPUT) == pytest.approx(20.0)
+def test_the_simulation_is_built_with_a_knee_of_10_per_second() -> None:
+    assert MODEL.knee_rate(OUTPUT) == pytest.approx(10.0)
 
 
 def test_timing_maths_match_the_known_prefill_and_tpot(engine: str) -> None:
-    """One request at a time: TTFT is the prefill, TPOT and every ITL the per-token time, E2E their sum."""
+    """One request at a time: TTFT is the prefill, TPOT the per-token time, E2E their sum. The simulator
+    keeps deadlines from admission, so the lower bounds are exact; the upper ones allow a busy machine."""
+    require_quiet_machine()
     client = OpenAIClient(engine, read_timeout=5)
     results = [client.send(CompletionRequest(prompt="a b c", max_tokens=OUTPUT, api=api))
                for api in (Api.COMPLETIONS, Api.CHAT, Api.COMPLETIONS)]
     for result in results:
         assert result.ok, result.error
         assert result.output_tokens == OUTPUT and result.prompt_tokens == 3
-        assert result.ttft is not None and PREFILL <= result.ttft < PREFILL + 0.015
-        assert result.tpot == pytest.approx(TPOT, abs=0.004)
+        assert result.ttft is not None and PREFILL <= result.ttft < PREFILL + 0.15
         assert len(result.itl) == OUTPUT - 1
-        assert result.e2e == pytest.approx(PREFILL + (OUTPUT - 1) * TPOT, abs=0.02)
+        assert PREFILL + (OUTPUT - 1) * TPOT <= result.e2e < PREFILL + (OUTPUT - 1) * TPOT + 0.15
+    tpots = [r.tpot for r in results if r.tpot is not None]
+    assert sum(tpots) / len(tpots) == pytest.approx(TPOT, abs=0.02)
 
 
 def test_queueing_in_the_slots_shows_in_ttft_and_throughput(engine: str) -> None:
-    """Closed loop at 4 with 2 slots: each request waits one service time (0.1 s); 2 slots x 5 tokens / 0.1 s."""
+    """Closed loop at 4 with 2 slots: each request waits one service time (0.2 s); 2 slots x 4 tokens / 0.2 s."""
+    require_quiet_machine()
     client = OpenAIClient(engine, read_timeout=5)
-    requests = [CompletionRequest(prompt="x", max_tokens=OUTPUT) for _ in range(16)]
+    requests = [CompletionRequest(prompt="x", max_tokens=OUTPUT) for _ in range(12)]
     run = run_closed_loop(client, requests, concurrency=4, max_seconds=10)
     step = summarize(4, run.results, run.duration_seconds, Objectives(1.0, 1.0))
-    assert step.completed == 16
+    assert step.completed == 12
     service = MODEL.service_seconds(OUTPUT)
-    assert step.throughput_tps == pytest.approx(SLOTS * OUTPUT / service, rel=0.2)
-    assert step.ttft["p50"] == pytest.approx(service + PREFILL, abs=0.03)
-    assert step.tpot["p50"] == pytest.approx(TPOT, abs=0.004)
+    capacity = SLOTS * OUTPUT / service  # tokens/s: the slots are the hard limit
+    assert 0.6 * capacity <= step.throughput_tps <= 1.05 * capacity
+    ttft_p50 = step.ttft["p50"]
+    assert ttft_p50 is not None and service + PREFILL - 0.01 <= ttft_p50 < service + PREFILL + 0.15
 
 
 def test_sweep_finds_the_knee_within_one_step_and_charts_it(engine: str, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # Constant arrivals, 20 per step: below the knee no queue forms (a TTFT objective 0.25 s above the
+    # prefill absorbs a busy machine's jitter); 25 % above it the queue grows 0.02 s per request, so
+    # more than a third of the step misses the objective.
+    require_quiet_machine()
     out = tmp_path / "out"
-    code = main(["loadtest", engine, "--sweep", "15:30:5", "--arrival", "constant", "--requests", "16",
-                 "--prompt-tokens", "8", "--output-tokens", str(OUTPUT), "--ttft", "0.1", "--tpot", "0.03",
-                 "--timeout", "10", "--out", str(out), "--json", "--no-progress"])
-    assert code == 0
+    code = main(["loadtest", engine, "--sweep", "7.5:15:2.5", "--arrival", "constant", "--requests", "20",
+                 "--prompt-tokens", "8", "--output-tokens", str(OUTPUT), "--ttft", "0.3", "--tpot", "0.07",
+                 "--attainment", "0.8", "--timeout", "10", "--out", str(out), "--json", "--no-progress"])
     doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc["steps"]
     knee = doc["knee"]["load"]
-    assert abs(knee - MODEL.knee_rate(OUTPUT)) <= 5, doc["steps"]
+    assert abs(knee - MODEL.knee_rate(OUTPUT)) <= 2.5, doc["steps"]
     zones = [s["zone"] for s in doc["steps"]]
     assert zones[0] == "safe" and zones[-1] != "safe"
     first = doc["steps"][0]
-    assert first["goodput_tokens_per_second"] == pytest.approx(15 * OUTPUT, rel=0.25)
-    assert first["attainment"] == 1.0
+    assert first["goodput_tokens_per_second"] <= 7.5 * OUTPUT * 1.05
+    assert first["goodput_tokens_per_second"] >= 0.8 * 0.6 * 7.5 * OUTPUT
     beyond = [s for s in doc["steps"] if s["load"] > knee]
     assert beyond and beyond[0]["goodput_tokens_per_second"] < beyond[0]["throughput_tokens_per_second"]
     assert (out / "result.json").is_file()
@@ -165,3 +176,33 @@ def test_attainment_goodput_zone_and_knee_as_a_table() -> None:
     knee = find_knee(steps)
     assert knee is not None and knee.load == 2.0
     assert find_knee(steps[2:]) is None
+
+
+def test_open_loop_is_bounded_in_time_and_in_flight(engine: str) -> None:
+    from watchdog.loadtest.runner import run_open_loop
+
+    client = OpenAIClient(engine, read_timeout=5)
+    requests = [CompletionRequest(prompt="x", max_tokens=OUTPUT) for _ in range(50)]
+    offsets = arrival_offsets(Arrival.CONSTANT, 100.0, len(requests), random.Random(0))
+    run = run_open_loop(client, requests, offsets, max_seconds=0.1, max_in_flight=3)
+    assert run.not_sent == 50 - 11  # offsets 0.00 .. 0.10 are sent, the rest are not
+    limited = [r for r in run.results if r.error and "client limit of 3" in r.error]
+    assert len(run.results) == 11 and len(limited) >= 4  # 3 requests hold the client's slots for >= 0.2 s
+    assert run.duration_seconds < 1.0
+
+
+def test_progress_bar_draws_on_a_terminal() -> None:
+    import io
+
+    from watchdog.loadtest.report import ProgressBar
+
+    stream = io.StringIO()
+    bar = ProgressBar(stream, width=10, force=True)
+    bar.start_step(2.5, 4)
+    bar.on_result(RequestResult(sent_at=0.0, e2e=0.1, ttft=0.05, output_tokens=3))
+    bar.on_result(RequestResult(sent_at=0.0, e2e=0.1, ttft=None, error="HTTP 500"))
+    bar.finish()
+    assert stream.getvalue().endswith("\rload 2.5 [#####.....] 2/4 errors 1\n")
+    silent = io.StringIO()
+    ProgressBar(silent).start_step(1.0, 1)
+    assert silent.getvalue() == ""
