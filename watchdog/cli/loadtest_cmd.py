@@ -109,6 +109,8 @@ def _loadtest(args: argparse.Namespace) -> int:
             raise ValueError("--attainment must be in (0, 1]")
         replay = tuple(read_length_pairs(args.lengths)) if args.lengths else ()
         api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+        if args.api_key_env and not api_key:
+            raise ValueError(f"--api-key-env: environment variable {args.api_key_env} is not set")
         client = OpenAIClient(args.url, read_timeout=min(args.timeout, 30.0), total_timeout=args.timeout,
                               api_key=api_key)
     except ValueError as exc:  # boundary: every bad input becomes one message

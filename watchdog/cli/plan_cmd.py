@@ -13,7 +13,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from watchdog.capacity.plan import PlanInputs
 
 EXAMPLES = """\
 examples:
@@ -99,7 +102,7 @@ def _fail(message: str) -> int:
     return 2
 
 
-def build_inputs(args: argparse.Namespace) -> Any:
+def build_inputs(args: argparse.Namespace) -> PlanInputs:
     """PlanInputs from parsed arguments; ValueError with a message naming the bad input."""
     from watchdog.capacity.catalogue import default_catalogue, resolve_model
     from watchdog.capacity.ledger import Parallelism
