@@ -2,7 +2,8 @@
 
 :func:`run_sweep` runs the steps in increasing load. Bounds: each step sends at most ``requests`` and
 stops issuing after ``step_seconds``; the whole run starts no step after ``max_total_seconds``; after a
-collapsed step the sweep stops (unless ``keep_going``), since higher loads only collapse further.
+collapsed step the sweep stops (unless ``keep_going``), since higher loads only collapse further. Ctrl-C
+ends the run with the steps finished so far.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class SweepResult:
     config: SweepConfig
     steps: tuple[StepSummary, ...]
     knee: StepSummary | None
-    stopped: str  # "complete", "collapsed" or "time budget"
+    stopped: str  # "complete", "collapsed", "time budget" or "interrupted"
     elapsed_seconds: float
 
 
@@ -75,11 +76,15 @@ def run_sweep(config: SweepConfig, client: OpenAIClient,
                                  first_index=index * config.requests)
         if on_step_start is not None:
             on_step_start(load, len(requests))
-        if config.mode == "rate":
-            offsets = arrival_offsets(config.arrival, load, len(requests), rng)
-            run = run_open_loop(client, requests, offsets, config.step_seconds, config.max_in_flight, on_result)
-        else:
-            run = run_closed_loop(client, requests, int(load), config.step_seconds, on_result)
+        try:
+            if config.mode == "rate":
+                offsets = arrival_offsets(config.arrival, load, len(requests), rng)
+                run = run_open_loop(client, requests, offsets, config.step_seconds, config.max_in_flight, on_result)
+            else:
+                run = run_closed_loop(client, requests, int(load), config.step_seconds, on_result)
+        except KeyboardInterrupt:  # Ctrl-C: keep the finished steps, drop the one cut short
+            stopped = "interrupted"
+            break
         steps.append(summarize(load, run.results, run.duration_seconds, config.objectives))
         if steps[-1].zone is Zone.COLLAPSED and not config.keep_going and index < len(config.loads) - 1:
             stopped = "collapsed"
