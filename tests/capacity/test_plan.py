@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +306,24 @@ def test_warnings_for_impossible_tp_and_fp8_without_fp8_cores() -> None:
     plan = make_plan(_inputs("llama-3.1-8b", gpu="a100-80gb", tp=3, weight_dtype_override="fp8"))
     assert any("TP=3" in w for w in plan.warnings)
     assert any("no FP8 tensor cores" in w for w in plan.warnings)
+
+
+def test_layer_types_mark_the_windowed_layers(tmp_path: Path) -> None:
+    """Newer configs (Gemma 3, gpt-oss) list each layer's attention: only those layers are windowed."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "hidden_size": 2560, "num_hidden_layers": 6, "num_attention_heads": 8, "num_key_value_heads": 4,
+        "head_dim": 256, "sliding_window": 1024, "intermediate_size": 10240, "vocab_size": 262144,
+        "layer_types": ["sliding_attention"] * 5 + ["full_attention"]}))
+    spec = model_from_hf_config(config)
+    assert (spec.sliding_window, spec.sliding_layers) == (1024, 5)
+    per_layer = 2 * 4 * 256 * 2
+    assert kv_bytes_per_request(spec, 2.0, Parallelism(), 4096) == per_layer * (4096 + 5 * 1024)
+
+
+def test_pipeline_parallel_splits_layers_and_weights() -> None:
+    one = make_plan(_inputs("llama-3.1-405b", gpu="h200", tp=8))
+    two = make_plan(replace(_inputs("llama-3.1-405b", gpu="h200", tp=8), par=Parallelism(8, 2)))
+    assert two.kv_bytes_per_token == one.kv_bytes_per_token / 2
+    assert two.ledgers.weights_bytes == pytest.approx(one.ledgers.weights_bytes / 2)
+    assert two.b_max_p90 > 2 * one.b_max_p90
