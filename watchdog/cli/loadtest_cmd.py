@@ -57,6 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
                    help="endpoint (default completions)")
     p.add_argument("--model", default="default", help="model name sent in requests")
     p.add_argument("--api-key-env", metavar="VAR", help="read a bearer token from this environment variable")
+    p.add_argument("--no-ignore-eos", action="store_true",
+                   help="do not send ignore_eos (a vLLM/SGLang extension that fixes the output length)")
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--rate", type=_loads, help="requests/s, or several: 2,4,8 (open loop)")
     load.add_argument("--sweep", type=_sweep, help="rates START:STOP:STEP, e.g. 1:10:1 (open loop)")
@@ -124,7 +126,7 @@ def _loadtest(args: argparse.Namespace) -> int:
                              args.length_spread, replay),
         requests=args.requests, step_seconds=args.step_seconds, max_total_seconds=args.max_seconds,
         max_in_flight=args.max_in_flight, model=args.model, api=Api(args.api), seed=args.seed,
-        keep_going=args.keep_going,
+        keep_going=args.keep_going, ignore_eos=not args.no_ignore_eos,
     )
     progress = None if args.no_progress else ProgressBar(sys.stderr)
     result = run_sweep(config, client, progress.start_step if progress else None,

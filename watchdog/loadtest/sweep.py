@@ -37,6 +37,7 @@ class SweepConfig:
     api: Api = Api.COMPLETIONS
     seed: int = 0
     keep_going: bool = False
+    ignore_eos: bool = True
 
     @property
     def mode(self) -> str:
@@ -73,7 +74,7 @@ def run_sweep(config: SweepConfig, client: OpenAIClient,
             stopped = "time budget"
             break
         requests = make_requests(config.lengths, config.requests, rng, config.model, config.api,
-                                 first_index=index * config.requests)
+                                 first_index=index * config.requests, ignore_eos=config.ignore_eos)
         if on_step_start is not None:
             on_step_start(load, len(requests))
         try:

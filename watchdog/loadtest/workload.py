@@ -77,11 +77,11 @@ def make_prompt(tokens: int) -> str:
 
 
 def make_requests(lengths: LengthSource, count: int, rng: random.Random, model: str, api: Api,
-                  first_index: int = 0) -> list[CompletionRequest]:
+                  first_index: int = 0, ignore_eos: bool = True) -> list[CompletionRequest]:
     """``count`` requests with lengths from ``lengths`` (replays continue from ``first_index``)."""
     requests = []
     for index in range(first_index, first_index + count):
         prompt, output = lengths.sample(index, rng)
         requests.append(CompletionRequest(prompt=make_prompt(prompt), max_tokens=output, model=model, api=api,
-                                          prompt_tokens=prompt))
+                                          prompt_tokens=prompt, ignore_eos=ignore_eos))
     return requests
