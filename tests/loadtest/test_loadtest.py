@@ -103,6 +103,9 @@ def test_sweep_finds_the_knee_within_one_step_and_charts_it(engine: str, tmp_pat
     assert (out / "result.json").is_file()
     rows = (out / "result.csv").read_text().splitlines()
     assert rows[0].startswith("load,requests") and len(rows) == len(doc["steps"]) + 1
+    per_request = (out / "requests.csv").read_text().splitlines()
+    assert per_request[0].startswith("load,sent_at_seconds,ttft_seconds")
+    assert len(per_request) == 1 + sum(s["requests"] for s in doc["steps"])
     pytest.importorskip("matplotlib")
     assert (out / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -84,7 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     bounds.add_argument("--keep-going", action="store_true", help="continue the sweep after a collapsed step")
     out = p.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the JSON document (docs/cli.md) instead of a table")
-    out.add_argument("--out", type=Path, help="write result.json, result.csv and chart.png into this directory")
+    out.add_argument("--out", type=Path,
+                     help="write result.json, result.csv (per load), requests.csv (per request), chart.png here")
     out.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_loadtest)
 
@@ -98,7 +99,15 @@ def _loadtest(args: argparse.Namespace) -> int:
     from watchdog.capacity.units import read_length_pairs
     from watchdog.loadtest.analysis import Objectives
     from watchdog.loadtest.client import Api, OpenAIClient
-    from watchdog.loadtest.report import ChartUnavailable, ProgressBar, result_json, result_text, write_chart, write_csv
+    from watchdog.loadtest.report import (
+        ChartUnavailable,
+        ProgressBar,
+        result_json,
+        result_text,
+        write_chart,
+        write_csv,
+        write_requests_csv,
+    )
     from watchdog.loadtest.sweep import SweepConfig, run_sweep
     from watchdog.loadtest.target import check_target
     from watchdog.loadtest.workload import Arrival, Distribution, LengthSource
@@ -138,6 +147,7 @@ def _loadtest(args: argparse.Namespace) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "result.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         write_csv(result, args.out / "result.csv")
+        write_requests_csv(result, args.out / "requests.csv")
         try:
             write_chart(result, args.out / "chart.png")
         except ChartUnavailable as exc:

@@ -69,6 +69,22 @@ def write_csv(result: SweepResult, path: Path) -> None:
                              s.tpot["p99"], s.itl["p99"], s.e2e["p90"]])
 
 
+REQUEST_FIELDS = ("load", "sent_at_seconds", "ttft_seconds", "tpot_seconds", "itl_max_seconds", "e2e_seconds",
+                  "prompt_tokens", "output_tokens", "met_slo", "error")
+
+
+def write_requests_csv(result: SweepResult, path: Path) -> None:
+    """One row per request: its load, send time from the run's first send, latencies, tokens, outcome."""
+    first = min((r.sent_at for _, r in result.requests), default=0.0)
+    objectives = result.config.objectives
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(REQUEST_FIELDS)
+        for load, r in result.requests:
+            writer.writerow([load, f"{r.sent_at - first:.4f}", r.ttft, r.tpot, max(r.itl, default=None), f"{r.e2e:.4f}",
+                             r.prompt_tokens, r.output_tokens, int(objectives.met(r)), r.error or ""])
+
+
 def write_chart(result: SweepResult, path: Path) -> None:
     """A PNG: throughput and goodput against load (top), TTFT and TPOT percentiles with objectives (bottom)."""
     try:

@@ -59,6 +59,7 @@ class SweepResult:
     knee: StepSummary | None
     stopped: str  # "complete", "collapsed", "time budget" or "interrupted"
     elapsed_seconds: float
+    requests: tuple[tuple[float, RequestResult], ...] = ()  # (load, result) of every request, step by step
 
 
 def run_sweep(config: SweepConfig, client: OpenAIClient,
@@ -67,6 +68,7 @@ def run_sweep(config: SweepConfig, client: OpenAIClient,
     """Run every step of ``config`` against ``client``; see the module docstring for the bounds."""
     rng = random.Random(config.seed)
     steps: list[StepSummary] = []
+    measured: list[tuple[float, RequestResult]] = []
     started = time.monotonic()
     stopped = "complete"
     for index, load in enumerate(config.loads):
@@ -87,8 +89,9 @@ def run_sweep(config: SweepConfig, client: OpenAIClient,
             stopped = "interrupted"
             break
         steps.append(summarize(load, run.results, run.duration_seconds, config.objectives))
+        measured.extend((load, r) for r in sorted(run.results, key=lambda r: r.sent_at))
         if steps[-1].zone is Zone.COLLAPSED and not config.keep_going and index < len(config.loads) - 1:
             stopped = "collapsed"
             break
     return SweepResult(config=config, steps=tuple(steps), knee=find_knee(steps), stopped=stopped,
-                       elapsed_seconds=time.monotonic() - started)
+                       elapsed_seconds=time.monotonic() - started, requests=tuple(measured))
