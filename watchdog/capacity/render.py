@@ -133,15 +133,14 @@ def plan_text(plan: Plan) -> str:
     ]
     demand, bounds = plan.demand, plan.bounds
     if demand is not None and bounds is not None:
-        rate = f"{demand.rate:g}/s x " if demand.rate is not None else "given "
+        in_flight = f"{demand.rate:g}/s x life" if demand.rate is not None else "given"
         worst = max(bounds.memory_nodes, bounds.compute_nodes)
         lines += [
             "",
             "Dual bound",
             f"  request life               {demand.life_seconds:.2f} s"
             f" (TTFT {inp.slo.ttft_seconds:g} s + {inp.lengths.output_mean:g} x TPOT {inp.slo.tpot_seconds:g} s)",
-            f"  in flight at peak          {demand.concurrency:,.1f} ({rate}life)"
-            if demand.rate is not None else f"  in flight at peak          {demand.concurrency:,.1f} (given)",
+            f"  in flight at peak          {demand.concurrency:,.1f} ({in_flight})",
             f"  memory bound               {_fmt(bounds.memory_nodes, 2)} nodes"
             f" ({demand.concurrency:,.1f} / B_max@P90 {plan.b_max_p90:,})",
             f"  generation demand          {demand.generation_tps:,.0f} tokens/s",
