@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from watchdog.cli import query_cmd
+from watchdog.config.settings import ExporterSettings, section_settings
 from watchdog.exporter.api import QueryAPI
 from watchdog.exporter.server import ExporterServer, exporter_for_store
 from watchdog.model import metric
@@ -65,7 +66,8 @@ def served(tmp_path: Path) -> Iterator[tuple[ExporterServer, Cert]]:
     store, engine = _store_and_engine()
     section = {"tls": {"cert_file": str(cert.cert), "key_file": str(cert.key)},
                "basic_auth": {"username": "grafana", "password_env": "EXPORTER_PASSWORD"}}
-    server = exporter_for_store(store, "127.0.0.1:0", ready=lambda: True, section=section,
+    server = exporter_for_store(store, "127.0.0.1:0", ready=lambda: True,
+                                section=section_settings(ExporterSettings, "exporter", section),
                                 clock=lambda: NOW, environ={"EXPORTER_PASSWORD": PASSWORD})
     server.api = QueryAPI(store, engine=lambda: engine, clock=lambda: NOW)
     server.start()
@@ -244,7 +246,7 @@ def test_the_daemon_serves_the_api_over_a_running_agent(tmp_path: Path) -> None:
 
     from watchdog.agent import Agent
     from watchdog.collectors.base import CollectorContext
-    from watchdog.config import load_config_text
+    from watchdog.config import load_settings
     from watchdog.daemon.serve import build_exporter
     from watchdog.fakes.pynvml import FakeNvml
 
@@ -256,10 +258,10 @@ def test_the_daemon_serves_the_api_over_a_running_agent(tmp_path: Path) -> None:
         "state_dir": str(tmp_path / "state"), "rules": {"paths": [str(rules)]},
         "collectors": {"host": {"enabled": False}}, "kmsg": {"enabled": False},
         "notifiers": {"log": {"enabled": False}}}))
-    config = load_config_text(config_path.read_text(), str(config_path))
+    settings = load_settings(config_path)
     now = [NOW]
-    agent = Agent(config, config_path=config_path, clock=lambda: now[0],
-                  context=CollectorContext(config=config, nvml=FakeNvml.from_profile("h100-sxm-8")))
+    agent = Agent(settings, config_path=config_path, clock=lambda: now[0],
+                  context=CollectorContext(nvml=FakeNvml.from_profile("h100-sxm-8")))
     for _ in range(3):
         agent.tick()
         now[0] += 1

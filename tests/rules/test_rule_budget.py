@@ -129,7 +129,7 @@ def test_an_agent_with_a_pathological_rule_keeps_its_tick(tmp_path: Path) -> Non
 
     from watchdog.agent import Agent
     from watchdog.collectors.base import CollectorContext
-    from watchdog.config import load_config_text
+    from watchdog.config import load_settings
     from watchdog.fakes.pynvml import FakeNvml
 
     rules = tmp_path / "heavy.yaml"
@@ -149,11 +149,10 @@ groups:
         "state_dir": str(tmp_path / "state"), "rules": {"paths": [str(rules)], "rule_timeout_seconds": 0.1},
         "collectors": {"host": {"enabled": False}}, "kmsg": {"enabled": False},
         "notifiers": {"log": {"enabled": False}}}))
-    config = load_config_text(config_path.read_text(), str(config_path))
+    settings = load_settings(config_path)
     nvml = FakeNvml.from_profile("h100-sxm-8")
     now = [1_800_000_000.0]
-    agent = Agent(config, config_path=config_path, clock=lambda: now[0],
-                  context=CollectorContext(config=config, nvml=nvml))
+    agent = Agent(settings, config_path=config_path, clock=lambda: now[0], context=CollectorContext(nvml=nvml))
     durations = []
     for _ in range(3):
         started = time.monotonic()
