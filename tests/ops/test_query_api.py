@@ -242,26 +242,12 @@ def test_query_command_asks_the_live_agent(tmp_path: Path, capsys: pytest.Captur
 
 def test_the_daemon_serves_the_api_over_a_running_agent(tmp_path: Path) -> None:
     """The daemon's exporter (build_exporter) answers the API over the agent's store and rule engine."""
-    import yaml
-
-    from watchdog.agent import Agent
-    from watchdog.collectors.base import CollectorContext
-    from watchdog.config import load_settings
+    from tests.support.agents import make_agent
     from watchdog.daemon.serve import build_exporter
-    from watchdog.fakes.pynvml import FakeNvml
 
-    rules = tmp_path / "rules.yaml"
-    rules.write_text("groups:\n  - name: gpu\n    rules:\n      - record: gpu:temperature:max\n"
-                     "        expr: max(watchdog_gpu_temperature_celsius)\n")
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(yaml.safe_dump({
-        "state_dir": str(tmp_path / "state"), "rules": {"paths": [str(rules)]},
-        "collectors": {"host": {"enabled": False}}, "kmsg": {"enabled": False},
-        "notifiers": {"log": {"enabled": False}}}))
-    settings = load_settings(config_path)
     now = [NOW]
-    agent = Agent(settings, config_path=config_path, clock=lambda: now[0],
-                  context=CollectorContext(nvml=FakeNvml.from_profile("h100-sxm-8")))
+    agent = make_agent(tmp_path, "groups:\n  - name: gpu\n    rules:\n      - record: gpu:temperature:max\n"
+                                 "        expr: max(watchdog_gpu_temperature_celsius)\n", clock=lambda: now[0])
     for _ in range(3):
         agent.tick()
         now[0] += 1

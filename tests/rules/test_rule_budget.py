@@ -125,15 +125,10 @@ def test_rules_check_warns_about_subquery_cost(tmp_path: Path) -> None:
 def test_an_agent_with_a_pathological_rule_keeps_its_tick(tmp_path: Path) -> None:
     """A running agent (real collectors on the fake GPU, real rule engine) with a subquery that would
     take minutes per evaluation: every tick still finishes well within the 1 s interval."""
-    import yaml
+    from tests.support.agents import make_agent
 
-    from watchdog.agent import Agent
-    from watchdog.collectors.base import CollectorContext
-    from watchdog.config import load_settings
-    from watchdog.fakes.pynvml import FakeNvml
-
-    rules = tmp_path / "heavy.yaml"
-    rules.write_text("""
+    now = [1_800_000_000.0]
+    agent = make_agent(tmp_path, """
 groups:
   - name: heavy
     rules:
@@ -143,16 +138,7 @@ groups:
     rules:
       - record: light:gpus
         expr: count(watchdog_gpu_temperature_celsius)
-""")
-    config_path = tmp_path / "config.yaml"
-    config_path.write_text(yaml.safe_dump({
-        "state_dir": str(tmp_path / "state"), "rules": {"paths": [str(rules)], "rule_timeout_seconds": 0.1},
-        "collectors": {"host": {"enabled": False}}, "kmsg": {"enabled": False},
-        "notifiers": {"log": {"enabled": False}}}))
-    settings = load_settings(config_path)
-    nvml = FakeNvml.from_profile("h100-sxm-8")
-    now = [1_800_000_000.0]
-    agent = Agent(settings, config_path=config_path, clock=lambda: now[0], context=CollectorContext(nvml=nvml))
+""", clock=lambda: now[0], rules_section={"rule_timeout_seconds": 0.1})
     durations = []
     for _ in range(3):
         started = time.thread_time()  # CPU time: other processes on a shared machine do not count
