@@ -32,12 +32,11 @@ from watchdog.collectors.registry import build_collectors
 from watchdog.config import load_settings
 from watchdog.config.settings import Settings, settings_document
 from watchdog.infra.state import StateDB
-from watchdog.model import Sample, metric
+from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.notify.dispatcher import dispatcher_for
-from watchdog.notify.state_store import AlertStateStore
-from watchdog.rules.alert import Alert, AlertState
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_ruleset
+from watchdog.rules.state_store import RuleStateStore
 from watchdog.runbooks.catalogue import catalogue_from_settings
 from watchdog.runbooks.manager import RunbookManager
 from watchdog.store import Store
@@ -121,7 +120,7 @@ class Agent:
         self.db = db if db is not None else StateDB.in_dir(settings.state_dir)
         given = context or CollectorContext()
         self.context = dataclasses.replace(given, state_db=given.state_db or self.db, clock=given.clock or clock)
-        self.alert_state = AlertStateStore(self.db)
+        self.rule_state = RuleStateStore(self.db)
         self.collectors = build_collectors(settings, self.context)
         self.runner = CollectorRunner(self.collectors)
         self._lock = threading.RLock()
@@ -129,7 +128,7 @@ class Agent:
         self.before_tick: list[Callable[[float], None]] = []
         self.after_tick: list[Callable[[], None]] = []
         self.history_fired: list[Alert] = []
-        self.rule_engine = self._build_rule_engine(settings, restored=self.alert_state.load_rule_state())
+        self.rule_engine = self._build_rule_engine(settings, restored=self.rule_state.load())
         self.runbooks = self._build_runbooks(settings)
         self.dispatcher = dispatcher_for(settings, self.db, self.node, clock=clock)
         self.dispatcher.attach_runbooks(self.runbooks)
@@ -193,7 +192,7 @@ class Agent:
         return alerts
 
     def _persist_alert_state(self, now_ms: int) -> None:
-        self.alert_state.save_rule_state(self.rule_engine.export_state(), now_ms)
+        self.rule_state.save(self.rule_engine.export_state(), now_ms)
 
     def note_overrun(self) -> None:
         """Called by the scheduler when a tick was due while the previous one still ran."""

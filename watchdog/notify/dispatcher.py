@@ -8,7 +8,7 @@ Contract with the agent loop:
   → notified once, pending → nothing), writes the outbox rows and state changes in ONE transaction, wakes
   the delivery threads and returns; it never touches the network.
 - ``reconcile_on_start(alerts)`` once after a restart, with the first alerts of a rule engine rebuilt
-  from ``state_store.load_rule_state()``: alerts still firing are not announced again, alerts that
+  from :class:`watchdog.rules.state_store.RuleStateStore`: alerts still firing are not announced again, alerts that
   resolved while the agent was down are resolved (Slack message updated, thread reply).
 - ``self_samples()``: ``watchdog_notifications_total{notifier,outcome}``, ``watchdog_outbox_pending``,
   ``watchdog_notifier_up``, ``watchdog_notification_attempt_failures_total``.
@@ -32,7 +32,7 @@ from typing import Any, TextIO
 from watchdog.config.settings import NotifiersSettings, RemediationMode, Settings
 from watchdog.infra.secrets import SecretError, read_secret
 from watchdog.infra.state import StateDB
-from watchdog.model import Sample, metric
+from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.notify.base import Notifier, PlanContext
 from watchdog.notify.grouping import group_transitions
 from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
@@ -41,7 +41,6 @@ from watchdog.notify.registry import NotifierContext, build_notifiers
 from watchdog.notify.state_store import AlertStateStore
 from watchdog.notify.transitions import KnownAlert, derive_transitions
 from watchdog.notify.worker import Backoff, DeliveryWorker
-from watchdog.rules.alert import Alert, AlertState
 from watchdog.runbooks.events import RunbookEvent
 
 log = logging.getLogger("watchdog.notify")
