@@ -48,19 +48,20 @@ WATCHED = (
 )
 
 
-def page_values(text: str) -> tuple[set[str], dict[str, float]]:
-    """Firing alert names (``ALERTS``) and the first value of each :data:`WATCHED` series in a page (pure)."""
+def page_values(text: str) -> tuple[set[str], set[str], dict[str, float]]:
+    """Firing and pending alert names (``ALERTS``) and the first value of each :data:`WATCHED` series (pure)."""
     firing: set[str] = set()
+    pending: set[str] = set()
     values: dict[str, float] = {}
     for labels, value, _ts in parse_exposition(text):
         lab = dict(labels)
         name = lab.get("__name__", "")
-        if name == "ALERTS" and lab.get("alertstate") == "firing":
-            firing.add(lab.get("alertname", ""))
+        if name == "ALERTS":
+            (firing if lab.get("alertstate") == "firing" else pending).add(lab.get("alertname", ""))
         key = 'up{job="vllm"}' if name == "up" and lab.get("job") == "vllm" else name
         if key in WATCHED and key not in values:
             values[key] = value
-    return firing, values
+    return firing, pending, values
 
 
 @dataclass
@@ -70,6 +71,7 @@ class Poll:
     at: float
     answered: bool
     firing: set[str]
+    pending: set[str]
     values: dict[str, float]
 
 
@@ -96,10 +98,10 @@ class Monitor:
             page = self.agent.metrics()
             now = time.time()
             if page is None:
-                self.polls.append(Poll(now, False, set(), {}))
+                self.polls.append(Poll(now, False, set(), set(), {}))
             else:
-                firing, values = page_values(page)
-                self.polls.append(Poll(now, True, firing, values))
+                firing, pending, values = page_values(page)
+                self.polls.append(Poll(now, True, firing, pending, values))
             self._stop.wait(1.0)
 
     def window(self, start: float, end: float) -> list[Poll]:
@@ -109,6 +111,19 @@ class Monitor:
     def firing_now(self) -> set[str]:
         """Alerts firing at the last poll."""
         return set(self.polls[-1].firing) if self.polls else set()
+
+    def active_before(self, t: float) -> set[str]:
+        """Alerts firing or pending at the last poll before *t*."""
+        before = [p for p in list(self.polls) if p.at < t]
+        return set(before[-1].firing | before[-1].pending) if before else set()
+
+    def dump(self, path: Path) -> None:
+        """Write every poll as JSON lines (for looking into a run afterwards)."""
+        with path.open("w") as out:
+            for p in list(self.polls):
+                row = {"at": p.at, "answered": p.answered, "firing": sorted(p.firing),
+                       "pending": sorted(p.pending), "values": p.values}
+                out.write(json.dumps(row) + "\n")
 
 
 def others(name: str) -> tuple[str, ...]:
@@ -214,7 +229,8 @@ class Lane:
                 outcome.failures.append(f"{name} fired after {outcome.fired[name]}s (limit {outcome.within_s:.0f}s)")
             elif name not in seen_in_metrics:
                 outcome.failures.append(f"{name} fired in the log but never showed in /metrics ALERTS")
-        silent_seen = {e.alertname for e in firing_events} | seen_in_metrics
+        carried = self.monitor.active_before(fault_at)  # firing or pending before the fault: not its doing
+        silent_seen = ({e.alertname for e in firing_events} | seen_in_metrics) - carried
         outcome.silent_fired = sorted(n for n in outcome.silent if n in silent_seen)
         for name in outcome.silent_fired:
             outcome.failures.append(f"{name} fired but must stay silent")
@@ -233,6 +249,16 @@ class Lane:
         """Min and max of a watched series over the polls in ``[start, end]``."""
         vals = [p.values[key] for p in self.monitor.window(start, end) if key in p.values]
         return (min(vals), max(vals)) if vals else None
+
+    def settle(self, timeout_s: float = 150.0) -> None:
+        """Wait (bounded) until no engine alert is firing or pending, so the next fault starts clean."""
+        def quiet() -> bool:
+            last = self.monitor.polls[-1] if self.monitor.polls else None
+            return last is not None and not ((last.firing | last.pending) & set(ENGINE_ALERTS))
+
+        began = time.time()
+        settled = wait_until(quiet, timeout_s)
+        log(f"settled in {time.time() - began:.0f}s" if settled else f"still active after {timeout_s:.0f}s")
 
     # -- scenarios ----------------------------------------------------------------------------------
     def steady_shared_prefix(self) -> None:
@@ -303,7 +329,7 @@ class Lane:
             outcome.notes.append(f"KV usage {kv[0]:.2f}..{kv[1]:.2f} (raw gauge, scraped every second)")
         order = sorted((t, n) for n, t in self.judge(outcome, start, end).fired.items() if n in expected)
         if [n for _, n in order] != list(expected):
-            outcome.notes.append("order: " + ", ".join(n for _, n in order))
+            outcome.failures.append("fired out of order: " + ", ".join(n for _, n in order))
         self.outcomes.append(outcome)
         self.retry(thread, stop, out)
 
@@ -343,6 +369,7 @@ class Lane:
         start = time.time()
         self.engine.kill()
         self.wait_fired(("EngineDown",), start, 75)
+        time.sleep(3)  # the log line may trail the transition by a tick
         self.outcomes.append(self.judge(outcome, start, time.time()))
 
         # restart
@@ -448,8 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=16, help="KV pool size in 128-token blocks")
     parser.add_argument("--burst-clients", type=int, default=16)
     parser.add_argument("--client-timeout-s", type=float, default=6.0)
-    parser.add_argument("--steady-s", type=float, default=120.0)
-    parser.add_argument("--prefix-s", type=float, default=300.0, help="longest wait for the thrashing alert")
+    parser.add_argument("--steady-s", type=float, default=90.0)
+    parser.add_argument("--prefix-s", type=float, default=240.0, help="longest wait for the thrashing alert")
     parser.add_argument("--capture-dir", type=Path, default=REPO / "tests" / "fixtures" / "engines" / "real")
     parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix burst kill")
     args = parser.parse_args(argv)
@@ -465,11 +492,13 @@ def main(argv: list[str] | None = None) -> int:
         for name, run in groups.items():
             if args.only and name not in args.only:
                 continue
+            lane.settle()
             log(f"scenario group: {name}")
             run()
             log(table(lane.outcomes[-2:]))
     finally:
         lane.monitor.stop()
+        lane.monitor.dump(args.workdir / "logs" / "polls.jsonl")
         lane.agent.stop()
         lane.engine.stop()
         if lane.pages:
