@@ -102,6 +102,6 @@ def test_table_lists_fired_alerts_and_failures() -> None:
     good = Outcome("burst", ("A", "B"), ("C",), 90, fired={"B": 30.0, "A": 20.0})
     bad = Outcome("steady", (), ("C",), 0, silent_fired=["C"], failures=["C fired but must stay silent"])
     text = table([good, bad])
-    assert "A 20s, B 30s" in text
+    assert "A 20.0s, B 30.0s" in text
     assert "| ok" in text and "| FAIL" in text
     assert "steady: FAIL: C fired but must stay silent" in text
