@@ -23,7 +23,7 @@ from pathlib import Path
 
 from scripts.real_engines.loadgen import LoadResult, LoadSpec, run_load
 from scripts.real_engines.processes import REPO, Agent, Engine, EngineSpec, agent_config, wait_until
-from watchdog.exposition import parse_exposition
+from watchdog.engines.exposition import parse_exposition
 
 ENGINE_ALERTS = (
     "EngineDown",

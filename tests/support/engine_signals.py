@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from watchdog.collectors.engine import parse_payload
+from watchdog.collectors.engines import parse_payload
 from watchdog.engines.config_series import config_series
 from watchdog.model import Labels, metric_name
 from watchdog.promql import evaluate, parse_query

@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from watchdog.yamllines import path_line
+from watchdog.infra.yamllines import path_line
 
 DEFAULT_CONFIG_PATH = Path("/etc/inference-watchdog/config.yaml")
 
@@ -80,6 +80,30 @@ def _apply_defaults(node: Any, sub: dict[str, Any], root: dict[str, Any]) -> Any
     elif isinstance(node, list) and isinstance(sub.get("items"), dict):
         node = [_apply_defaults(item, sub["items"], root) for item in node]
     return node
+
+
+def _subschema(key_path: str) -> dict[str, Any]:
+    """The schema of ``key_path`` (``"notifiers.slack"``; ``"engines[]"`` for an item of a list)."""
+    root = schema()
+    sub: dict[str, Any] = root
+    for part in [p for p in key_path.split(".") if p]:
+        items = part.endswith("[]")
+        name = part[:-2] if items else part
+        if "$ref" in sub:
+            sub = root["$defs"][sub["$ref"].split("/")[-1]]
+        sub = sub["properties"][name]
+        if items:
+            sub = sub["items"]
+    if "$ref" in sub:
+        sub = root["$defs"][sub["$ref"].split("/")[-1]]
+    return sub
+
+
+def apply_section_defaults(key_path: str, partial: dict[str, Any]) -> dict[str, Any]:
+    """``partial`` (one section of a config, not validated) with the schema's defaults of that section."""
+    root = schema()
+    result: dict[str, Any] = _apply_defaults(copy.deepcopy(partial), _subschema(key_path), root)
+    return result
 
 
 class _StrKeyLoader(yaml.SafeLoader):

@@ -26,8 +26,9 @@ import yaml
 
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_config_text
+from watchdog.config.settings import Settings, settings_from_config
 from watchdog.demo.scenario import Scenario
-from watchdog.paths import asset_dir
+from watchdog.infra.paths import asset_dir
 
 log = logging.getLogger("watchdog.demo")
 
@@ -76,7 +77,7 @@ def stop_engines(engines: list[EngineProcess]) -> None:
 
 
 def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path, listen: str,
-                alertmanager_urls: list[str] | None = None, host_collector: bool = True) -> dict[str, Any]:
+                alertmanager_urls: list[str] | None = None, host_collector: bool = True) -> Settings:
     """The agent config of a demo run: loopback engines, fake NVML, a kmsg file, suggest-only runbooks.
 
     ``host_collector=False`` leaves out this machine's real CPU and memory (the harness does, so that a
@@ -112,15 +113,15 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
     }
     if runbooks_dir:
         doc["runbooks"] = {"paths": [str(runbooks_dir)]}
-    return load_config_text(yaml.safe_dump(doc), "<demo config>")
+    return settings_from_config(load_config_text(yaml.safe_dump(doc), "<demo config>"))
 
 
 def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
              alertmanager_urls: list[str] | None = None) -> int:
     """Run the scenario for ``duration_seconds`` (default: the scenario's); returns the exit code."""
     from watchdog.agent import Agent
-    from watchdog.daemon import serve
-    from watchdog.demo.gpu_sim import GpuSimulator
+    from watchdog.daemon.serve import serve
+    from watchdog.demo.gpu_driver import GpuSimulator
 
     duration = duration_seconds if duration_seconds is not None else scenario.duration_seconds
     with tempfile.TemporaryDirectory(prefix="inference-watchdog-demo-") as tmp:
@@ -132,7 +133,7 @@ def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
             gpus = GpuSimulator(scenario, workdir / "kmsg.log", start,
                                 engine_pids={e.job: e.process.pid for e in engines})
             config = demo_config(scenario, engines, workdir, listen, alertmanager_urls)
-            agent = Agent(config, context=CollectorContext(config=config, nvml=gpus.nvml))
+            agent = Agent(config, context=CollectorContext(nvml=gpus.nvml))
             agent.before_tick.append(gpus.advance)
             log.info("demo started", extra={
                 "scenario": scenario.name, "listen": listen, "duration_seconds": duration,

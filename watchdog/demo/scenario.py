@@ -37,8 +37,8 @@ from typing import Any
 
 import yaml
 
-from watchdog.paths import asset_dirs
-from watchdog.series_notation import SeriesNotationError, expand_values
+from watchdog.infra.paths import asset_dirs
+from watchdog.promtool.notation import SeriesNotationError, expand_values
 
 ENGINE_KNOBS: dict[str, float] = {
     "arrival_rate": 2.0,  # finished requests per second
@@ -55,6 +55,7 @@ ENGINE_KNOBS: dict[str, float] = {
     "abort_ratio": 0.0,  # share of finished requests that were aborted (client gave up)
     "generation_stall": 0.0,  # 1 = no tokens generated although requests run (collective hang)
     "up": 1.0,  # 0 = the endpoint refuses scrapes
+    "max_num_seqs": 64.0,  # requests the simulated OpenAI API decodes at once (read at start)
 }
 GPU_KNOBS = ("utilization", "memory_utilization", "temperature", "memory_temperature", "power",
              "memory_used_ratio", "sm_clock_ratio")
@@ -213,7 +214,7 @@ def parse_scenario(doc: Any, source: str) -> Scenario:
 
 
 def scenario_dirs() -> list[Path]:
-    """Where named scenarios are looked up (see :mod:`watchdog.paths`)."""
+    """Where named scenarios are looked up (see :mod:`watchdog.infra.paths`)."""
     return asset_dirs("scenarios")
 
 

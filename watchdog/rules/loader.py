@@ -13,13 +13,12 @@ Contract:
 - Every problem found is collected; one :class:`RuleLoadError` carries them all, each naming file,
   line, group, rule and what is wrong.
 - :func:`load_ruleset` combines the config's ``rules.paths`` with the groups generated from the config
-  (SLOs) by ``watchdog.engines.slo.slo_rule_groups`` when that module exists.
+  (SLOs) by ``watchdog.engines.slo.slo_rule_groups``.
 """
 
 from __future__ import annotations
 
 import glob
-import importlib
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +27,9 @@ from typing import Any
 
 import yaml
 
+from watchdog.config.settings import Settings
+from watchdog.engines.slo import slo_rule_groups
+from watchdog.infra.yamllines import line_of
 from watchdog.rules.durations import DurationError, parse_duration
 from watchdog.rules.templates import TemplateParseError, check_template
 from watchdog.rules.yamlnodes import (
@@ -39,7 +41,6 @@ from watchdog.rules.yamlnodes import (
     sequence,
     string_map,
 )
-from watchdog.yamllines import line_of
 
 LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -417,25 +418,10 @@ def _parse_expr(expr: str, line: int, name: str, problem: Any) -> Any:
         return None
 
 
-def _generated_groups(config: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Rule groups generated from the config (SLOs); none when the SLO module is absent."""
-    try:
-        module = importlib.import_module("watchdog.engines.slo")
-    except ModuleNotFoundError as exc:
-        if exc.name and (exc.name == "watchdog.engines" or exc.name.startswith("watchdog.engines.slo")):
-            return []
-        raise
-    generate = getattr(module, "slo_rule_groups", None)
-    if generate is None:
-        return []
-    return list(generate(config))
-
-
-def load_ruleset(config: Mapping[str, Any], *, lint_duplicates: bool = True) -> RuleSet:
-    """The node's full rule set: ``rules.paths`` files, then groups generated from the config."""
-    paths = list((config.get("rules") or {}).get("paths") or [])
-    files = load_rule_files(paths, lint_duplicates=lint_duplicates)
-    generated = _generated_groups(config)
+def load_ruleset(settings: Settings, *, lint_duplicates: bool = True) -> RuleSet:
+    """The node's full rule set: ``rules.paths`` files, then groups generated from the config (SLOs)."""
+    files = load_rule_files(list(settings.rules.paths), lint_duplicates=lint_duplicates)
+    generated = slo_rule_groups(settings)
     if not generated:
         return files
     return files.merged(load_rule_groups(generated, GENERATED_SOURCE, lint_duplicates=lint_duplicates))

@@ -1,0 +1,293 @@
+"""Engine collector: scrape each inference engine's Prometheus endpoint like a Prometheus server would.
+
+One collector per configured endpoint (``engines:`` in the config), named ``engine:<job>``. Each tick:
+
+- ``GET`` the endpoint with ``Accept-Encoding: gzip``; the connect + read time is bounded by
+  ``scrape_timeout_seconds`` as a whole (a server that drips bytes cannot stretch it), and the body is
+  capped at ``max_payload_bytes`` while reading, after decompression (a gzip bomb is cut off too).
+- Parse with :mod:`watchdog.engines.exposition`, dropping the ``*_created`` samples of counters and histograms
+  (creation timestamps; no rule may use them, and they would double the series count of vLLM).
+- Attach target labels with ``honor_labels: false`` semantics: ``job`` (the configured name),
+  ``instance`` (host:port of the URL) and the configured extra ``labels``; a payload label that clashes
+  with a target label is kept as ``exported_<name>``.
+- Add the numeric config series of :mod:`watchdog.engines.config_series` (KV blocks, block size).
+- Always return ``up``, ``scrape_duration_seconds`` and ``scrape_samples_scraped`` for the target, plus
+  ``watchdog_engine_info{kind}``: a down, slow, garbage or oversized endpoint is ``up 0`` with no other
+  series (its previous series go stale), and never affects another endpoint.
+
+Reading (:func:`fetch`) is I/O; everything else (:func:`target_labels`, :func:`apply_target_labels`,
+:func:`detect_kind`, :func:`scrape_result_samples`) is pure and tested with literal inputs.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import ssl
+import time
+import zlib
+from collections.abc import Callable, Iterable, Mapping
+from urllib.parse import urlsplit
+
+from watchdog.collectors.base import Collector, CollectorContext
+from watchdog.config.settings import EngineKind, EngineSettings, Settings
+from watchdog.engines.config_series import config_series
+from watchdog.engines.exposition import ExpositionError, parse_exposition
+from watchdog.model import METRIC_NAME, Labels, Sample, make_labels
+
+log = logging.getLogger(__name__)
+
+ACCEPT = "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"
+USER_AGENT = "inference-watchdog"
+CHUNK_BYTES = 64 * 1024
+KINDS = ("vllm", "sglang")
+RELABEL_CACHE_LIMIT = 50_000
+
+
+class ScrapeError(Exception):
+    """A scrape that produced no usable payload (connection, HTTP status, timeout, size, encoding)."""
+
+
+def scrape_instance(url: str) -> str:
+    """``host:port`` of the URL (the scheme's default port when none is given), like Prometheus'
+    ``instance`` label."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{host}:{port}"
+
+
+# --------------------------------------------------------------------------------------------------
+# I/O: one HTTP GET with an overall deadline and a size cap
+
+
+def fetch(url: str, timeout_seconds: float, max_bytes: int,
+          clock: Callable[[], float] = time.monotonic) -> str:
+    """The body of ``GET url`` as text; raises :class:`ScrapeError` on any failure (see module doc)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ScrapeError(f"unsupported URL {url!r}")
+    deadline = clock() + timeout_seconds
+    conn: http.client.HTTPConnection
+    if parts.scheme == "https":
+        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout_seconds,
+                                           context=ssl.create_default_context())
+    else:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_seconds)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        conn.request("GET", path, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip",
+                                           "User-Agent": USER_AGENT,
+                                           "X-Prometheus-Scrape-Timeout-Seconds": f"{timeout_seconds:g}"})
+        _set_remaining(conn, deadline, clock)
+        response = conn.getresponse()
+        if response.status != 200:
+            raise ScrapeError(f"HTTP {response.status} {response.reason}")
+        encoding = (response.getheader("Content-Encoding") or "").strip().lower()
+        if encoding not in ("", "identity", "gzip"):
+            raise ScrapeError(f"unsupported Content-Encoding {encoding!r}")
+        declared = response.getheader("Content-Length")
+        if encoding != "gzip" and declared and declared.isdigit() and int(declared) > max_bytes:
+            raise ScrapeError(f"body of {declared} bytes exceeds the {max_bytes}-byte cap")
+        body = _read_capped(conn, response, encoding == "gzip", max_bytes, deadline, clock)
+    except ScrapeError:
+        raise
+    except (OSError, http.client.HTTPException) as exc:  # refused, reset, timeout, bad status line
+        if isinstance(exc, TimeoutError):
+            raise ScrapeError(f"timed out after {timeout_seconds:g}s") from exc
+        raise ScrapeError(f"{type(exc).__name__}: {exc}") from exc
+    finally:
+        conn.close()
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScrapeError(f"body is not UTF-8 text (byte {exc.start})") from exc
+
+
+def _set_remaining(conn: http.client.HTTPConnection, deadline: float, clock: Callable[[], float]) -> None:
+    remaining = deadline - clock()
+    if remaining <= 0:
+        raise TimeoutError("scrape deadline passed")
+    if conn.sock is not None:
+        conn.sock.settimeout(remaining)
+
+
+def _read_capped(conn: http.client.HTTPConnection, response: http.client.HTTPResponse, gzipped: bool,
+                 max_bytes: int, deadline: float, clock: Callable[[], float]) -> bytes:
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if gzipped else None
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        _set_remaining(conn, deadline, clock)
+        chunk = response.read1(CHUNK_BYTES) if hasattr(response, "read1") else response.read(CHUNK_BYTES)
+        if not chunk:
+            break
+        if inflater is not None:
+            try:
+                chunk = inflater.decompress(chunk, max_bytes + 1 - size)
+            except zlib.error as exc:
+                raise ScrapeError(f"bad gzip body: {exc}") from exc
+            if inflater.unconsumed_tail:  # more output pending than the cap allows
+                raise ScrapeError(f"decompressed body exceeds the {max_bytes}-byte cap")
+        size += len(chunk)
+        if size > max_bytes:
+            raise ScrapeError(f"body exceeds the {max_bytes}-byte cap")
+        parts.append(chunk)
+    if inflater is not None:
+        try:
+            tail = inflater.flush()
+        except zlib.error as exc:
+            raise ScrapeError(f"bad gzip body: {exc}") from exc
+        size += len(tail)
+        if size > max_bytes:
+            raise ScrapeError(f"decompressed body exceeds the {max_bytes}-byte cap")
+        parts.append(tail)
+        if not inflater.eof:
+            raise ScrapeError("truncated gzip body")
+    return b"".join(parts)
+
+
+# --------------------------------------------------------------------------------------------------
+# Pure parts
+
+
+def target_labels(endpoint: EngineSettings) -> dict[str, str]:
+    """The labels a Prometheus scrape of this endpoint attaches: extra labels, ``job``, ``instance``."""
+    out = dict(endpoint.labels)
+    out["job"] = endpoint.job
+    out["instance"] = scrape_instance(endpoint.url)
+    return out
+
+
+def apply_target_labels(labels: Labels, targets: Mapping[str, str]) -> Labels:
+    """``labels`` with ``targets`` attached, honor_labels=false: clashing labels become ``exported_*``.
+
+    As Prometheus' scrape loop does it: target labels win; each clashing payload value moves to the
+    first free name among ``exported_<name>``, ``exported_exported_<name>``, ... (shortest names first).
+    """
+    have = dict(labels)
+    conflicts = [(name, have[name]) for name in targets if have.get(name, "") != ""]
+    have.update(targets)
+    for name, value in sorted(conflicts, key=lambda item: len(item[0])):
+        exported = name
+        while True:
+            exported = f"exported_{exported}"
+            if have.get(exported, "") == "":
+                have[exported] = value
+                break
+    return make_labels(have)
+
+
+def detect_kind(names: Iterable[str]) -> str:
+    """``vllm`` or ``sglang`` by the majority metric-name prefix; ``unknown`` when neither appears."""
+    counts = dict.fromkeys(KINDS, 0)
+    for name in names:
+        prefix, sep, _ = name.partition(":")
+        if sep and prefix in counts:
+            counts[prefix] += 1
+    best = max(KINDS, key=lambda k: counts[k])
+    return best if counts[best] else "unknown"
+
+
+def scrape_result_samples(targets: Mapping[str, str], up: bool, duration_seconds: float,
+                          samples_scraped: int) -> list[Sample]:
+    """The per-target series Prometheus synthesises for every scrape."""
+    return [
+        Sample(make_labels({**targets, METRIC_NAME: "up"}), 1.0 if up else 0.0),
+        Sample(make_labels({**targets, METRIC_NAME: "scrape_duration_seconds"}), duration_seconds),
+        Sample(make_labels({**targets, METRIC_NAME: "scrape_samples_scraped"}), float(samples_scraped)),
+    ]
+
+
+def parse_payload(text: str, targets: Mapping[str, str],
+                  relabel_cache: dict[Labels, Labels] | None = None) -> list[Sample]:
+    """Every sample of ``text`` (``*_created`` dropped) with target labels; raises ExpositionError.
+
+    ``relabel_cache`` (payload labels -> relabelled labels) may be kept by the caller across scrapes of
+    the same target: the parser returns identical label tuples for identical series text, so the
+    steady state is one dictionary lookup per sample.
+    """
+    cache: dict[Labels, Labels] = {} if relabel_cache is None else relabel_cache
+    out: list[Sample] = []
+    for labels, value, _timestamp in parse_exposition(text, drop_created=True):
+        relabelled = cache.get(labels)
+        if relabelled is None:
+            relabelled = apply_target_labels(labels, targets)
+            cache[labels] = relabelled
+        out.append(Sample(relabelled, value))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The collector
+
+
+class EngineCollector:
+    """Scrapes one endpoint per :meth:`collect`; see the module docstring for the contract."""
+
+    def __init__(self, endpoint: EngineSettings, *, fetcher: Callable[[str, float, int], str] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.endpoint = endpoint
+        self.name = f"engine:{endpoint.job}"
+        # The runner's deadline sits a little past our own HTTP deadline, so a slow endpoint is reported
+        # by us as up=0 rather than by the runner as a collector timeout.
+        self.timeout_seconds = endpoint.scrape_timeout_seconds + 1.0
+        self.targets = target_labels(endpoint)
+        self._fetch = fetcher or (lambda url, timeout, cap: fetch(url, timeout, cap))
+        self._clock = clock
+        self.last_error = ""
+        self.kind = endpoint.kind.value if endpoint.kind is not EngineKind.AUTO else "unknown"
+        self._relabel_cache: dict[Labels, Labels] = {}
+
+    def collect(self) -> list[Sample]:
+        """Scrape once; never raises for the endpoint's faults (they become ``up 0``)."""
+        started = self._clock()
+        try:
+            text = self._fetch(self.endpoint.url, self.endpoint.scrape_timeout_seconds,
+                               self.endpoint.max_payload_bytes)
+            if len(self._relabel_cache) > RELABEL_CACHE_LIMIT:  # series churn: start over
+                self._relabel_cache.clear()
+            samples = parse_payload(text, self.targets, self._relabel_cache)
+        except (ScrapeError, ExpositionError) as exc:
+            self.last_error = str(exc)
+            log.info("engine scrape failed", extra={"collector": self.name, "url": self.endpoint.url,
+                                                    "error": self.last_error})
+            return scrape_result_samples(self.targets, False, self._clock() - started, 0)
+        self.last_error = ""
+        if self.endpoint.kind is EngineKind.AUTO:
+            self.kind = detect_kind(_name_of(s.labels) for s in samples)
+        scraped = len(samples)
+        samples.extend(config_series(samples, self.targets))
+        samples.append(Sample(make_labels({**self.targets, METRIC_NAME: "watchdog_engine_info",
+                                           "kind": self.kind}), 1.0))
+        samples.extend(scrape_result_samples(self.targets, True, self._clock() - started, scraped))
+        return samples
+
+
+def _name_of(labels: Labels) -> str:
+    for key, value in labels:
+        if key == METRIC_NAME:
+            return value
+    return ""
+
+
+def engine_collectors(settings: Settings, context: CollectorContext) -> list[Collector]:
+    """One :class:`EngineCollector` per ``engines[]`` entry of the config."""
+    del context  # engines need nothing injected: tests and the demo serve real HTTP on loopback
+    return [EngineCollector(endpoint) for endpoint in settings.engines]
+
+
+__all__ = [
+    "EngineCollector",
+    "ScrapeError",
+    "apply_target_labels",
+    "detect_kind",
+    "engine_collectors",
+    "fetch",
+    "parse_payload",
+    "scrape_instance",
+    "scrape_result_samples",
+    "target_labels",
+]

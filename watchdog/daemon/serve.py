@@ -1,0 +1,109 @@
+"""Running the agent as a long-lived process: exporter, scheduler, signals, shutdown.
+
+Contract: :func:`serve` starts the exporter and the tick scheduler, handles SIGHUP (reload), SIGTERM and
+SIGINT (finish the current tick, flush state and the outbox, return 0), and returns when stopped or
+after ``duration_seconds``. Hooks let systemd integration (sd_notify) plug in without this module
+knowing about it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from watchdog.agent import Agent
+from watchdog.daemon.scheduler import TickScheduler
+from watchdog.exporter.security import ExporterConfigError
+from watchdog.exporter.server import ExporterServer, exporter_for_store
+
+log = logging.getLogger("watchdog.daemon")  # the name its log lines have always had
+
+
+@dataclass
+class Hooks:
+    """Callbacks around the daemon's life: ready (after the first tick), reloading/reloaded, stopping."""
+
+    on_ready: list[Callable[[], object]] = field(default_factory=list)
+    on_reloading: list[Callable[[], object]] = field(default_factory=list)
+    on_reload: list[Callable[[bool], object]] = field(default_factory=list)
+    on_stopping: list[Callable[[], object]] = field(default_factory=list)
+
+
+def build_exporter(agent: Agent, listen: str) -> ExporterServer:
+    """An exporter serving the agent's store and self-metrics on ``listen`` (TLS, auth and caps from the
+    config's ``exporter`` section; raises ExporterConfigError when that section is unusable)."""
+    return exporter_for_store(agent.store, listen, ready=lambda: agent.ready,
+                              section=agent.settings.exporter, clock=agent.clock)
+
+
+def reload_agent(agent: Agent, exporter: ExporterServer) -> bool:
+    """SIGHUP: reload config, rules and runbooks, then the exporter's certificates, password and caps.
+    A broken exporter section keeps the exporter's running settings and reports the reload as failed."""
+    ok = agent.reload()
+    if not ok:
+        return False
+    try:
+        exporter.reload(agent.settings.exporter)
+    except ExporterConfigError as exc:
+        log.error("reload failed for the exporter; keeping its running TLS/auth settings",
+                  extra={"error": str(exc)})
+        agent.stats.reload_success = False
+        return False
+    return True
+
+
+def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
+          hooks: Hooks | None = None, install_signals: bool = True) -> int:
+    """Run until a stop signal or ``duration_seconds``; returns the exit code."""
+    hooks = hooks or Hooks()
+    stop = threading.Event()
+    reload_requested = threading.Event()
+    try:
+        exporter = build_exporter(agent, listen)
+        exporter.start()
+    except (ExporterConfigError, OSError, ValueError) as exc:  # start-up boundary: say why, exit non-zero
+        log.error("cannot start the exporter", extra={"listen": listen, "error": str(exc)})
+        agent.close()
+        return 2
+    log.info("exporter listening", extra={"address": f"{exporter.host}:{exporter.port}", "url": exporter.url,
+                                          "basic_auth": exporter.security.auth is not None})
+    first_tick = threading.Event()
+    agent.after_tick.append(first_tick.set)
+
+    if install_signals:
+        signal.signal(signal.SIGHUP, lambda *_: reload_requested.set())
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    scheduler = TickScheduler(agent, agent.settings.tick_interval_seconds)
+    scheduler.start()
+    deadline = time.monotonic() + duration_seconds if duration_seconds else None
+    ready_sent = False
+    try:
+        while not stop.is_set():
+            if not ready_sent and first_tick.is_set():
+                ready_sent = True
+                for hook in hooks.on_ready:
+                    hook()
+            if reload_requested.is_set():
+                reload_requested.clear()
+                for reloading_hook in hooks.on_reloading:
+                    reloading_hook()
+                ok = reload_agent(agent, exporter)
+                for reload_hook in hooks.on_reload:
+                    reload_hook(ok)
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            stop.wait(0.2)
+    finally:
+        for stop_hook in hooks.on_stopping:
+            stop_hook()
+        log.info("stopping: finishing the current tick and flushing state")
+        scheduler.stop(wait=True)
+        agent.close()
+        exporter.stop()
+    return 0
