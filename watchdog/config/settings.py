@@ -166,6 +166,7 @@ class RulesSettings:
     """``rules``."""
 
     paths: tuple[str, ...]
+    rule_timeout_seconds: float
 
 
 @dataclasses.dataclass(frozen=True)
