@@ -33,7 +33,7 @@ from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_ruleset
 from watchdog.runbooks.manager import RunbookManager
 from watchdog.state import StateDB
-from watchdog.store import Store
+from watchdog.store import SeriesQuotas, Store
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +55,18 @@ def build_collectors(config: dict[str, Any], context: CollectorContext) -> list[
     for _kind, factory in sorted(REGISTRY.items()):
         collectors.extend(factory(config, context))
     return collectors
+
+
+def series_quotas(config: dict[str, Any]) -> SeriesQuotas:
+    """The store's per-source quotas from the config (the reserve is at most half of ``max_series``)."""
+    max_series = int(config["max_series"])
+    return SeriesQuotas(per_source=int(config.get("max_series_per_source", 50_000)),
+                        reserved=min(int(config.get("reserved_series", 20_000)), max_series // 2))
+
+
+def build_runner(config: dict[str, Any], collectors: list[Collector]) -> CollectorRunner:
+    """The runner the tick uses: background collectors (engine scrapes) may hold it half a tick at most."""
+    return CollectorRunner(collectors, background_wait_seconds=float(config["tick_interval_seconds"]) / 2)
 
 
 @dataclass
@@ -92,6 +104,7 @@ class Agent:
             retention_ms=int(retention_s * 1000),
             max_points=int(retention_s / tick_s) + 60,
             max_series=int(config["max_series"]),
+            quotas=series_quotas(config),
         )
         self.context = context or CollectorContext(config=config)
         self.context.config = config
@@ -100,7 +113,7 @@ class Agent:
         self.context.extra.setdefault("clock", clock)
         self.alert_state = AlertStateStore(self.db)
         self.collectors = build_collectors(config, self.context)
-        self.runner = CollectorRunner(self.collectors)
+        self.runner = build_runner(config, self.collectors)
         self._lock = threading.RLock()
         self.ready = False
         self.before_tick: list[Callable[[float], None]] = []
@@ -158,7 +171,7 @@ class Agent:
             if self.stats.ticks_total % GC_EVERY_TICKS == 0:
                 self._stage("gc", lambda: self.store.gc(now_ms))
             self.stats.last_duration_seconds = time.monotonic() - started
-            self.store.ingest("self:agent", self.self_samples(), now_ms)
+            self._stage("self_metrics", lambda: self.store.ingest("self:agent", self.self_samples(), now_ms))
             known = {a.fingerprint for a in self.history_fired}
             self.history_fired.extend(a for a in alerts
                                       if a.state is AlertState.FIRING and a.fingerprint not in known)
@@ -194,6 +207,8 @@ class Agent:
             Sample(metric("watchdog_tick_duration_seconds"), s.last_duration_seconds),
             Sample(metric("watchdog_store_series"), float(len(self.store))),
             Sample(metric("watchdog_store_dropped_series_total"), float(self.store.dropped_series_total)),
+            Sample(metric("watchdog_store_evicted_series_total"), float(self.store.evicted_series_total)),
+            Sample(metric("watchdog_store_quota_rejections_total"), float(self.store.quota_rejections_total)),
             Sample(metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
             Sample(metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
         ]
@@ -228,7 +243,7 @@ class Agent:
             old_runbooks, self.runbooks = self.runbooks, runbooks
             old_runner = self.runner
             self.collectors = collectors
-            self.runner = CollectorRunner(collectors)
+            self.runner = build_runner(config, collectors)
             self.dispatcher.attach_runbooks(runbooks)
             self.stats.reload_success = True
             self.stats.last_reload_seconds = self.clock()
