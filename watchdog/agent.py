@@ -64,9 +64,11 @@ def series_quotas(config: dict[str, Any]) -> SeriesQuotas:
                         reserved=min(int(config.get("reserved_series", 20_000)), max_series // 2))
 
 
-def build_runner(config: dict[str, Any], collectors: list[Collector]) -> CollectorRunner:
-    """The runner the tick uses: background collectors (engine scrapes) may hold it half a tick at most."""
-    return CollectorRunner(collectors, background_wait_seconds=float(config["tick_interval_seconds"]) / 2)
+def build_runner(config: dict[str, Any], collectors: list[Collector], background: bool = True) -> CollectorRunner:
+    """The runner the tick uses: background collectors (engine scrapes) may hold it half a tick at most
+    (``background`` False: the tick waits for every scrape, for simulated time)."""
+    wait = float(config["tick_interval_seconds"]) / 2 if background else None
+    return CollectorRunner(collectors, background_wait_seconds=wait)
 
 
 @dataclass
@@ -92,7 +94,9 @@ class Agent:
         clock: Callable[[], float] = time.time,
         context: CollectorContext | None = None,
         db: StateDB | None = None,
+        background_scrapes: bool = True,
     ) -> None:
+        """``background_scrapes`` False makes each tick wait for every engine scrape (simulated time)."""
         self.config = config
         self.config_path = str(config_path) if config_path else None
         self.clock = clock
@@ -113,7 +117,8 @@ class Agent:
         self.context.extra.setdefault("clock", clock)
         self.alert_state = AlertStateStore(self.db)
         self.collectors = build_collectors(config, self.context)
-        self.runner = build_runner(config, self.collectors)
+        self.background_scrapes = background_scrapes
+        self.runner = build_runner(config, self.collectors, background_scrapes)
         self._lock = threading.RLock()
         self.ready = False
         self.before_tick: list[Callable[[float], None]] = []
@@ -243,7 +248,7 @@ class Agent:
             old_runbooks, self.runbooks = self.runbooks, runbooks
             old_runner = self.runner
             self.collectors = collectors
-            self.runner = build_runner(config, collectors)
+            self.runner = build_runner(config, collectors, self.background_scrapes)
             self.dispatcher.attach_runbooks(runbooks)
             self.stats.reload_success = True
             self.stats.last_reload_seconds = self.clock()
