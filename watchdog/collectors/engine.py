@@ -22,12 +22,8 @@ Reading (:func:`fetch`) is I/O; everything else (:func:`target_labels`, :func:`a
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import logging
-import socket
-import ssl
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -38,6 +34,7 @@ from urllib.parse import urlsplit
 from watchdog.collectors.base import Collector, CollectorContext, register
 from watchdog.engines.config_series import config_series
 from watchdog.exposition import ExpositionError, parse_exposition
+from watchdog.httpdeadline import Cutoff, UnsupportedURL, connection
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels
 
 log = logging.getLogger(__name__)
@@ -97,60 +94,41 @@ class Endpoint:
 def fetch(url: str, timeout_seconds: float, max_bytes: int,
           clock: Callable[[], float] = time.monotonic) -> str:
     """The body of ``GET url`` as text; raises :class:`ScrapeError` on any failure (see module doc)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ScrapeError(f"unsupported URL {redact_url(url)!r}")
-    deadline = clock() + timeout_seconds
-    conn: http.client.HTTPConnection
-    if parts.scheme == "https":
-        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout_seconds,
-                                           context=ssl.create_default_context())
-    else:
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_seconds)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    expired = threading.Event()
-    cutoff = threading.Timer(timeout_seconds, _shut, (conn, expired))
-    cutoff.daemon = True
-    cutoff.start()
     try:
-        conn.request("GET", path, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip",
-                                           "User-Agent": USER_AGENT,
-                                           "X-Prometheus-Scrape-Timeout-Seconds": f"{timeout_seconds:g}"})
-        _set_remaining(conn, deadline, clock)
-        response = conn.getresponse()
-        if response.status != 200:
-            raise ScrapeError(f"HTTP {response.status} {response.reason}")
-        encoding = (response.getheader("Content-Encoding") or "").strip().lower()
-        if encoding not in ("", "identity", "gzip"):
-            raise ScrapeError(f"unsupported Content-Encoding {encoding!r}")
-        declared = response.getheader("Content-Length")
-        if encoding != "gzip" and declared and declared.isdigit() and int(declared) > max_bytes:
-            raise ScrapeError(f"body of {declared} bytes exceeds the {max_bytes}-byte cap")
-        body = _read_capped(conn, response, encoding == "gzip", max_bytes, deadline, clock)
-        if expired.is_set():  # the cut-off may look like an ordinary end of body
-            raise TimeoutError("scrape deadline passed")
-    except ScrapeError:
-        raise
-    except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, timeout, bad status
-        if isinstance(exc, TimeoutError) or expired.is_set():
-            raise ScrapeError(f"timed out after {timeout_seconds:g}s") from exc
-        raise ScrapeError(f"{type(exc).__name__}: {exc}") from exc
-    finally:
-        cutoff.cancel()
-        conn.close()
+        conn, path = connection(url, timeout_seconds)
+    except UnsupportedURL as exc:
+        raise ScrapeError(str(exc)) from exc
+    deadline = clock() + timeout_seconds
+    with Cutoff(conn, timeout_seconds) as cutoff:
+        try:
+            conn.request("GET", path, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip",
+                                               "User-Agent": USER_AGENT,
+                                               "X-Prometheus-Scrape-Timeout-Seconds": f"{timeout_seconds:g}"})
+            _set_remaining(conn, deadline, clock)
+            response = conn.getresponse()
+            if response.status != 200:
+                raise ScrapeError(f"HTTP {response.status} {response.reason}")
+            encoding = (response.getheader("Content-Encoding") or "").strip().lower()
+            if encoding not in ("", "identity", "gzip"):
+                raise ScrapeError(f"unsupported Content-Encoding {encoding!r}")
+            declared = response.getheader("Content-Length")
+            if encoding != "gzip" and declared and declared.isdigit() and int(declared) > max_bytes:
+                raise ScrapeError(f"body of {declared} bytes exceeds the {max_bytes}-byte cap")
+            body = _read_capped(conn, response, encoding == "gzip", max_bytes, deadline, clock)
+            if cutoff.expired:  # the cut-off may look like an ordinary end of body
+                raise TimeoutError("scrape deadline passed")
+        except ScrapeError:
+            if cutoff.expired:
+                raise ScrapeError(f"timed out after {timeout_seconds:g}s") from None
+            raise
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, timeout, bad status
+            if isinstance(exc, TimeoutError) or cutoff.expired:
+                raise ScrapeError(f"timed out after {timeout_seconds:g}s") from exc
+            raise ScrapeError(f"{type(exc).__name__}: {exc}") from exc
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScrapeError(f"body is not UTF-8 text (byte {exc.start})") from exc
-
-
-def _shut(conn: http.client.HTTPConnection, expired: threading.Event) -> None:
-    """The deadline: wake whatever read is blocked on the connection (it then sees end of file)."""
-    expired.set()
-    sock = conn.sock
-    if sock is not None:
-        with contextlib.suppress(OSError):  # already closed: nothing left to wake
-            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _set_remaining(conn: http.client.HTTPConnection, deadline: float, clock: Callable[[], float]) -> None:

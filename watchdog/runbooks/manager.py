@@ -30,7 +30,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +61,7 @@ from watchdog.runbooks.steps import RenderedAction, Step
 from watchdog.runbooks.templating import TemplateContext
 from watchdog.secrets import SecretError, read_secret
 from watchdog.state import StateDB
+from watchdog.workers import DaemonPool
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +164,10 @@ class RunbookManager:
         self.conditions: ConditionCheck = conditions or StoreConditions(store)
         self.clock = clock
         self.node = node or config.get("node") or socket.gethostname()
-        self._pool = ThreadPoolExecutor(max_workers=int(section.get("workers", 4)),
-                                        thread_name_prefix="runbook")
+        # Diagnostics and remediation have their own workers: hung diagnostics cannot starve remediation.
+        workers = int(section.get("workers", 4))
+        self._pool = DaemonPool(workers, "runbook")
+        self._diagnostics_pool = DaemonPool(workers, "diagnose")
         self._lock = threading.RLock()
         self._jobs: list[_Job] = []
         self._approvals: list[_Approval] = []
@@ -284,6 +287,7 @@ class RunbookManager:
     def close(self, wait: bool = False) -> None:
         """Stop the worker pool (running subprocesses finish or hit their own timeouts)."""
         self._pool.shutdown(wait=wait, cancel_futures=True)
+        self._diagnostics_pool.shutdown(wait=wait, cancel_futures=True)
 
     # -- episodes -----------------------------------------------------------------------------------
 
@@ -526,7 +530,7 @@ class RunbookManager:
                                           now_ms))
                 continue
             timeout = min(step.timeout_s, self.diagnostics_timeout_s)
-            future = self._pool.submit(self.executors[action.kind].execute, action, timeout,
+            future = self._diagnostics_pool.submit(self.executors[action.kind].execute, action, timeout,
                                        self.diagnostics_max_bytes)
             self._jobs.append(_Job(future, episode, runbook, step, "diagnose", action, now_ms))
 

@@ -1,0 +1,69 @@
+"""Item 2: runbook HTTP steps and diagnostics are bounded as a whole exchange; hung calls neither
+starve other runbooks nor keep the process from exiting."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.loopback import serving
+from watchdog.runbooks.executors import HttpExecutor
+from watchdog.runbooks.steps import RenderedAction
+from watchdog.workers import DaemonPool
+
+
+class DripHandler(BaseHTTPRequestHandler):
+    """Answers one byte every half second, forever (well, 30 s)."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        try:
+            for byte in b"HTTP/1.1 200 OK\r\n" * 4:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.5)
+        except OSError:
+            pass
+
+
+class QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass
+
+
+def test_an_http_step_that_drips_ends_at_its_timeout() -> None:
+    with serving(DripHandler, QuietServer) as base:
+        started = time.monotonic()
+        result = HttpExecutor().execute(RenderedAction("http", method="GET", url=base + "/x"), 1.0, 1024)
+        assert time.monotonic() - started < 1.8
+    assert result.exit_code is None and "timed out" in result.error
+
+
+def test_hung_diagnostics_do_not_starve_remediation() -> None:
+    release = threading.Event()
+    diagnostics, remediation = DaemonPool(4, "diagnose"), DaemonPool(4, "runbook")
+    hung = [diagnostics.submit(release.wait) for _ in range(6)]
+    try:
+        assert remediation.submit(lambda: "restarted").result(timeout=2) == "restarted"
+        assert not any(f.done() for f in hung)
+        diagnostics.shutdown(cancel_futures=True)
+        assert sum(f.cancelled() for f in hung) == 2  # queued ones cancelled, running ones left alone
+    finally:
+        release.set()
+
+
+def test_a_hung_worker_does_not_block_process_exit() -> None:
+    code = ("import threading; from watchdog.workers import DaemonPool\n"
+            "pool = DaemonPool(2, 't'); pool.submit(threading.Event().wait)\n"
+            "pool.shutdown(wait=True, timeout_s=0.5); print('exiting')\n")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 0 and "exiting" in done.stdout
+    assert time.monotonic() - started < 10
