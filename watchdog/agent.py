@@ -51,6 +51,9 @@ def import_collector_modules() -> None:
 def build_collectors(config: dict[str, Any], context: CollectorContext) -> list[Collector]:
     """Every collector the config enables, from the registry (each factory reads its own section)."""
     import_collector_modules()
+    from watchdog.collectors.nvml import node_nvml
+
+    node_nvml(config, context)  # before any factory: the kernel-log and process collectors map GPUs with it
     collectors: list[Collector] = []
     for _kind, factory in sorted(REGISTRY.items()):
         collectors.extend(factory(config, context))

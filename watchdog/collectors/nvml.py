@@ -774,6 +774,19 @@ def resolve_nvml(config: dict[str, Any], context: CollectorContext) -> Any | Non
     return context.nvml
 
 
+def node_nvml(config: dict[str, Any], context: CollectorContext) -> Any | None:
+    """The NVML module every collector of this node shares, stored into ``context.nvml``: the injected
+    or fake one (:func:`resolve_nvml`), else the real ``pynvml`` when it is importable (imported only,
+    initialised by whoever first uses it), else None. ``run`` builds collectors with no NVML injected;
+    without this the kernel-log collector could never map an Xid's PCI address to its GPU."""
+    if resolve_nvml(config, context) is None:
+        try:
+            context.nvml = import_pynvml()
+        except NoData:
+            return None
+    return context.nvml
+
+
 @register("nvml")
 def nvml_collectors(config: dict[str, Any], context: CollectorContext) -> list[Collector]:
     """Factory for the config's ``collectors.nvml`` section: one collector, or none when disabled.
