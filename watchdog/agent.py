@@ -84,6 +84,7 @@ class TickStats:
     stage_failures: dict[str, int] = field(default_factory=dict)
     reload_success: bool = True
     last_reload_seconds: float = 0.0
+    clock_steps_total: int = 0
 
 
 class Agent:
@@ -133,6 +134,8 @@ class Agent:
         self.dispatcher.attach_runbooks(self.runbooks)
         self._reconciled = False
         self.alerts: list[Alert] = []
+        self._last_tick: tuple[int, float] | None = None  # (tick time ms, monotonic seconds)
+        self._clock_stepped = False
 
     # -- construction -------------------------------------------------------------------------------
 
@@ -162,8 +165,8 @@ class Agent:
         """One evaluation cycle at ``clock()``; returns the alerts the rule engine reports."""
         with self._lock:
             started = time.monotonic()
-            now = self.clock()
-            now_ms = int(now * 1000)
+            now_ms = self.tick_time_ms(started)
+            now = now_ms / 1000
             for before in self.before_tick:
                 self._stage("before_tick", functools.partial(before, now))
             results = self._stage("collect", self.runner.run_once, [])
@@ -188,6 +191,28 @@ class Agent:
         for hook in self.after_tick:
             self._stage("after_tick", hook)
         return alerts
+
+    def tick_time_ms(self, monotonic_now: float) -> int:
+        """The tick's timestamp: the wall clock, unless it stepped back behind the previous tick; then
+        the previous tick plus the monotonic time since, until the wall clock catches up. A backward step
+        would otherwise drop every sample as out of order and let instant selectors see nothing (false
+        resolves). Counted in ``watchdog_clock_steps_total``."""
+        wall_ms = int(self.clock() * 1000)
+        last = self._last_tick
+        if last is None or wall_ms >= last[0]:
+            if self._clock_stepped:
+                log.info("wall clock caught up with the tick time", extra={"wall_ms": wall_ms})
+                self._clock_stepped = False
+            self._last_tick = (wall_ms, monotonic_now)
+            return wall_ms
+        tick_ms = max(last[0] + int((monotonic_now - last[1]) * 1000), last[0] + 1)
+        if not self._clock_stepped:
+            self._clock_stepped = True
+            self.stats.clock_steps_total += 1
+            log.warning("wall clock stepped backwards; tick time continues on the monotonic clock",
+                        extra={"step_seconds": round((wall_ms - last[0]) / 1000, 3)})
+        self._last_tick = (tick_ms, monotonic_now)
+        return tick_ms
 
     def _persist_alert_state(self, now_ms: int) -> None:
         self.alert_state.save_rule_state(self.rule_engine.export_state(), now_ms)
@@ -218,6 +243,7 @@ class Agent:
             Sample(metric("watchdog_store_evicted_series_total"), float(self.store.evicted_series_total)),
             Sample(metric("watchdog_store_quota_rejections_total"), float(self.store.quota_rejections_total)),
             Sample(metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
+            Sample(metric("watchdog_clock_steps_total", direction="backward"), float(s.clock_steps_total)),
             Sample(metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
         ]
         for stage, count in sorted(s.stage_failures.items()):

@@ -19,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from watchdog.daemon import install_early_sighup
 
+    install_early_sighup()  # before anything slow: an early SIGHUP must not kill the daemon
     from watchdog.agent import Agent
     from watchdog.config import ConfigError, load_config
     from watchdog.config.loader import DEFAULT_CONFIG_PATH

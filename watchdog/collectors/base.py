@@ -14,7 +14,11 @@ threads. Calls run on daemon threads (one per call, not a pool): hung collectors
 others, and a call wedged in a driver cannot keep the process from exiting.
 
 A failed call yields the collector's ``failure_samples()`` when it has that method (an engine's
-``up 0``), so a failure is data rather than an absent series. A collector with ``background = True``
+``up 0``), so a failure is data rather than an absent series. A collector without it that *hangs*
+(timeout, previous call still running: NVML wedged in the driver) keeps reporting its last good
+samples, with success 0: stale is not healthy, so a firing alert on its series stays firing rather
+than resolving because the series went away. A call that fails with an answer (an exception) is not
+held: its series go stale. A collector with ``background = True``
 (engine scrapes) cannot stretch the tick: the runner waits for it at most ``background_wait_seconds``;
 a call still within its deadline after that is left running and its result is taken by the first tick
 after it completes (until then its previous series stay as they are). A collection refused by the
@@ -118,6 +122,7 @@ class CollectorRunner:
         self.background_wait_seconds = background_wait_seconds
         self._closed = False
         self._inflight: dict[str, _Call] = {}
+        self._last_good: dict[str, list[Sample]] = {}
 
     def run_once(self) -> list[CollectResult]:
         """Collect from every collector once; never raises for a collector's fault."""
@@ -137,7 +142,7 @@ class CollectorRunner:
                 results.append(self._timed_out(collector, elapsed))
                 continue
             if previous is not None and not previous.future.done():
-                results.append(_failed(collector, 0.0, "previous call still running"))
+                results.append(self._hung(collector, 0.0, "previous call still running"))
                 continue
             if self._closed:
                 results.append(CollectResult(collector.name, [], False, 0.0, "runner closed"))
@@ -164,14 +169,20 @@ class CollectorRunner:
             results.append(self._outcome(collector, call))
         return results
 
-    @staticmethod
-    def _timed_out(collector: Collector, elapsed: float) -> CollectResult:
+    def _timed_out(self, collector: Collector, elapsed: float) -> CollectResult:
         log.warning("collector timed out", extra={"collector": collector.name,
                                                   "timeout_seconds": collector.timeout_seconds})
-        return _failed(collector, elapsed, "timeout")
+        return self._hung(collector, elapsed, "timeout")
 
-    @staticmethod
-    def _outcome(collector: Collector, call: _Call) -> CollectResult:
+    def _hung(self, collector: Collector, elapsed: float, error: str) -> CollectResult:
+        """A call that gave no answer: failure samples if the collector has them, else its last good ones."""
+        if getattr(collector, "failure_samples", None) is not None:
+            return _failed(collector, elapsed, error)
+        held = self._last_good.get(collector.name, [])
+        return CollectResult(collector.name, held, False, elapsed,
+                             f"{error} (last good series held)" if held else error)
+
+    def _outcome(self, collector: Collector, call: _Call) -> CollectResult:
         """The result of a completed call."""
         duration = time.monotonic() - call.started
         try:
@@ -181,6 +192,7 @@ class CollectorRunner:
         except Exception as exc:  # the boundary that owns a collector: isolate and report
             log.warning("collector failed", extra={"collector": collector.name, "error": repr(exc)})
             return _failed(collector, duration, repr(exc))
+        self._last_good[collector.name] = samples
         return CollectResult(collector.name, samples, True, duration, fallback=failure_samples(collector))
 
     def close(self) -> None:
