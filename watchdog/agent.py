@@ -177,7 +177,8 @@ class Agent:
                 self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))
             events = self._stage("runbooks", lambda: self.runbooks.on_alerts(alerts, now_ms), [])
             self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms))
-            self._stage("persist", lambda: self._persist_alert_state(now_ms))
+            if self._stage("persist", lambda: self._persist_alert_state(now_ms), False) is False:
+                self.db.note_error("write")
             self.stats.ticks_total += 1
             if self.stats.ticks_total % GC_EVERY_TICKS == 0:
                 self._stage("gc", lambda: self.store.gc(now_ms))
@@ -214,8 +215,9 @@ class Agent:
         self._last_tick = (tick_ms, monotonic_now)
         return tick_ms
 
-    def _persist_alert_state(self, now_ms: int) -> None:
+    def _persist_alert_state(self, now_ms: int) -> bool:
         self.alert_state.save_rule_state(self.rule_engine.export_state(), now_ms)
+        return True
 
     def note_overrun(self) -> None:
         """Called by the scheduler when a tick was due while the previous one still ran."""
@@ -246,6 +248,8 @@ class Agent:
             Sample(metric("watchdog_clock_steps_total", direction="backward"), float(s.clock_steps_total)),
             Sample(metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
         ]
+        for kind in sorted({"corrupt", "write", *self.db.errors}):
+            out.append(Sample(metric("watchdog_state_errors_total", kind=kind), float(self.db.errors[kind])))
         for stage, count in sorted(s.stage_failures.items()):
             out.append(Sample(metric("watchdog_tick_stage_failures_total", stage=stage), float(count)))
         for component in (self.rule_engine, self.runbooks, self.dispatcher):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -170,6 +171,7 @@ class KmsgCollector:
         self._counters: dict[Labels, float] = self._load_counters()
         self._remembered: dict[str, GpuIdentity] = self._load_gpu_map()
         self._xid_boots: dict[tuple[str, int], set[str]] = {}
+        self._unpersisted: list[tuple[Any, ...]] = []
 
     # ---- persistence --------------------------------------------------------------------------
     def _load_counters(self) -> dict[Labels, float]:
@@ -285,7 +287,14 @@ class KmsgCollector:
             log.warning("kernel-log storm: events aggregated", extra={
                 "kind": kind, "xid": xid, "gpu": gpu_key, "events": count, "stored": EVENT_ROWS_PER_KEY})
         self._lines_read += len(lines)
-        self._persist(rows, source.cursor(), t_ms)
+        rows = [*self._unpersisted, *rows]
+        try:
+            self._persist(rows, source.cursor(), t_ms)
+            self._unpersisted = []
+        except sqlite3.Error as exc:  # disk full, I/O error: the counters stay served, rows retried
+            self.db.note_error("write")
+            log.warning("kernel events not persisted; retrying next collection", extra={"error": str(exc)})
+            self._unpersisted = rows[-EVENT_MAX_ROWS:]
         return self.samples()
 
     def _persist(self, rows: list[tuple[Any, ...]], cursor: dict[str, Any], t_ms: int) -> None:
