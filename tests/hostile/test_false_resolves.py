@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 from tests.hostile.conftest import hostile_agent
-from watchdog.daemon import EARLY_SIGHUP, install_early_sighup
+from watchdog.daemon.scheduler import TickScheduler
+from watchdog.daemon.serve import EARLY_SIGHUP, install_early_sighup
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.rules.alert import AlertState
-from watchdog.scheduler import TickScheduler
 
 HOT = """
 groups:

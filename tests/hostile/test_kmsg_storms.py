@@ -14,9 +14,9 @@ from watchdog.agent import Agent
 from watchdog.collectors.kmsg import XID_ERRORS, KmsgCollector
 from watchdog.config import load_config_text
 from watchdog.fakes.pynvml import FakeNvml
+from watchdog.infra.state import StateDB
 from watchdog.kmsg.follow import MAX_LINE_BYTES, FileFollower
 from watchdog.model import label_value, metric_name
-from watchdog.state import StateDB
 
 XID = "[{t}] NVRM: Xid (PCI:0000:{bus}:00): {xid}, pid=4242, name=python3, Graphics SM Warp Exception\n"
 

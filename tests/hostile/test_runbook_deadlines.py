@@ -10,9 +10,9 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.loopback import serving
+from watchdog.infra.workers import DaemonPool
 from watchdog.runbooks.executors import HttpExecutor
 from watchdog.runbooks.steps import RenderedAction
-from watchdog.workers import DaemonPool
 
 
 class DripHandler(BaseHTTPRequestHandler):
@@ -60,7 +60,7 @@ def test_hung_diagnostics_do_not_starve_remediation() -> None:
 
 
 def test_a_hung_worker_does_not_block_process_exit() -> None:
-    code = ("import threading; from watchdog.workers import DaemonPool\n"
+    code = ("import threading; from watchdog.infra.workers import DaemonPool\n"
             "pool = DaemonPool(2, 't'); pool.submit(threading.Event().wait)\n"
             "pool.shutdown(wait=True, timeout_s=0.5); print('exiting')\n")
     started = time.monotonic()

@@ -12,9 +12,9 @@ from pathlib import Path
 from tests.hostile.conftest import hostile_agent
 from watchdog.agent import Agent
 from watchdog.fakes.pynvml import FakeNvml
+from watchdog.infra.state import StateDB
 from watchdog.model import label_value
 from watchdog.notify.log import LogNotifier
-from watchdog.state import StateDB
 
 HOT = """
 groups:

@@ -19,14 +19,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from watchdog.daemon import install_early_sighup
+    from watchdog.daemon.serve import install_early_sighup
 
     install_early_sighup()  # before anything slow: an early SIGHUP must not kill the daemon
     from watchdog.agent import Agent
     from watchdog.config import ConfigError, load_config
     from watchdog.config.loader import DEFAULT_CONFIG_PATH
-    from watchdog.daemon import serve
-    from watchdog.systemd_hooks import systemd_hooks
+    from watchdog.daemon.serve import serve
+    from watchdog.daemon.systemd_hooks import systemd_hooks
 
     path = args.config or (str(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else None)
     try:

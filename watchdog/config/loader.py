@@ -12,8 +12,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from watchdog.yamlguard import YamlBoundsError, check_yaml, decode_yaml
-from watchdog.yamllines import path_line
+from watchdog.infra.yamlguard import YamlBoundsError, check_yaml, decode_yaml
+from watchdog.infra.yamllines import path_line
 
 DEFAULT_CONFIG_PATH = Path("/etc/inference-watchdog/config.yaml")
 

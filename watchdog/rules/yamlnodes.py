@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from watchdog.yamlguard import YamlBoundsError, check_yaml
-from watchdog.yamllines import line_of
+from watchdog.infra.yamlguard import YamlBoundsError, check_yaml
+from watchdog.infra.yamllines import line_of
 
 NULL_TAG = "tag:yaml.org,2002:null"
 MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -44,7 +44,7 @@ class Entry:
 
 def compose(text: str) -> yaml.Node | None:
     """The node tree of a single-document YAML text; raises :class:`YamlError` (also for a text outside
-    :mod:`watchdog.yamlguard`'s bounds: binary, too deep, an alias bomb)."""
+    :mod:`watchdog.infra.yamlguard`'s bounds: binary, too deep, an alias bomb)."""
     try:
         check_yaml(text)
     except YamlBoundsError as exc:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Protocol
 
-from watchdog.httpdeadline import Cutoff, UnsupportedURL, connection
+from watchdog.infra.httpdeadline import Cutoff, UnsupportedURL, connection
 from watchdog.runbooks.steps import RenderedAction, signal_number
 
 SAFE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ")
@@ -167,7 +167,7 @@ class SystemdExecutor:
 
 class HttpExecutor:
     """Sends ``http`` steps with http.client: no proxies, no redirects (a redirect could leave the
-    allowlist); the timeout covers the whole exchange (:mod:`watchdog.httpdeadline`: a server that drips
+    allowlist); the timeout covers the whole exchange (:mod:`watchdog.infra.httpdeadline`: a server that drips
     its answer cannot hold a worker past it); 2xx is success (exit code 0), any other status is the exit
     code, a connection failure or the deadline has exit code None."""
 

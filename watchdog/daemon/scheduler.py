@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("watchdog.scheduler")  # the name its log lines have always had
 
 
 class TickScheduler:
