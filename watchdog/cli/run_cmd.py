@@ -25,19 +25,21 @@ def _run(args: argparse.Namespace) -> int:
     from watchdog.agent import Agent
     from watchdog.config import ConfigError, load_config
     from watchdog.config.loader import DEFAULT_CONFIG_PATH
+    from watchdog.config.preflight import preflight
     from watchdog.daemon.serve import serve
     from watchdog.daemon.systemd_hooks import systemd_hooks
 
     path = args.config or (str(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else None)
     try:
         config = load_config(path)
+        preflight(config, path or "<defaults>")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
         agent = Agent(config, config_path=path)
     except Exception as exc:  # start-up boundary: a clear message and a non-zero exit
-        log.exception("cannot start the agent")
+        log.error("cannot start the agent", extra={"error": str(exc)})  # the message, not a traceback
         print(f"error: cannot start: {exc}", file=sys.stderr)
         return 2
     listen = args.listen or config["listen"]
