@@ -77,8 +77,8 @@ def _listen(config: Mapping[str, Any], file: str) -> None:
         _host, port = parse_listen(str(config.get("listen", "")))
     except ValueError as exc:
         raise ConfigError(file, "listen", str(exc)) from None
-    if not 0 < port < 65536:
-        raise ConfigError(file, "listen", f"port {port} is outside 1-65535")
+    if not 0 <= port < 65536:  # 0: any free port (tests, the demo)
+        raise ConfigError(file, "listen", f"port {port} is outside 0-65535")
 
 
 def _state_dir(config: Mapping[str, Any], file: str) -> None:
