@@ -4,73 +4,93 @@ Contract:
 - :meth:`Agent.tick` never raises for a component's fault: each stage is the boundary that owns its
   unit, logs the failure and counts it (``watchdog_tick_stage_failures_total{stage}``), and the later
   stages still run on what is there.
-- :meth:`Agent.reload` builds the new config, rule set and runbooks completely before swapping them in;
-  a broken file leaves the running set untouched and ``watchdog_config_reload_success`` at 0.
+- :meth:`Agent.reload` (SIGHUP) builds everything a new config file describes before changing anything:
+  settings, rule set, runbooks, collectors, notifiers, plus what the caller prepares (the daemon: the
+  exporter's TLS/auth/caps and the tick interval). All of it is swapped in together; any error keeps
+  every running setting and sets ``watchdog_config_reload_success`` to 0. The keys in
+  :data:`RESTART_KEYS` keep their running value until a restart, and the reload log line names the
+  ones that changed.
 - Time comes from the injected ``clock`` (seconds); the demo and tests pass their own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import importlib
 import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from watchdog import __version__
-from watchdog.collectors.base import REGISTRY, Collector, CollectorContext, CollectorRunner, ingest_results
-from watchdog.config import load_config
+from watchdog.collectors.base import Collector, CollectorContext, CollectorRunner, ingest_results
+from watchdog.collectors.registry import build_collectors
+from watchdog.config import load_settings
+from watchdog.config.settings import Settings, settings_document
 from watchdog.infra.state import StateDB
-from watchdog.model import Sample, metric
-from watchdog.notify.dispatcher import NotificationDispatcher
-from watchdog.notify.state_store import AlertStateStore
-from watchdog.rules.alert import Alert, AlertState
+from watchdog.model import Alert, AlertState, Sample, metric
+from watchdog.notify.dispatcher import dispatcher_for
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_ruleset
+from watchdog.rules.state_store import RuleStateStore
+from watchdog.runbooks.catalogue import catalogue_from_settings
 from watchdog.runbooks.manager import RunbookManager
 from watchdog.store import SeriesQuotas, Store
 
 log = logging.getLogger(__name__)
 
-# Collector modules register themselves on import; the agent imports every one that exists.
-COLLECTOR_MODULES = ("nvml", "host", "engine", "kmsg", "processes")
 GC_EVERY_TICKS = 30
 
+# Settings a reload cannot apply: the node name (in labels already sent), the state database, the
+# exporter's socket, and the store's ring sizes. They keep their running value until a restart.
+RESTART_KEYS = ("node", "state_dir", "listen", "retention_seconds", "max_series")
 
-def import_collector_modules() -> None:
-    """Import the collector modules so their ``@register`` factories are in the registry."""
-    for name in COLLECTOR_MODULES:
-        importlib.import_module(f"watchdog.collectors.{name}")
-
-
-def build_collectors(config: dict[str, Any], context: CollectorContext) -> list[Collector]:
-    """Every collector the config enables, from the registry (each factory reads its own section)."""
-    import_collector_modules()
-    from watchdog.collectors.nvml import node_nvml
-
-    node_nvml(config, context)  # before any factory: the kernel-log and process collectors map GPUs with it
-    collectors: list[Collector] = []
-    for _kind, factory in sorted(REGISTRY.items()):
-        collectors.extend(factory(config, context))
-    return collectors
+# What a reload caller prepares from the new settings: load and check (may raise), return the apply step.
+Preparer = Callable[[Settings], Callable[[], None]]
 
 
-def series_quotas(config: dict[str, Any]) -> SeriesQuotas:
-    """The store's per-source quotas from the config (the reserve is at most half of ``max_series``)."""
-    max_series = int(config["max_series"])
-    return SeriesQuotas(per_source=int(config.get("max_series_per_source", 50_000)),
-                        reserved=min(int(config.get("reserved_series", 20_000)), max_series // 2))
+def changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of the settings that differ (down to leaf fields; lists of sections as a whole)."""
+    if not (dataclasses.is_dataclass(old) and dataclasses.is_dataclass(new)) or type(old) is not type(new):
+        return [prefix] if old != new else []
+    out: list[str] = []
+    for f in dataclasses.fields(old):
+        out.extend(changed_keys(getattr(old, f.name), getattr(new, f.name), f"{prefix}.{f.name}" if prefix
+                                else f.name))
+    return out
 
 
-def build_runner(config: dict[str, Any], collectors: list[Collector], background: bool = True) -> CollectorRunner:
+@dataclass
+class PreparedReload:
+    """Everything a new config describes, built and checked but not yet in use."""
+
+    settings: Settings
+    rule_engine: RuleEngine
+    runbooks: RunbookManager
+    collectors: list[Collector]
+    apply_steps: list[Callable[[], None]]
+    changed: list[str]
+    needs_restart: list[str]
+
+    def discard(self) -> None:
+        """Release what was built (the runbook manager's worker pool)."""
+        self.runbooks.close()
+
+
+def series_quotas(settings: Settings) -> SeriesQuotas:
+    """The store's per-source quotas (the reserve is at most half of ``max_series``)."""
+    return SeriesQuotas(per_source=settings.max_series_per_source,
+                        reserved=min(settings.reserved_series, settings.max_series // 2))
+
+
+def build_runner(settings: Settings, collectors: list[Collector], background: bool = True) -> CollectorRunner:
     """The runner the tick uses: background collectors (engine scrapes) may hold it half a tick at most
     (``background`` False: the tick waits for every scrape, for simulated time)."""
-    wait = float(config["tick_interval_seconds"]) / 2 if background else None
+    wait = settings.tick_interval_seconds / 2 if background else None
     return CollectorRunner(collectors, background_wait_seconds=wait)
 
 
@@ -92,7 +112,7 @@ class Agent:
 
     def __init__(
         self,
-        config: dict[str, Any],
+        settings: Settings,
         *,
         config_path: str | Path | None = None,
         clock: Callable[[], float] = time.time,
@@ -101,36 +121,34 @@ class Agent:
         background_scrapes: bool = True,
     ) -> None:
         """``background_scrapes`` False makes each tick wait for every engine scrape (simulated time)."""
-        self.config = config
+        self.settings = settings
         self.config_path = str(config_path) if config_path else None
         self.clock = clock
-        self.node = config.get("node") or socket.gethostname()
+        self.node = settings.node or socket.gethostname()
         self.stats = TickStats(last_reload_seconds=clock())
-        tick_s = float(config["tick_interval_seconds"])
-        retention_s = float(config["retention_seconds"])
+        tick_s = settings.tick_interval_seconds
+        retention_s = settings.retention_seconds
         self.store = Store(
             retention_ms=int(retention_s * 1000),
             max_points=int(retention_s / tick_s) + 60,
-            max_series=int(config["max_series"]),
-            quotas=series_quotas(config),
+            max_series=settings.max_series,
+            quotas=series_quotas(settings),
         )
-        self.context = context or CollectorContext(config=config)
-        self.context.config = config
-        self.db = db if db is not None else StateDB.in_dir(config["state_dir"])
-        self.context.extra.setdefault("state_db", self.db)
-        self.context.extra.setdefault("clock", clock)
-        self.alert_state = AlertStateStore(self.db)
-        self.collectors = build_collectors(config, self.context)
+        self.db = db if db is not None else StateDB.in_dir(settings.state_dir)
+        given = context or CollectorContext()
+        self.context = dataclasses.replace(given, state_db=given.state_db or self.db, clock=given.clock or clock)
+        self.rule_state = RuleStateStore(self.db)
+        self.collectors = build_collectors(settings, self.context)
         self.background_scrapes = background_scrapes
-        self.runner = build_runner(config, self.collectors, background_scrapes)
+        self.runner = build_runner(settings, self.collectors, background_scrapes)
         self._lock = threading.RLock()
         self.ready = False
         self.before_tick: list[Callable[[float], None]] = []
         self.after_tick: list[Callable[[], None]] = []
         self.history_fired: list[Alert] = []
-        self.rule_engine = self._build_rule_engine(config, restored=self.alert_state.load_rule_state())
-        self.runbooks = self._build_runbooks(config)
-        self.dispatcher = NotificationDispatcher(config, self.db, self.node, clock=clock)
+        self.rule_engine = self._build_rule_engine(settings, restored=self.rule_state.load())
+        self.runbooks = self._build_runbooks(settings)
+        self.dispatcher = dispatcher_for(settings, self.db, self.node, clock=clock)
         self.dispatcher.attach_runbooks(self.runbooks)
         self._reconciled = False
         self.alerts: list[Alert] = []
@@ -139,16 +157,17 @@ class Agent:
 
     # -- construction -------------------------------------------------------------------------------
 
-    def _build_rule_engine(self, config: dict[str, Any], restored: list[dict[str, Any]] | None) -> RuleEngine:
-        ruleset = load_ruleset(config)
+    def _build_rule_engine(self, settings: Settings, restored: list[dict[str, Any]] | None) -> RuleEngine:
+        ruleset = load_ruleset(settings)
         if not ruleset.groups:
             log.warning("no rules loaded: nothing will alert (check rules.paths)",
-                        extra={"rules_paths": (config.get("rules") or {}).get("paths")})
+                        extra={"rules_paths": list(settings.rules.paths)})
         return RuleEngine(ruleset, self.store, restored_state=restored)
 
-    def _build_runbooks(self, config: dict[str, Any]) -> RunbookManager:
-        return RunbookManager(config, self.db, self.store, clock=self.clock, config_path=self.config_path,
-                              node=self.node)
+    def _build_runbooks(self, settings: Settings) -> RunbookManager:
+        return RunbookManager(settings.remediation, self.db, self.store, clock=self.clock,
+                              catalogue=catalogue_from_settings(settings.runbooks, self.config_path),
+                              template_config=settings_document(settings), node=self.node)
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -216,14 +235,14 @@ class Agent:
         return tick_ms
 
     def _persist_alert_state(self, now_ms: int) -> bool:
-        self.alert_state.save_rule_state(self.rule_engine.export_state(), now_ms)
+        self.rule_state.save(self.rule_engine.export_state(), now_ms)
         return True
 
     def note_overrun(self) -> None:
         """Called by the scheduler when a tick was due while the previous one still ran."""
         self.stats.overruns_total += 1
         log.warning("tick overran its interval; next tick skipped",
-                    extra={"tick_interval_seconds": self.config["tick_interval_seconds"],
+                    extra={"tick_interval_seconds": self.settings.tick_interval_seconds,
                            "last_duration_seconds": round(self.stats.last_duration_seconds, 3)})
 
     def firing(self) -> list[Alert]:
@@ -260,34 +279,56 @@ class Agent:
 
     # -- reload and shutdown ------------------------------------------------------------------------
 
-    def reload(self) -> bool:
-        """Re-read config, rules and runbooks; swap only if all load. Returns success."""
+    def _prepare_reload(self, also: Sequence[Preparer]) -> PreparedReload:
+        """Build everything the config file now describes; raises on the first problem, changing nothing."""
+        loaded = load_settings(self.config_path) if self.config_path else self.settings
+        changed = changed_keys(self.settings, loaded)
+        needs_restart = [key for key in changed if key.split(".")[0] in RESTART_KEYS]
+        settings = dataclasses.replace(loaded, **{key: getattr(self.settings, key) for key in RESTART_KEYS})
+        rule_engine = self._build_rule_engine(settings, restored=self.rule_engine.export_state())
+        runbooks = self._build_runbooks(settings)
         try:
-            config = load_config(self.config_path) if self.config_path else self.config
-            rule_engine = self._build_rule_engine(config, restored=self.rule_engine.export_state())
-            runbooks = self._build_runbooks(config)
-            self.context.config = config
-            collectors = build_collectors(config, self.context)
+            collectors = build_collectors(settings, self.context)
+            apply_steps = [self.dispatcher.reconfigure(settings.notifiers, remediation_mode=settings.remediation.mode,
+                                                       tick_seconds=settings.tick_interval_seconds,
+                                                       listen=settings.listen)]
+            apply_steps.extend(prepare(settings) for prepare in also)
+        except BaseException:
+            runbooks.close()
+            raise
+        return PreparedReload(settings, rule_engine, runbooks, collectors, apply_steps,
+                              [key for key in changed if key not in needs_restart], needs_restart)
+
+    def reload(self, also: Sequence[Preparer] = ()) -> bool:
+        """SIGHUP: re-read the config file and everything it names, then apply all of it or nothing (see
+        the module docstring). ``also`` prepares the caller's own parts. Returns success."""
+        try:
+            prepared = self._prepare_reload(also)
         except Exception as exc:  # reload boundary: report, keep the last good set
-            self.context.config = self.config
             where = {key: getattr(exc, key) for key in ("file", "line") if getattr(exc, key, None)}
             log.error("reload failed; keeping the running configuration", extra={"error": str(exc), **where})
             self.stats.reload_success = False
             return False
         with self._lock:
-            self.config = config
+            self.settings = prepared.settings
             self.rule_engine.retire(int(self.clock() * 1000))
-            self.rule_engine = rule_engine
-            old_runbooks, self.runbooks = self.runbooks, runbooks
+            self.rule_engine = prepared.rule_engine
+            old_runbooks, self.runbooks = self.runbooks, prepared.runbooks
             old_runner = self.runner
-            self.collectors = collectors
-            self.runner = build_runner(config, collectors, self.background_scrapes)
-            self.dispatcher.attach_runbooks(runbooks)
+            self.collectors = prepared.collectors
+            self.runner = build_runner(self.settings, prepared.collectors, self.background_scrapes)
+            for apply in prepared.apply_steps:
+                apply()
+            self.dispatcher.attach_runbooks(prepared.runbooks)
             self.stats.reload_success = True
             self.stats.last_reload_seconds = self.clock()
         old_runbooks.close()
         old_runner.close()
-        log.info("reloaded configuration, rules and runbooks")
+        if prepared.needs_restart:
+            log.warning("reloaded configuration; restart needed to apply: " + ", ".join(prepared.needs_restart),
+                        extra={"changed": prepared.changed, "needs_restart": prepared.needs_restart})
+        else:
+            log.info("reloaded configuration, rules and runbooks", extra={"changed": prepared.changed})
         return True
 
     def close(self, timeout_seconds: float = 10.0) -> None:

@@ -10,6 +10,7 @@ import yaml
 from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_config_text
+from watchdog.config.settings import settings_from_config
 from watchdog.fakes.pynvml import FakeNvml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +30,6 @@ def hostile_agent(tmp_path: Path, clock: list[float], overrides: dict[str, Any],
     }
     base.update(overrides)
     config_path.write_text(yaml.safe_dump(base))
-    config = load_config_text(config_path.read_text(), str(config_path))
-    return Agent(config, config_path=config_path, clock=lambda: clock[0],
-                 context=CollectorContext(config=config, nvml=nvml or FakeNvml.from_profile("h100-sxm-8")))
+    settings = settings_from_config(load_config_text(config_path.read_text(), str(config_path)))
+    return Agent(settings, config_path=config_path, clock=lambda: clock[0],
+                 context=CollectorContext(nvml=nvml or FakeNvml.from_profile("h100-sxm-8")))

@@ -13,7 +13,7 @@ from tests.hostile.conftest import hostile_agent
 from watchdog.daemon.scheduler import TickScheduler
 from watchdog.daemon.serve import EARLY_SIGHUP, install_early_sighup
 from watchdog.fakes.pynvml import FakeNvml
-from watchdog.rules.alert import AlertState
+from watchdog.model import AlertState
 
 HOT = """
 groups:
@@ -29,11 +29,9 @@ groups:
 def _hot_agent(tmp_path: Path, clock: list[float], nvml: FakeNvml):  # type: ignore[no-untyped-def]
     rules = tmp_path / "hot.yaml"
     rules.write_text(HOT)
-    agent = hostile_agent(tmp_path, clock, {"collectors": {"host": {"enabled": False},
-                                                             "nvml": {"timeout_seconds": 0.3}}}, nvml=nvml)
-    agent.config["rules"] = {"paths": [str(rules)]}
-    agent.rule_engine = agent._build_rule_engine(agent.config, restored=None)
-    return agent
+    return hostile_agent(tmp_path, clock, {"rules": {"paths": [str(rules)]},
+                                           "collectors": {"host": {"enabled": False},
+                                                          "nvml": {"timeout_seconds": 0.3}}}, nvml=nvml)
 
 
 def _states(alerts: list) -> dict[str, AlertState]:  # type: ignore[type-arg]

@@ -13,6 +13,7 @@ import yaml
 from watchdog.agent import Agent
 from watchdog.collectors.kmsg import XID_ERRORS, KmsgCollector
 from watchdog.config import load_config_text
+from watchdog.config.settings import settings_from_config
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.infra.state import StateDB
 from watchdog.kmsg.follow import MAX_LINE_BYTES, FileFollower
@@ -64,8 +65,8 @@ def test_xids_map_to_their_gpu_when_built_like_run(tmp_path: Path, pynvml_is_the
                                     "kmsg": {"source": str(log)}, "processes": {"enabled": False},
                                     "collectors": {"host": {"enabled": False}},
                                     "notifiers": {"log": {"enabled": False}}}))
-    config = load_config_text(path.read_text(), str(path))
-    agent = Agent(config, config_path=path)  # exactly as `inference-watchdog run` constructs it
+    settings = settings_from_config(load_config_text(path.read_text(), str(path)))
+    agent = Agent(settings, config_path=path)  # exactly as `inference-watchdog run` constructs it
     try:
         agent.tick()
         gpus = sorted(label_value(s.labels, "gpu") for s in agent.store.select([("__name__", "=", XID_ERRORS)]))

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.ops.test_systemd import POLKIT_HARNESS, POLKIT_RULE
-from watchdog.collectors.engine import Endpoint, EngineCollector, redact_url
+from watchdog.collectors.engines import EngineCollector, redact_url
+from watchdog.config.settings import EngineSettings, section_settings
 from watchdog.runbooks.steps import SYSTEMD_VERBS
 
 MANAGE = "org.freedesktop.systemd1.manage-units"
@@ -47,7 +48,7 @@ def test_engine_url_credentials_never_reach_the_log(caplog: pytest.LogCaptureFix
     url = "http://scraper:hunter2-secret@127.0.0.1:1/metrics"
     assert "hunter2" not in redact_url(url) and "127.0.0.1:1" in redact_url(url)
     with caplog.at_level(logging.DEBUG):
-        collector = EngineCollector(Endpoint(url=url, job="vllm"))
+        collector = EngineCollector(section_settings(EngineSettings, "engines[]", {"url": url, "job": "vllm"}))
         collector.collect()
         collector.collect()
     text = caplog.text + collector.last_error

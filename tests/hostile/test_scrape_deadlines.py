@@ -10,8 +10,8 @@ import pytest
 
 from tests.hostile.conftest import hostile_agent
 from tests.loopback import serving
-from watchdog.collectors.engine import ScrapeError, fetch
-from watchdog.rules.alert import AlertState
+from watchdog.collectors.engines import ScrapeError, fetch
+from watchdog.model import AlertState
 
 PAGE = b"vllm:num_requests_running 1\n"
 
@@ -59,15 +59,15 @@ def test_a_drip_engine_is_up_0_and_engine_down_fires(tmp_path: Path) -> None:
     clock = [1_800_000_000.0]
     with serving(DripEngine, QuietServer) as base:
         agent = hostile_agent(tmp_path, clock, {
-            "engines": [{"url": base + "/drip-headers", "job": "drip", "scrape_timeout_seconds": 1.0}],
+            "engines": [{"url": base + "/drip-headers", "job": "drip", "scrape_timeout_seconds": 2.5}],
         })
         try:
             states: dict[str, AlertState] = {}
-            deadline = time.monotonic() + 8
+            deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
                 started = time.monotonic()
                 alerts = agent.tick()
-                assert time.monotonic() - started < 1.0  # the drip never stretches the tick
+                assert time.monotonic() - started < 2.0  # not the 3.5 s a waited-for scrape would take
                 states.update({a.name: a.state for a in alerts})
                 if states.get("EngineDown") is AlertState.FIRING:
                     break
@@ -89,7 +89,7 @@ def test_a_slow_engine_does_not_stretch_the_tick_and_its_scrape_is_used_later(tm
         try:
             started = time.monotonic()
             agent.tick()
-            assert time.monotonic() - started < 1.0
+            assert time.monotonic() - started < 1.2  # the engine answers after 1.2 s
             assert not list(agent.store.select([("__name__", "=", "up")]))
             time.sleep(1.0)
             clock[0] += 1

@@ -9,8 +9,7 @@ from pathlib import Path
 
 from tests.hostile.conftest import hostile_agent
 from tests.loopback import serving
-from watchdog.model import Sample, label_value, metric, metric_name
-from watchdog.rules.alert import AlertState
+from watchdog.model import AlertState, Sample, label_value, metric, metric_name
 from watchdog.store import SeriesQuotaExceeded, SeriesQuotas, Store
 
 XID79 = "NVRM: Xid (PCI:0000:{bus}:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"

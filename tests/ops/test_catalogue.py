@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from importlib import resources
 
 import pytest
@@ -119,9 +120,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
     try:
         gpus = GpuSimulator(scenario, kmsg, SIM_START, engine_pids={e.job: e.process.pid for e in engines})
         config = demo_config(scenario, engines, base, "127.0.0.1:0")
-        config["rules"]["paths"] = [*config["rules"]["paths"], str(rules_path)]
-        agent = Agent(config, clock=lambda: now[0], background_scrapes=False,
-                      context=CollectorContext(config=config, nvml=gpus.nvml))
+        config = replace(config, rules=replace(config.rules, paths=(*config.rules.paths, str(rules_path))))
+        agent = Agent(config, clock=lambda: now[0], background_scrapes=False, context=CollectorContext(nvml=gpus.nvml))
         agent.before_tick.append(gpus.advance)
         agent.before_tick.append(_fail_once(at=SIM_START + 12))
         for step in range(TICKS):

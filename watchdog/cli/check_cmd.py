@@ -19,11 +19,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     from watchdog.check import run_check
-    from watchdog.config import ConfigError, load_config
+    from watchdog.config import ConfigError, load_settings
 
     try:
-        config = load_config(args.config)
-        report = run_check(config, interval_seconds=args.interval)
+        report = run_check(load_settings(args.config), interval_seconds=args.interval)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

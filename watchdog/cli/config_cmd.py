@@ -28,11 +28,11 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from watchdog.config import ConfigError, load_config
+    from watchdog.config import ConfigError, load_settings
     from watchdog.config.preflight import preflight
 
     try:
-        preflight(load_config(args.path), str(args.path))
+        preflight(load_settings(args.path), str(args.path))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2  # the exit code of `run` for the same error

@@ -23,7 +23,7 @@ def _run(args: argparse.Namespace) -> int:
 
     install_early_sighup()  # before anything slow: an early SIGHUP must not kill the daemon
     from watchdog.agent import Agent
-    from watchdog.config import ConfigError, load_config
+    from watchdog.config import ConfigError, load_settings
     from watchdog.config.loader import DEFAULT_CONFIG_PATH
     from watchdog.config.preflight import preflight
     from watchdog.daemon.serve import serve
@@ -31,18 +31,18 @@ def _run(args: argparse.Namespace) -> int:
 
     path = args.config or (str(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else None)
     try:
-        config = load_config(path)
-        preflight(config, path or "<defaults>")
+        settings = load_settings(path)
+        preflight(settings, path or "<defaults>")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        agent = Agent(config, config_path=path)
+        agent = Agent(settings, config_path=path)
     except Exception as exc:  # start-up boundary: a clear message and a non-zero exit
         log.error("cannot start the agent", extra={"error": str(exc)})  # the message, not a traceback
         print(f"error: cannot start: {exc}", file=sys.stderr)
         return 2
-    listen = args.listen or config["listen"]
+    listen = args.listen or settings.listen
     log.info("agent starting", extra={"config": path or "(defaults)", "listen": listen,
                                       "collectors": [c.name for c in agent.collectors]})
     return serve(agent, listen, hooks=systemd_hooks(agent))

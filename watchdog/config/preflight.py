@@ -6,6 +6,7 @@ and no start-up error reaches the user as a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping
@@ -13,56 +14,56 @@ from pathlib import Path
 from typing import Any
 
 from watchdog.config.loader import ConfigError
+from watchdog.config.settings import Settings
 
 SYSTEMD_WATCHDOG_SECONDS = 60.0
 """``WatchdogSec`` (and ``TimeoutStartSec``) of the shipped unit: a tick must fit well inside it."""
 
 
-def preflight(config: Mapping[str, Any], file: str) -> None:
-    """Raise :class:`ConfigError` for the first start-up problem of ``config`` (see module docstring)."""
-    _finite(config, file, [])
-    _engines(config, file)
-    _tick_fits_watchdog(config, file)
-    _listen(config, file)
-    _state_dir(config, file)
-    _rules(config, file)
-    _exporter(config, file)
+def preflight(settings: Settings, file: str) -> None:
+    """Raise :class:`ConfigError` for the first start-up problem of ``settings`` (see module docstring)."""
+    _finite(settings, file, [])
+    _engines(settings, file)
+    _tick_fits_watchdog(settings, file)
+    _listen(settings, file)
+    _state_dir(settings, file)
+    _rules(settings, file)
+    _exporter(settings, file)
 
 
 def _finite(node: Any, file: str, path: list[str]) -> None:
     if isinstance(node, float) and not math.isfinite(node):
         raise ConfigError(file, ".".join(path), f"{node} is not a finite number")
-    if isinstance(node, Mapping):
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            _finite(getattr(node, f.name), file, [*path, f.name])
+    elif isinstance(node, Mapping):
         for key, value in node.items():
             _finite(value, file, [*path, str(key)])
-    elif isinstance(node, list):
+    elif isinstance(node, tuple):
         for index, value in enumerate(node):
             _finite(value, file, [*path, str(index)])
 
 
-def _engines(config: Mapping[str, Any], file: str) -> None:
+def _engines(settings: Settings, file: str) -> None:
     seen: set[str] = set()
-    for index, engine in enumerate(config.get("engines") or []):
-        job = str(engine.get("job", ""))
-        if job in seen:
-            raise ConfigError(file, f"engines.{index}.job", f"job {job!r} is used by two engines")
-        seen.add(job)
-        pattern = (engine.get("process") or {}).get("match")
-        if pattern:
+    for index, engine in enumerate(settings.engines):
+        if engine.job in seen:
+            raise ConfigError(file, f"engines.{index}.job", f"job {engine.job!r} is used by two engines")
+        seen.add(engine.job)
+        if engine.process.match:
             try:
-                re.compile(str(pattern))
+                re.compile(engine.process.match)
             except re.error as exc:
                 raise ConfigError(file, f"engines.{index}.process.match", f"not a valid regex: {exc}") from None
 
 
-def _tick_fits_watchdog(config: Mapping[str, Any], file: str) -> None:
-    tick = float(config.get("tick_interval_seconds", 1))
+def _tick_fits_watchdog(settings: Settings, file: str) -> None:
+    tick = settings.tick_interval_seconds
     timeouts = {
-        "kmsg.timeout_seconds": (config.get("kmsg") or {}).get("timeout_seconds", 5),
-        "collectors.nvml.timeout_seconds": ((config.get("collectors") or {}).get("nvml") or {}).get(
-            "timeout_seconds", 2),
-        **{f"engines.{i}.scrape_timeout_seconds": e.get("scrape_timeout_seconds", 2)
-           for i, e in enumerate(config.get("engines") or [])},
+        "kmsg.timeout_seconds": settings.kmsg.timeout_seconds,
+        "collectors.nvml.timeout_seconds": settings.collectors.nvml.timeout_seconds,
+        **{f"engines.{i}.scrape_timeout_seconds": e.scrape_timeout_seconds for i, e in enumerate(settings.engines)},
     }
     for key, value in timeouts.items():
         if float(value) + 1 + tick >= SYSTEMD_WATCHDOG_SECONDS:
@@ -70,19 +71,19 @@ def _tick_fits_watchdog(config: Mapping[str, Any], file: str) -> None:
                                          f"WatchdogSec={SYSTEMD_WATCHDOG_SECONDS:g}s")
 
 
-def _listen(config: Mapping[str, Any], file: str) -> None:
+def _listen(settings: Settings, file: str) -> None:
     from watchdog.exporter.server import parse_listen
 
     try:
-        _host, port = parse_listen(str(config.get("listen", "")))
+        _host, port = parse_listen(settings.listen)
     except ValueError as exc:
         raise ConfigError(file, "listen", str(exc)) from None
     if not 0 <= port < 65536:  # 0: any free port (tests, the demo)
         raise ConfigError(file, "listen", f"port {port} is outside 0-65535")
 
 
-def _state_dir(config: Mapping[str, Any], file: str) -> None:
-    state_dir = Path(str(config.get("state_dir", "")))
+def _state_dir(settings: Settings, file: str) -> None:
+    state_dir = Path(settings.state_dir)
     for candidate in (state_dir, *state_dir.parents):
         if candidate.exists():
             if not candidate.is_dir():
@@ -90,20 +91,20 @@ def _state_dir(config: Mapping[str, Any], file: str) -> None:
             return
 
 
-def _rules(config: Mapping[str, Any], file: str) -> None:
+def _rules(settings: Settings, file: str) -> None:
     from watchdog.rules.loader import RuleLoadError, load_ruleset
 
     try:
-        load_ruleset(config)
+        load_ruleset(settings)
     except RuleLoadError as exc:
         first = str(exc).splitlines()[0] if str(exc) else "rule files do not load"
         raise ConfigError(file, "rules.paths", first) from None
 
 
-def _exporter(config: Mapping[str, Any], file: str) -> None:
+def _exporter(settings: Settings, file: str) -> None:
     from watchdog.exporter.security import ExporterConfigError, load_security
 
     try:
-        load_security(config.get("exporter") or {})
+        load_security(settings.exporter)
     except ExporterConfigError as exc:
         raise ConfigError(file, "exporter", str(exc)) from None

@@ -53,6 +53,13 @@ class TickScheduler:
                 self.agent.note_overrun()
                 due += self.interval_seconds
 
+    def set_interval(self, interval_seconds: float) -> None:
+        """Tick every ``interval_seconds`` from now on (a reload that changed ``tick_interval_seconds``)."""
+        if interval_seconds == self.interval_seconds:
+            return
+        self.interval_seconds = interval_seconds  # the loop reads it for the next due time
+        log.info("tick interval changed", extra={"tick_interval_seconds": interval_seconds})
+
     def stop(self, wait: bool = True) -> None:
         """Stop scheduling; with ``wait`` the tick in progress finishes first."""
         self._stop.set()

@@ -21,7 +21,7 @@ from pathlib import Path
 from watchdog.collectors.base import CollectorContext
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
 from watchdog.demo.scenario import Scenario, load_scenario
-from watchdog.rules.alert import AlertState
+from watchdog.model import AlertState
 
 log = logging.getLogger("watchdog.demo.harness")
 SIM_START = 1_800_000_000.0  # a fixed simulated epoch: runs are reproducible
@@ -68,7 +68,7 @@ def run_scenario(
                                 engine_pids={e.job: e.process.pid for e in engines})
             config = demo_config(scenario, engines, base, "127.0.0.1:0", host_collector=False)
             agent = Agent(config, clock=lambda: now[0], background_scrapes=False,
-                          context=CollectorContext(config=config, nvml=gpus.nvml))
+                          context=CollectorContext(nvml=gpus.nvml))
             agent.before_tick.append(gpus.advance)
             steps = int(duration / scenario.interval_seconds)
             for step in range(steps + 1):
