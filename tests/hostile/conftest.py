@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -14,6 +16,37 @@ from watchdog.config.settings import settings_from_config
 from watchdog.fakes.pynvml import FakeNvml
 
 REPO = Path(__file__).resolve().parents[2]
+
+HOT_RULE = """
+groups:
+  - name: hostile
+    rules:
+      - alert: GpuHot
+        expr: watchdog_gpu_temperature_celsius > 80
+        labels: {severity: warning}
+        annotations: {summary: hot, description: hot, runbook: gpu-thermal-margin}
+"""
+"""One alert on an NVML gauge: fires as soon as a fake GPU runs hot."""
+
+
+class QuietServer(ThreadingHTTPServer):
+    """Clients that hang up early (deadlines) are the point of these tests: no tracebacks."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass
+
+
+def drip(wfile: BinaryIO, data: bytes, seconds_per_byte: float = 0.5) -> None:
+    """Write ``data`` one byte at a time (a peer that never quite stops answering); stops if cut off."""
+    try:
+        for byte in data:
+            wfile.write(bytes([byte]))
+            wfile.flush()
+            time.sleep(seconds_per_byte)
+    except OSError:
+        pass
 
 
 def hostile_agent(tmp_path: Path, clock: list[float], overrides: dict[str, Any],

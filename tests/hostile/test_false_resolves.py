@@ -9,26 +9,16 @@ import threading
 import time
 from pathlib import Path
 
-from tests.hostile.conftest import hostile_agent
+from tests.hostile.conftest import HOT_RULE, hostile_agent
 from watchdog.daemon.scheduler import TickScheduler
 from watchdog.daemon.serve import EARLY_SIGHUP, install_early_sighup
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.model import AlertState
 
-HOT = """
-groups:
-  - name: hostile
-    rules:
-      - alert: GpuHot
-        expr: watchdog_gpu_temperature_celsius > 80
-        labels: {severity: warning}
-        annotations: {summary: hot, description: hot, runbook: gpu-thermal-margin}
-"""
-
 
 def _hot_agent(tmp_path: Path, clock: list[float], nvml: FakeNvml):  # type: ignore[no-untyped-def]
     rules = tmp_path / "hot.yaml"
-    rules.write_text(HOT)
+    rules.write_text(HOT_RULE)
     return hostile_agent(tmp_path, clock, {"rules": {"paths": [str(rules)]},
                                            "collectors": {"host": {"enabled": False},
                                                           "nvml": {"timeout_seconds": 0.3}}}, nvml=nvml)

@@ -7,9 +7,11 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
+from tests.hostile.conftest import QuietServer, drip
 from tests.loopback import serving
+from tests.support.polling import wait_until
 from watchdog.infra.workers import DaemonPool
 from watchdog.runbooks.executors import HttpExecutor
 from watchdog.runbooks.steps import RenderedAction
@@ -22,20 +24,7 @@ class DripHandler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        try:
-            for byte in b"HTTP/1.1 200 OK\r\n" * 4:
-                self.wfile.write(bytes([byte]))
-                self.wfile.flush()
-                time.sleep(0.5)
-        except OSError:
-            pass
-
-
-class QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass
+        drip(self.wfile, b"HTTP/1.1 200 OK\r\n" * 4)
 
 
 def test_an_http_step_that_drips_ends_at_its_timeout() -> None:
@@ -51,7 +40,8 @@ def test_hung_diagnostics_do_not_starve_remediation() -> None:
     diagnostics, remediation = DaemonPool(4, "diagnose"), DaemonPool(4, "runbook")
     hung = [diagnostics.submit(release.wait) for _ in range(6)]
     try:
-        assert remediation.submit(lambda: "restarted").result(timeout=2) == "restarted"
+        wait_until(lambda: sum(f.running() for f in hung) == 4, 10, "four diagnostics hung in their workers")
+        assert remediation.submit(lambda: "restarted").result(timeout=10) == "restarted"
         assert not any(f.done() for f in hung)
         diagnostics.shutdown(cancel_futures=True)
         assert sum(f.cancelled() for f in hung) == 2  # queued ones cancelled, running ones left alone

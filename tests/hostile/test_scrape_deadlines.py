@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
-from tests.hostile.conftest import hostile_agent
+from tests.hostile.conftest import QuietServer, drip, hostile_agent
 from tests.loopback import serving
 from watchdog.collectors.engines import ScrapeError, fetch
 from watchdog.model import AlertState
@@ -31,20 +31,7 @@ class DripEngine(BaseHTTPRequestHandler):
             self.wfile.write(PAGE)
             return
         head = b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-Drip-%d: x\r\n" % i for i in range(50))
-        try:
-            for byte in head:
-                self.wfile.write(bytes([byte]))
-                self.wfile.flush()
-                time.sleep(0.5)
-        except OSError:
-            pass
-
-
-class QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass
+        drip(self.wfile, head)
 
 
 def test_a_header_drip_ends_at_the_deadline() -> None:

@@ -9,22 +9,12 @@ import json
 import sqlite3
 from pathlib import Path
 
-from tests.hostile.conftest import hostile_agent
+from tests.hostile.conftest import HOT_RULE, hostile_agent
 from watchdog.agent import Agent
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.infra.state import StateDB
 from watchdog.model import label_value
 from watchdog.notify.log import LogNotifier
-
-HOT = """
-groups:
-  - name: hostile
-    rules:
-      - alert: GpuHot
-        expr: watchdog_gpu_temperature_celsius > 80
-        labels: {severity: warning}
-        annotations: {summary: hot, description: hot, runbook: gpu-thermal-margin}
-"""
 
 
 def _errors(agent: Agent) -> dict[str, float]:
@@ -57,7 +47,7 @@ def _fill(conn: sqlite3.Connection) -> None:
 
 def test_a_full_database_degrades_to_the_log_and_delivers_after_recovery(tmp_path: Path) -> None:
     rules = tmp_path / "hot.yaml"
-    rules.write_text(HOT)
+    rules.write_text(HOT_RULE)
     nvml = FakeNvml.from_profile("h100-sxm-8")
     clock = [1_800_000_000.0]
     agent = hostile_agent(tmp_path, clock, {"rules": {"paths": [str(rules)]},
