@@ -47,7 +47,8 @@ GC_EVERY_TICKS = 30
 
 # Settings a reload cannot apply: the node name (in labels already sent), the state database, the
 # exporter's socket, and the store's ring sizes. They keep their running value until a restart.
-RESTART_KEYS = ("node", "state_dir", "listen", "retention_seconds", "max_series")
+RESTART_KEYS = ("node", "state_dir", "listen", "retention_seconds", "max_series", "max_series_per_source",
+                "reserved_series")
 
 # What a reload caller prepares from the new settings: load and check (may raise), return the apply step.
 Preparer = Callable[[Settings], Callable[[], None]]
