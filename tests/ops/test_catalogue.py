@@ -121,7 +121,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
         gpus = GpuSimulator(scenario, kmsg, SIM_START, engine_pids={e.job: e.process.pid for e in engines})
         config = demo_config(scenario, engines, base, "127.0.0.1:0")
         config = replace(config, rules=replace(config.rules, paths=(*config.rules.paths, str(rules_path))))
-        agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=gpus.nvml))
+        agent = Agent(config, clock=lambda: now[0], background_scrapes=False, context=CollectorContext(nvml=gpus.nvml))
         agent.before_tick.append(gpus.advance)
         agent.before_tick.append(_fail_once(at=SIM_START + 12))
         for step in range(TICKS):
