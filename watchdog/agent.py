@@ -23,8 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from watchdog import __version__
-from watchdog.collectors.base import REGISTRY, Collector, CollectorContext, CollectorRunner, ingest_results
+from watchdog.collectors.base import (
+    REGISTRY,
+    Collector,
+    CollectorContext,
+    CollectorRunner,
+    CollectResult,
+    ingest_results,
+)
 from watchdog.config import load_config
+from watchdog.health import Problem, assess, health_samples
 from watchdog.model import Sample, metric
 from watchdog.notify.dispatcher import NotificationDispatcher
 from watchdog.notify.state_store import AlertStateStore
@@ -38,7 +46,7 @@ from watchdog.store import Store
 log = logging.getLogger(__name__)
 
 # Collector modules register themselves on import; the agent imports every one that exists.
-COLLECTOR_MODULES = ("nvml", "host", "engine", "kmsg", "processes")
+COLLECTOR_MODULES = ("nvml", "gpu_presence", "host", "engine", "kmsg", "processes")
 GC_EVERY_TICKS = 30
 
 
@@ -112,6 +120,7 @@ class Agent:
         self.dispatcher.attach_runbooks(self.runbooks)
         self._reconciled = False
         self.alerts: list[Alert] = []
+        self.health: list[Problem] = []
 
     # -- construction -------------------------------------------------------------------------------
 
@@ -147,6 +156,7 @@ class Agent:
                 self._stage("before_tick", functools.partial(before, now))
             results = self._stage("collect", self.runner.run_once, [])
             ingest_results(self.store, results, now_ms)
+            self.health = self._stage("health", lambda: self._assess_health(results), self.health)
             alerts: list[Alert] = self._stage("rules", lambda: self.rule_engine.evaluate(now_ms), [])
             if not self._reconciled:
                 self._reconciled = True
@@ -167,6 +177,14 @@ class Agent:
         for hook in self.after_tick:
             self._stage("after_tick", hook)
         return alerts
+
+    def _assess_health(self, results: list[CollectResult]) -> list[Problem]:
+        ruleset = self.rule_engine.ruleset
+        return assess(ruleset.rule_count, len(ruleset.alerting_rules()), results)
+
+    def watching(self) -> bool:
+        """False while something the agent should watch is not watched (see :mod:`watchdog.health`)."""
+        return not any(p.unwatched for p in self.health)
 
     def _persist_alert_state(self, now_ms: int) -> None:
         self.alert_state.save_rule_state(self.rule_engine.export_state(), now_ms)
@@ -196,6 +214,7 @@ class Agent:
             Sample(metric("watchdog_store_dropped_series_total"), float(self.store.dropped_series_total)),
             Sample(metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
             Sample(metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
+            *health_samples(self.health),
         ]
         for stage, count in sorted(s.stage_failures.items()):
             out.append(Sample(metric("watchdog_tick_stage_failures_total", stage=stage), float(count)))

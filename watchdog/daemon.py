@@ -36,7 +36,7 @@ class Hooks:
 def build_exporter(agent: Agent, listen: str) -> ExporterServer:
     """An exporter serving the agent's store and self-metrics on ``listen`` (TLS, auth and caps from the
     config's ``exporter`` section; raises ExporterConfigError when that section is unusable)."""
-    return exporter_for_store(agent.store, listen, ready=lambda: agent.ready,
+    return exporter_for_store(agent.store, listen, ready=lambda: agent.ready and agent.watching(),
                               section=agent.config.get("exporter"), clock=agent.clock)
 
 

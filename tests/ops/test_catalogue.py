@@ -18,6 +18,7 @@ from importlib import resources
 import pytest
 import yaml
 
+from tests.support.sysfs import make_sysfs
 from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
 from watchdog.daemon import build_exporter
@@ -120,6 +121,9 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
         gpus = GpuSimulator(scenario, kmsg, SIM_START, engine_pids={e.job: e.process.pid for e in engines})
         config = demo_config(scenario, engines, base, "127.0.0.1:0")
         config["rules"]["paths"] = [*config["rules"]["paths"], str(rules_path)]
+        sysfs, modules, _ = make_sysfs(base, gpus=8, loaded=True, installed=True)
+        config["collectors"]["nvml"].update(sysfs_root=str(sysfs), modules_root=str(modules),
+                                         expected_gpus=9)  # one GPU vanished: a health problem
         agent = Agent(config, clock=lambda: now[0], context=CollectorContext(config=config, nvml=gpus.nvml))
         agent.before_tick.append(gpus.advance)
         agent.before_tick.append(_fail_once(at=SIM_START + 12))
