@@ -32,6 +32,7 @@ from watchdog.collectors.base import (
     ingest_results,
 )
 from watchdog.config import load_config
+from watchdog.gpu_flags import GpuFlagStore, read_boot_id
 from watchdog.health import Problem, assess, health_samples
 from watchdog.model import Sample, metric
 from watchdog.notify.dispatcher import NotificationDispatcher
@@ -107,6 +108,8 @@ class Agent:
         self.context.extra.setdefault("state_db", self.db)
         self.context.extra.setdefault("clock", clock)
         self.alert_state = AlertStateStore(self.db)
+        self.gpu_flags = GpuFlagStore(self.db, read_boot_id())
+        self.gpu_flags.clear_rebooted(int(clock() * 1000))
         self.collectors = build_collectors(config, self.context)
         self.runner = CollectorRunner(self.collectors)
         self._lock = threading.RLock()
@@ -157,6 +160,7 @@ class Agent:
             results = self._stage("collect", self.runner.run_once, [])
             ingest_results(self.store, results, now_ms)
             self.health = self._stage("health", lambda: self._assess_health(results), self.health)
+            self._stage("gpu_flags", lambda: self._flag_gpus(results, now_ms))
             alerts: list[Alert] = self._stage("rules", lambda: self.rule_engine.evaluate(now_ms), [])
             if not self._reconciled:
                 self._reconciled = True
@@ -181,6 +185,13 @@ class Agent:
     def _assess_health(self, results: list[CollectResult]) -> list[Problem]:
         ruleset = self.rule_engine.ruleset
         return assess(ruleset.rule_count, len(ruleset.alerting_rules()), results)
+
+    def _flag_gpus(self, results: list[CollectResult], now_ms: int) -> None:
+        for flag in self.gpu_flags.observe((s for r in results if r.name == "nvml" for s in r.samples), now_ms):
+            log.warning("GPU flagged until it is recovered", extra={"gpu": flag.gpu, "uuid": flag.uuid,
+                                                                  "recovery": flag.recovery.value,
+                                                                  "reason": flag.reason})
+        self.store.ingest("self:gpu_flags", self.gpu_flags.samples(), now_ms)
 
     def watching(self) -> bool:
         """False while something the agent should watch is not watched (see :mod:`watchdog.health`)."""

@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "rules",
     "kmsg",
     "xid",
+    "gpu",
     "runbooks",
     "config",
 )

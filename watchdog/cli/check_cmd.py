@@ -28,10 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     from watchdog.check import run_check
+    from watchdog.cli.common import config_path
     from watchdog.config import ConfigError, load_config
-    from watchdog.config.loader import DEFAULT_CONFIG_PATH
 
-    path = args.config or (str(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else None)
+    path = config_path(args.config)
     try:
         config = load_config(path)
         report = run_check(config, interval_seconds=args.interval)

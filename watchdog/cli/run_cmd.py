@@ -21,12 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
 
     from watchdog.agent import Agent
+    from watchdog.cli.common import config_path
     from watchdog.config import ConfigError, load_config
-    from watchdog.config.loader import DEFAULT_CONFIG_PATH
     from watchdog.daemon import serve
     from watchdog.systemd_hooks import systemd_hooks
 
-    path = args.config or (str(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else None)
+    path = config_path(args.config)
     try:
         config = load_config(path)
     except ConfigError as exc:
