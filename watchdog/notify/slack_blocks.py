@@ -46,11 +46,23 @@ class Rendered:
 
 
 def _cap(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+    """At most ``limit`` chars, ending in "…" when cut; never cuts an ``&amp;``-style entity in half."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(0, limit - 1)]
+    amp = cut.rfind("&", max(0, len(cut) - 5))
+    if amp >= 0 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    return cut + "…"
 
 
 def _mrkdwn_escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _code_block(text: str, limit: int) -> str:
+    """``text`` as a mrkdwn code block of at most ``limit`` chars: escaped, unable to close early."""
+    return "```" + _cap(_mrkdwn_escape(text).replace("```", "`\u200b``"), max(1, limit - 6)) + "```"
 
 
 def humanize(value: float) -> str:
@@ -94,19 +106,21 @@ def grafana_explore_url(expr: str, links: Links) -> str:
 
 
 def _context_fields(alert: AlertSnapshot, node: str, members: int) -> list[Block]:
+    """Label/value fields; values are escaped, the date token is not (Slack renders it)."""
     labels = alert.labels
-    fields = [f"*Severity*\n{alert.severity or '-'}", f"*Node*\n{labels.get('node', node)}"]
+    fields = [("Severity", alert.severity or "-"), ("Node", labels.get("node", node))]
     if members <= 1 and labels.get("gpu"):
-        fields.append(f"*GPU*\n{labels['gpu']}" + (f" ({labels['uuid']})" if labels.get("uuid") else ""))
+        fields.append(("GPU", labels["gpu"] + (f" ({labels['uuid']})" if labels.get("uuid") else "")))
     engine = " ".join(v for v in (labels.get("job", ""), labels.get("instance", "")) if v)
     if engine:
-        fields.append(f"*Engine*\n{engine}")
+        fields.append(("Engine", engine))
     if labels.get("model_name"):
-        fields.append(f"*Model*\n{labels['model_name']}")
+        fields.append(("Model", labels["model_name"]))
     if members <= 1:
-        fields.append(f"*Value*\n{humanize(alert.value)}")
-    fields.append(f"*Firing since*\n{slack_date(alert.fired_at_ms)}")
-    return [{"type": "mrkdwn", "text": _cap(_mrkdwn_escape(f), 2000)} for f in fields[:10]]
+        fields.append(("Value", humanize(alert.value)))
+    texts = [f"*{name}*\n{_cap(_mrkdwn_escape(value), 1900)}" for name, value in fields[:9]]
+    texts.append(f"*Firing since*\n{slack_date(alert.fired_at_ms)}")
+    return [{"type": "mrkdwn", "text": text} for text in texts]
 
 
 def render_alert_message(
@@ -187,7 +201,7 @@ def render_alert_message(
             ],
         }
     )
-    text = _cap(f"{head}: {summary or description}", 3000)
+    text = _cap(_mrkdwn_escape(f"{head}: {summary or description}"), 3000)
     return Rendered(text, blocks[:50])
 
 
@@ -204,7 +218,7 @@ def render_resolved_reply(
         )
     if len(resolved) > 40:
         lines.append(f"… and {len(resolved) - 40} more")
-    text = f"Resolved: {resolved[0].name} ({len(resolved)}) on {node}"
+    text = _mrkdwn_escape(f"Resolved: {resolved[0].name} ({len(resolved)}) on {node}")
     return Rendered(
         text, [{"type": "section", "text": {"type": "mrkdwn", "text": _cap("\n".join(lines), 3000)}}]
     )
@@ -240,7 +254,9 @@ def render_event(
     prefix = f"[{alertname}] " if standalone else ""
     head = f"*{prefix}{label}: {_mrkdwn_escape(title)}*"
     body = _cap(text, max_chars)
-    shown = f"{head}\n```{body}```" if kind in ("diagnostics", "result") and body else f"{head}\n{body}"
+    room = 3000 - len(head) - 1
+    shown = f"{head}\n{_code_block(body, room)}" if kind in ("diagnostics", "result") and body else (
+        f"{head}\n{_cap(_mrkdwn_escape(body), room)}")
     blocks: list[Block] = [{"type": "section", "text": {"type": "mrkdwn", "text": _cap(shown, 3000)}}]
     for fingerprint, step in list(approvals)[:10]:
         value = json.dumps({"fingerprint": fingerprint, "step": step})[:2000]
@@ -265,5 +281,5 @@ def render_event(
                 "elements": [approve, skip],
             }
         )
-    return Rendered(_cap(f"{prefix}{label.split(' ', 1)[1]}: {title}", 3000), blocks)
+    return Rendered(_cap(_mrkdwn_escape(f"{prefix}{label.split(' ', 1)[1]}: {title}"), 3000), blocks)
 
