@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "kmsg",
     "xid",
     "gpu",
+    "silence",
     "runbooks",
     "config",
 )

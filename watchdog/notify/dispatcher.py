@@ -35,7 +35,9 @@ from watchdog.notify.base import Notifier, PlanContext
 from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS, group_transitions
 from watchdog.notify.log import LogNotifier
 from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.muting import Muting
 from watchdog.notify.outbox import Outbox
+from watchdog.notify.silences import AlertmanagerSilences, InhibitRule, SilenceStore
 from watchdog.notify.slack import SlackNotifier
 from watchdog.notify.state_store import AlertStateStore
 from watchdog.notify.transitions import KnownAlert, derive_transitions
@@ -133,9 +135,12 @@ class NotificationDispatcher:
             for name, n in self.notifiers.items()
         }
         self._approvals: Any = None
+        self.muting = self._build_muting(ncfg)
         if start_threads:
             for worker in self.workers.values():
                 worker.start()
+            if self.muting.alertmanager is not None:
+                self.muting.alertmanager.start()
 
     # -- construction ------------------------------------------------------------------------------
     def _build_notifiers(
@@ -191,6 +196,19 @@ class NotificationDispatcher:
             )
         return out
 
+    def _build_muting(self, ncfg: dict[str, Any]) -> Muting:
+        """Our silences, ``inhibit_rules``, and Alertmanager's silences for Slack when one is configured."""
+        rules = [InhibitRule.from_config(entry) for entry in ncfg.get("inhibit_rules") or []]
+        am_cfg = dict(ncfg.get("alertmanager") or {})
+        slack_cfg = dict(ncfg.get("slack") or {})
+        am = None
+        if (slack_cfg.get("enabled") and slack_cfg.get("honor_alertmanager_silences", True)
+                and am_cfg.get("enabled", True) and am_cfg.get("urls")):
+            am = AlertmanagerSilences(list(am_cfg["urls"]),
+                                      refresh_seconds=float(am_cfg.get("silences_refresh_seconds", 15)),
+                                      timeout_seconds=float(am_cfg.get("timeout_seconds", 2)))
+        return Muting(SilenceStore(self.db), rules, am)
+
     def attach_runbooks(self, manager: Any) -> bool:
         """Wire Slack's Approve / Skip buttons to ``manager`` (approve mode + app token); True if wired.
 
@@ -227,7 +245,8 @@ class NotificationDispatcher:
     def firing_alerts(self) -> list[AlertSnapshot]:
         """The alerts firing now (latest values), for Alertmanager's periodic re-send."""
         with self._lock:
-            return list(self._firing.values())
+            muted = self.muting.muted("alertmanager")
+            return [snap for fp, snap in self._firing.items() if fp not in muted]
 
     def _internal_alerts(self, now_ms: int) -> list[Alert]:
         out = []
@@ -277,9 +296,11 @@ class NotificationDispatcher:
             if groups or notes or changed or derivation.deletes:
                 with self.db.transaction() as cur:
                     ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known)
+                    firing = [a.labels for a in alerts if a.state is AlertState.FIRING]
                     for name, notifier in self.notifiers.items():
-                        mine = [g for g in groups if self._excluded(g) != name]
-                        for item in notifier.plan(mine, notes, ctx):
+                        mine, my_notes = self.muting.apply(
+                            name, [g for g in groups if self._excluded(g) != name], notes, firing, now_ms)
+                        for item in notifier.plan(mine, my_notes, ctx):
                             enqueued += Outbox.enqueue(cur, name, item, now_ms)
                     for fp, key in ctx.message_keys.items():
                         if fp in new_known:
@@ -367,5 +388,7 @@ class NotificationDispatcher:
                 )
         for notifier in self.notifiers.values():
             notifier.close()
+        if self.muting.alertmanager is not None:
+            self.muting.alertmanager.close()
         if self._approvals is not None:
             self._approvals.close()
