@@ -152,3 +152,30 @@ def test_an_alertmanager_silence_stops_the_direct_slack_post(
         wait_until(lambda: len(am.alerts()) == 2, what="both alerts in Alertmanager")
     finally:
         am.stop()
+
+
+def test_acknowledge_and_silence_buttons(tmp_path: Path, dispatchers: Dispatchers) -> None:
+    from watchdog.notify.approvals import AlertButtons, apply_interactions, parse_interaction
+
+    d = dispatchers(notify_config())
+    hot = make_alert("GpuThermalMarginLow", gpu="3", severity="warning")
+    d.handle([hot], [], NOW)
+    buttons = AlertButtons(d.state_store, d.muting.store, clock=lambda: NOW / 1000)
+
+    def click(action_id: str, user: str) -> dict[str, object]:
+        return {"type": "block_actions", "user": {"id": user}, "channel": {"id": "C0ALERTS"},
+                "message": {"ts": "171.000100"},
+                "actions": [{"action_id": action_id, "value": json.dumps({"fingerprint": hot.fingerprint})}]}
+
+    replies: list[tuple[str, str, str]] = []
+    clicks = [*parse_interaction(click("watchdog_ack", "U0ANYONE"), ["U0ONCALL"]),
+              *parse_interaction(click("watchdog_silence", "U0ANYONE"), ["U0ONCALL"]),  # refused
+              *parse_interaction(click("watchdog_silence", "U0ONCALL"), ["U0ONCALL"])]
+    assert apply_interactions(clicks, manager=None, buttons=buttons,  # type: ignore[arg-type]
+                              reply=lambda *a: replies.append(a)) == 2
+    assert replies[0] == ("C0ALERTS", "171.000100", ":eyes: <@U0ANYONE> acknowledged GpuThermalMarginLow.")
+    assert replies[1][2].startswith(":mute: <@U0ONCALL> silenced GpuThermalMarginLow for 1h")
+    [silence] = d.muting.store.active(NOW + 1)
+    assert silence.created_by == "slack:U0ONCALL" and silence.ends_ms == NOW + 3_600_000
+    assert silence.matches(hot.labels, NOW + 1)
+    assert not silence.matches({**hot.labels, "gpu": "4"}, NOW + 1)

@@ -36,7 +36,7 @@ def _kinds() -> dict[str, Rendered]:
     one, many = [_alert("3")], [_alert(str(g)) for g in range(30)]
     long_output = "line with <tags> & ```fences```\n" * 400
     out = {
-        "firing": render_alert_message(one, [], "gpu-node-1", LINKS, "GPU thermal margin"),
+        "firing": render_alert_message(one, [], "gpu-node-1", LINKS, "GPU thermal margin", interactive=True),
         "firing-group": render_alert_message(many, [m.fingerprint for m in many[:5]], "gpu-node-1", LINKS),
         "resolved": render_alert_message(one, [one[0].fingerprint], "gpu-node-1", LINKS),
         "resolved-reply": render_resolved_reply(many, "gpu-node-1"),
@@ -65,6 +65,7 @@ def test_a_person_sees_dates_and_labels_as_typed() -> None:
     assert "GPU 3 is 4 °C from slowdown (<5 & >0)" in seen
     assert "Value\n125" in seen and "125.00000000000001" not in seen
     assert "GPU thermal margin" in seen  # the runbook link's label, not its URL
+    assert "[Acknowledge]\n[Silence 1h]" in seen
     raw = str(body.blocks)
     assert "<!date^1800000000^{date_short_pretty} {time_secs}|2027-01-15 08:00:00Z>" in raw
 
@@ -80,6 +81,7 @@ def test_diagnostics_stay_one_code_block_when_cut() -> None:
     text = body.blocks[0]["text"]["text"]
     assert text.count("```") == 2 and text.endswith("…```")
     assert "line with <tags> & `\u200b``fences" in visible_text(body.blocks)
+    assert "[Approve]\n[Skip]\n[Acknowledge]\n[Silence 1h]" in visible_text(body.blocks)
 
 
 def test_the_checker_catches_what_slack_rejects_or_garbles() -> None:

@@ -178,6 +178,7 @@ class NotificationDispatcher:
                     token=token,
                     webhook_url=webhook,
                     approve_mode=mode == "approve",
+                    interactive=self._app_token(slack_cfg) is not None,
                     runbook_title=runbook_title,
                     member_labels=self.member_labels,
                 )
@@ -195,6 +196,16 @@ class NotificationDispatcher:
                 )
             )
         return out
+
+    @staticmethod
+    def _app_token(slack_cfg: dict[str, Any]) -> str | None:
+        """The Slack app-level token (Socket Mode) when one is configured and readable."""
+        try:
+            token = read_secret(str(slack_cfg.get("app_token_env", "")), str(slack_cfg.get("app_token_file", "")))
+        except SecretError as exc:
+            log.error("slack app token unavailable; buttons disabled", extra={"error": str(exc)})
+            return None
+        return token or None
 
     def _build_muting(self, ncfg: dict[str, Any]) -> Muting:
         """Our silences, ``inhibit_rules``, and Alertmanager's silences for Slack when one is configured."""
@@ -218,25 +229,21 @@ class NotificationDispatcher:
             return True
         slack_cfg = dict((self.config.get("notifiers") or {}).get("slack") or {})
         mode = str((self.config.get("remediation") or {}).get("mode", "suggest"))
-        if not slack_cfg.get("enabled") or mode != "approve":
+        if not slack_cfg.get("enabled") or slack_cfg.get("mode", "bot") != "bot":
             return False
-        try:
-            app_token = read_secret(
-                str(slack_cfg.get("app_token_env", "")), str(slack_cfg.get("app_token_file", ""))
-            )
-        except SecretError as exc:
-            log.error("slack app token unavailable; approval buttons disabled", extra={"error": str(exc)})
-            return False
+        app_token = self._app_token(slack_cfg)
         if not app_token:
-            log.warning("approve mode without a Slack app token: buttons are shown but cannot be received")
+            if mode == "approve":
+                log.warning("approve mode without a Slack app token: buttons are shown but cannot be received")
             return False
-        from watchdog.notify.approvals import ApprovalListener
+        from watchdog.notify.approvals import AlertButtons, ApprovalListener
 
         self._approvals = ApprovalListener(
             app_token,
             slack_cfg.get("approvers") or [],
             manager,
             base_url=str(slack_cfg.get("base_url", "https://slack.com/api/")),
+            buttons=AlertButtons(self.state_store, self.muting.store, clock=self.clock),
         )
         self._approvals.start()
         return True

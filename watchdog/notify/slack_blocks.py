@@ -25,6 +25,9 @@ SEVERITY_EMOJI = {
 RESOLVED_EMOJI = ":white_check_mark:"
 APPROVE_ACTION = "watchdog_approve"
 SKIP_ACTION = "watchdog_skip"
+ACK_ACTION = "watchdog_ack"
+SILENCE_ACTION = "watchdog_silence"
+SILENCE_BUTTON_HOURS = 1
 
 Block = dict[str, Any]
 
@@ -123,6 +126,21 @@ def _context_fields(alert: AlertSnapshot, node: str, members: int) -> list[Block
     return [{"type": "mrkdwn", "text": text} for text in texts]
 
 
+def _button(action_id: str, label: str, value: str, style: str = "") -> Block:
+    button: Block = {"type": "button", "action_id": action_id, "value": value[:2000],
+                     "text": {"type": "plain_text", "text": label}}
+    if style:
+        button["style"] = style
+    return button
+
+
+def alert_buttons(fingerprint: str) -> list[Block]:
+    """Acknowledge and Silence (1 h) buttons for one alert (handled by :mod:`watchdog.notify.approvals`)."""
+    value = json.dumps({"fingerprint": fingerprint})
+    return [_button(ACK_ACTION, "Acknowledge", value),
+            _button(SILENCE_ACTION, f"Silence {SILENCE_BUTTON_HOURS}h", value)]
+
+
 def render_alert_message(
     members: Sequence[AlertSnapshot],
     resolved: Sequence[str],
@@ -131,10 +149,12 @@ def render_alert_message(
     runbook_title: str = "",
     max_members: int = 20,
     member_labels: Sequence[str] = DEFAULT_MEMBER_LABELS,
+    interactive: bool = False,
 ) -> Rendered:
     """The parent message of a group: firing while any member fires, resolved once all have.
 
     ``resolved`` lists fingerprints of members that resolved (shown struck through with a tick).
+    ``interactive`` (a Slack app receives clicks) adds Acknowledge and Silence buttons while firing.
     """
     lead = members[0]
     done = set(resolved)
@@ -186,6 +206,8 @@ def render_alert_message(
         blocks.append(
             {"type": "section", "text": {"type": "mrkdwn", "text": _cap("  ·  ".join(link_parts), 3000)}}
         )
+    if interactive and not all_resolved:
+        blocks.append({"type": "actions", "block_id": "watchdog_alert", "elements": alert_buttons(lead.fingerprint)})
     blocks.append(
         {
             "type": "context",
@@ -243,7 +265,8 @@ def render_event(
 ) -> Rendered:
     """A runbook event: diagnostics output as a code block, suggestions, decisions and results.
 
-    ``approvals`` = [(fingerprint, step), ...] adds Approve / Skip buttons per step (approve mode).
+    ``approvals`` = [(fingerprint, step), ...] adds Approve / Skip buttons per step (approve mode), with
+    Acknowledge and Silence next to them.
     """
     label = {
         "diagnostics": ":mag: Diagnostics",
@@ -260,25 +283,14 @@ def render_event(
     blocks: list[Block] = [{"type": "section", "text": {"type": "mrkdwn", "text": _cap(shown, 3000)}}]
     for fingerprint, step in list(approvals)[:10]:
         value = json.dumps({"fingerprint": fingerprint, "step": step})[:2000]
-        approve = {
-            "type": "button",
-            "action_id": APPROVE_ACTION,
-            "style": "primary",
-            "value": value,
-            "text": {"type": "plain_text", "text": "Approve"},
-        }
-        skip = {
-            "type": "button",
-            "action_id": SKIP_ACTION,
-            "value": value,
-            "text": {"type": "plain_text", "text": "Skip"},
-        }
+        approve = _button(APPROVE_ACTION, "Approve", value, "primary")
+        skip = _button(SKIP_ACTION, "Skip", value)
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _cap(f"Step *{step}*", 3000)}})
         blocks.append(
             {
                 "type": "actions",
                 "block_id": _cap(f"watchdog_approval:{step}", 255),
-                "elements": [approve, skip],
+                "elements": [approve, skip, *alert_buttons(fingerprint)],
             }
         )
     return Rendered(_cap(_mrkdwn_escape(f"{prefix}{label.split(' ', 1)[1]}: {title}"), 3000), blocks)
