@@ -40,6 +40,7 @@ from watchdog.notify.state_store import AlertStateStore
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_ruleset
+from watchdog.runbooks.links import with_runbook_urls
 from watchdog.runbooks.manager import RunbookManager
 from watchdog.state import StateDB
 from watchdog.store import Store
@@ -162,6 +163,7 @@ class Agent:
             self.health = self._stage("health", lambda: self._assess_health(results), self.health)
             self._stage("gpu_flags", lambda: self._flag_gpus(results, now_ms))
             alerts: list[Alert] = self._stage("rules", lambda: self.rule_engine.evaluate(now_ms), [])
+            alerts = self._stage("runbook_urls", lambda: self._with_runbook_urls(alerts), alerts)
             if not self._reconciled:
                 self._reconciled = True
                 self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))
@@ -181,6 +183,10 @@ class Agent:
         for hook in self.after_tick:
             self._stage("after_tick", hook)
         return alerts
+
+    def _with_runbook_urls(self, alerts: list[Alert]) -> list[Alert]:
+        url_base = str((self.config.get("runbooks") or {}).get("url_base", ""))
+        return with_runbook_urls(alerts, self.runbooks.catalogue, url_base)
 
     def _assess_health(self, results: list[CollectResult]) -> list[Problem]:
         ruleset = self.rule_engine.ruleset

@@ -69,6 +69,8 @@ def test_firing_alert_survives_a_restart_with_its_fired_at(tmp_path: Path) -> No
     agent = _agent(tmp_path, clock, nvml)
     (alert,) = [a for a in agent.tick() if a.name == "GpuHotForTest"]
     assert alert.state is AlertState.FIRING
+    runbook_md = Path(__file__).resolve().parents[2] / "runbooks" / "gpu-thermal-margin.md"
+    assert alert.annotations["runbook_url"] == runbook_md.as_uri()  # kube-prometheus convention
     fired_at = alert.fired_at_ms
     agent.close()
     clock[0] += 30

@@ -100,6 +100,11 @@ def runbook_url(runbook: str, links: Links) -> str:
     return f"{links.runbook_base_url.rstrip('/')}/{runbook}.md" if runbook and links.runbook_base_url else ""
 
 
+def _web_url(url: str) -> str:
+    """``url`` when a person in Slack can open it (http/https), else ""."""
+    return url if url.startswith(("https://", "http://")) else ""
+
+
 def grafana_explore_url(expr: str, links: Links) -> str:
     """A Grafana Explore link running the rule's expression, or "" without a Grafana URL."""
     if not (expr and links.grafana_url):
@@ -195,7 +200,7 @@ def render_alert_message(
         )
     runbook = lead.annotations.get("runbook", "")
     link_parts = []
-    url = runbook_url(runbook, links)
+    url = runbook_url(runbook, links) or _web_url(lead.annotations.get("runbook_url", ""))
     if runbook:
         label = runbook_title or runbook
         link_parts.append(f"*Runbook:* <{url}|{_mrkdwn_escape(label)}>" if url else f"*Runbook:* {label}")

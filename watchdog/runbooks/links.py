@@ -1,0 +1,37 @@
+"""The ``runbook_url`` annotation (kube-prometheus convention) on every alert that names a runbook. Pure.
+
+Contract: :func:`with_runbook_urls` returns the alerts with ``runbook_url`` set to
+``<runbooks.url_base>/<runbook id>.md`` when a base is configured, else the ``file://`` URL of the
+runbook's installed Markdown; an alert that already has ``runbook_url`` (set by its rule), names no
+runbook, or whose runbook has no Markdown and no base is configured, is returned unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+
+from watchdog.rules.alert import Alert
+from watchdog.runbooks.catalogue import Catalogue
+
+
+def runbook_url(runbook_id: str, catalogue: Catalogue, url_base: str) -> str:
+    """The URL of runbook ``runbook_id`` ("" when there is none to point at)."""
+    if url_base:
+        return f"{url_base.rstrip('/')}/{runbook_id}.md"
+    runbook = catalogue.get(runbook_id)
+    if runbook is None or not runbook.markdown_path:
+        return ""
+    return Path(runbook.markdown_path).resolve().as_uri()
+
+
+def with_runbook_urls(alerts: Iterable[Alert], catalogue: Catalogue, url_base: str) -> list[Alert]:
+    """``alerts`` with ``runbook_url`` added where possible (see the module docstring)."""
+    out = []
+    for alert in alerts:
+        runbook_id = alert.annotations.get("runbook", "")
+        url = runbook_url(runbook_id, catalogue, url_base) if runbook_id and (
+            "runbook_url" not in alert.annotations) else ""
+        out.append(replace(alert, annotations={**alert.annotations, "runbook_url": url}) if url else alert)
+    return out
