@@ -68,8 +68,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _clear(args: argparse.Namespace) -> int:
-    from watchdog.cli.suggest import did_you_mean
     from watchdog.config import ConfigError
+    from watchdog.suggest import did_you_mean
 
     try:
         store = _store(args.config)
