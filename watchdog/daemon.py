@@ -8,8 +8,10 @@ knowing about it.
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -67,6 +69,9 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
         exporter.start()
     except (ExporterConfigError, OSError, ValueError) as exc:  # start-up boundary: say why, exit non-zero
         log.error("cannot start the exporter", extra={"listen": listen, "error": str(exc)})
+        if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+            print(f"error: cannot listen on {listen}: the address is already in use (another agent or demo?); "
+                  "choose another with --listen HOST:PORT, or set listen: in the config", file=sys.stderr)
         agent.close()
         return 2
     log.info("exporter listening", extra={"address": f"{exporter.host}:{exporter.port}", "url": exporter.url,
