@@ -34,6 +34,7 @@ from watchdog.collectors.base import (
 from watchdog.config import load_config
 from watchdog.gpu_flags import GpuFlagStore, read_boot_id
 from watchdog.health import Problem, assess, health_samples
+from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
 from watchdog.notify.dispatcher import NotificationDispatcher
 from watchdog.notify.state_store import AlertStateStore
@@ -42,7 +43,6 @@ from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_ruleset
 from watchdog.runbooks.links import with_runbook_urls
 from watchdog.runbooks.manager import RunbookManager
-from watchdog.state import StateDB
 from watchdog.store import Store
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from watchdog.logs import redact
+from watchdog.infra.logs import redact
+from watchdog.infra.state import StateDB
 from watchdog.model import METRIC_NAME, Sample, metric
-from watchdog.state import StateDB
 
 COMPONENT = "gpu_flags"
 SCHEMA_VERSION = 1

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from watchdog.gpu_flags import GpuFlagStore, Recovery, wanted_recovery
+from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
-from watchdog.state import StateDB
 
 
 def _lost(gpu: str, value: float = 1.0) -> Sample:

@@ -20,8 +20,8 @@ from tests.notify.conftest import Dispatchers, notify_config
 from tests.notify.slack_api import FakeSlack
 from tests.support.alertmanager import BINARY, RealAlertmanager
 from tests.support.polling import wait_until
+from watchdog.infra.state import StateDB
 from watchdog.notify.silences import InhibitRule, Matcher, MatcherError, SilenceStore, inhibited
-from watchdog.state import StateDB
 
 NOW = 1_000_000
 

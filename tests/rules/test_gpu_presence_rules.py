@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from tests.support.alert_names import GPU_PRESENCE_ALERTS
+from watchdog.promtool.runner import run_test_file
 from watchdog.rules.loader import load_rule_files
-from watchdog.rules.promtool_tests import run_test_file
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 RULE_FILE = RULES / "gpu-presence.yaml"

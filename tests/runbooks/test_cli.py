@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from watchdog.cli import main
+from watchdog.infra.state import StateDB
 from watchdog.runbooks.audit import AuditRecord, RunbookState
-from watchdog.state import StateDB
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 

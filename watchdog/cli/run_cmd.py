@@ -23,8 +23,8 @@ def _run(args: argparse.Namespace) -> int:
     from watchdog.agent import Agent
     from watchdog.cli.common import config_path
     from watchdog.config import ConfigError, load_config
-    from watchdog.daemon import serve
-    from watchdog.systemd_hooks import systemd_hooks
+    from watchdog.daemon.serve import serve
+    from watchdog.daemon.systemd_hooks import systemd_hooks
 
     path = config_path(args.config)
     try:

@@ -42,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
 
 def _open(config_arg: str | None) -> tuple[dict[str, Any], Any]:
     from watchdog.cli.common import load_node_config
+    from watchdog.infra.state import StateDB
     from watchdog.notify.silences import SilenceStore
-    from watchdog.state import StateDB
 
     config = load_node_config(config_arg)
     return config, SilenceStore(StateDB.in_dir(config["state_dir"]))
@@ -51,8 +51,8 @@ def _open(config_arg: str | None) -> tuple[dict[str, Any], Any]:
 
 def _alert_names(config: dict[str, Any]) -> set[str]:
     """Alert names of this node's rule set and of the bundled rule pack (for "did you mean")."""
+    from watchdog.infra.paths import asset_dir
     from watchdog.notify.dispatcher import NOTIFIER_FAILING
-    from watchdog.paths import asset_dir
     from watchdog.rules.loader import load_rule_files, load_ruleset
 
     bundled = load_rule_files([str(asset_dir("rules") / "*.yaml")])  # type: ignore[operator]

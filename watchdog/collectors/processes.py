@@ -30,9 +30,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from watchdog.collectors.base import CollectorContext, register
+from watchdog.infra.state import StateDB
 from watchdog.kmsg.pci import GpuRef, InitialisedNvml, sysfs_pci_address
 from watchdog.model import Sample, metric
-from watchdog.state import StateDB
 
 log = logging.getLogger(__name__)
 

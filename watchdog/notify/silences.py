@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from watchdog.logs import redact
-from watchdog.state import StateDB
+from watchdog.infra.logs import redact
+from watchdog.infra.state import StateDB
 
 log = logging.getLogger("watchdog.notify.silences")
 

@@ -19,7 +19,6 @@ Contract:
 from __future__ import annotations
 
 import glob
-import importlib
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from watchdog.engines.slo import slo_rule_groups
+from watchdog.infra.yamllines import line_of
 from watchdog.rules.durations import DurationError, parse_duration
 from watchdog.rules.templates import TemplateParseError, check_template
 from watchdog.rules.yamlnodes import (
@@ -39,7 +40,6 @@ from watchdog.rules.yamlnodes import (
     sequence,
     string_map,
 )
-from watchdog.yamllines import line_of
 
 LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -418,17 +418,8 @@ def _parse_expr(expr: str, line: int, name: str, problem: Any) -> Any:
 
 
 def _generated_groups(config: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Rule groups generated from the config (SLOs); none when the SLO module is absent."""
-    try:
-        module = importlib.import_module("watchdog.engines.slo")
-    except ModuleNotFoundError as exc:
-        if exc.name and (exc.name == "watchdog.engines" or exc.name.startswith("watchdog.engines.slo")):
-            return []
-        raise
-    generate = getattr(module, "slo_rule_groups", None)
-    if generate is None:
-        return []
-    return list(generate(config))
+    """Rule groups generated from the config (SLOs)."""
+    return list(slo_rule_groups(config))
 
 
 def load_ruleset(config: Mapping[str, Any], *, lint_duplicates: bool = True) -> RuleSet:
