@@ -119,7 +119,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
     exporter = None
     try:
         gpus = GpuSimulator(scenario, kmsg, SIM_START, engine_pids={e.job: e.process.pid for e in engines})
-        config = demo_config(scenario, engines, base, "127.0.0.1:0")
+        config = demo_config(scenario, engines, base, "127.0.0.1:0", host_collector=True)
+        config["remediation"]["diagnostics"]["simulated"] = False  # run them: their self-metrics count
         config["rules"]["paths"] = [*config["rules"]["paths"], str(rules_path)]
         sysfs, modules, _ = make_sysfs(base, gpus=8, loaded=True, installed=True)
         config["collectors"]["nvml"].update(sysfs_root=str(sysfs), modules_root=str(modules),

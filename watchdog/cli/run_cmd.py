@@ -32,6 +32,8 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.log_format != "auto":
+        config["notifiers"]["log"]["format"] = args.log_format
     try:
         agent = Agent(config, config_path=path)
     except Exception as exc:  # start-up boundary: a clear message and a non-zero exit

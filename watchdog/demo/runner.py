@@ -76,11 +76,12 @@ def stop_engines(engines: list[EngineProcess]) -> None:
 
 
 def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path, listen: str,
-                alertmanager_urls: list[str] | None = None, host_collector: bool = True) -> dict[str, Any]:
-    """The agent config of a demo run: loopback engines, fake NVML, a kmsg file, suggest-only runbooks.
+                alertmanager_urls: list[str] | None = None, host_collector: bool = False) -> dict[str, Any]:
+    """The agent config of a demo run: loopback engines, fake NVML, a kmsg file, suggest-only runbooks,
+    diagnostics that say what they would run (never run against the machine hosting the simulation).
 
-    ``host_collector=False`` leaves out this machine's real CPU and memory (the harness does, so that a
-    busy test machine cannot change what a scenario fires)."""
+    The host collector is off unless ``host_collector``: this machine's real CPU and memory are not the
+    simulated node's, and a busy demo machine must not change what a scenario fires."""
     rules_dir = asset_dir("rules")
     kinds = {spec.job: spec.kind for spec in scenario.engines}
     runbooks_dir = asset_dir("runbooks")
@@ -100,7 +101,7 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
         # Chat-style SLOs on vLLM V1 bucket boundaries: TTFT 1 s, TPOT 50 ms, 99 % of requests.
         "slo": {"objective": 0.99, "ttft_seconds": 1.0, "tpot_seconds": 0.05},
         # Suggest only; the gateway endpoints exist only as what a suggestion would call.
-        "remediation": {"mode": "suggest", "vars": {
+        "remediation": {"mode": "suggest", "diagnostics": {"simulated": True}, "vars": {
             "gateway_shed_url": "http://127.0.0.1:9000/admin/shed",
             "gateway_drain_url": "http://127.0.0.1:9000/admin/drain",
             "gateway_limits_url": "http://127.0.0.1:9000/admin/limits",
@@ -116,7 +117,7 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
 
 
 def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
-             alertmanager_urls: list[str] | None = None) -> int:
+             alertmanager_urls: list[str] | None = None, log_format: str = "auto") -> int:
     """Run the scenario for ``duration_seconds`` (default: the scenario's); returns the exit code."""
     from watchdog.agent import Agent
     from watchdog.daemon.serve import serve
@@ -132,6 +133,7 @@ def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
             gpus = GpuSimulator(scenario, workdir / "kmsg.log", start,
                                 engine_pids={e.job: e.process.pid for e in engines})
             config = demo_config(scenario, engines, workdir, listen, alertmanager_urls)
+            config["notifiers"]["log"]["format"] = log_format
             agent = Agent(config, context=CollectorContext(config=config, nvml=gpus.nvml))
             agent.before_tick.append(gpus.advance)
             log.info("demo started", extra={

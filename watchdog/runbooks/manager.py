@@ -153,6 +153,7 @@ class RunbookManager:
         section = config.get("remediation") or {}
         diag = section.get("diagnostics") or {}
         self.diagnostics_enabled = bool(diag.get("enabled", True))
+        self.diagnostics_simulated = bool(diag.get("simulated", False))
         self.diagnostics_timeout_s = float(diag.get("timeout_seconds", 10))
         self.diagnostics_max_bytes = int(diag.get("max_output_bytes", 16384))
         self.max_output_bytes = int(section.get("max_output_bytes", 16384))
@@ -524,6 +525,11 @@ class RunbookManager:
                 self._audit(episode, step.name, decision, problem, now_ms)
                 events.append(self._event(episode, "diagnostics", f"{step.name}: {decision}", problem,
                                           now_ms))
+                continue
+            if self.diagnostics_simulated:  # the node is simulated: say what would run, run nothing
+                self._audit(episode, step.name, "skipped", "simulated node: not run", now_ms)
+                events.append(self._event(episode, "diagnostics", f"{step.name}: would run (simulated node)",
+                                          f"$ {action.display}", now_ms))
                 continue
             timeout = min(step.timeout_s, self.diagnostics_timeout_s)
             future = self._pool.submit(self.executors[action.kind].execute, action, timeout,
