@@ -26,6 +26,7 @@ import yaml
 
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_config_text
+from watchdog.demo.progress import DemoProgress
 from watchdog.demo.scenario import Scenario
 from watchdog.infra.paths import asset_dir
 
@@ -116,6 +117,14 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
     return load_config_text(yaml.safe_dump(doc), "<demo config>")
 
 
+def _report(progress: DemoProgress, agent: Any) -> None:
+    """Print the progress lines of the tick that just ended (after_tick hook)."""
+    firing = {a.name for a in agent.history_fired}
+    pending = {a.name for a in agent.alerts if a.state.value == "pending"}
+    for line in progress.update(agent.clock(), firing, pending):
+        print(line, file=sys.stderr, flush=True)
+
+
 def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
              alertmanager_urls: list[str] | None = None, log_format: str = "auto") -> int:
     """Run the scenario for ``duration_seconds`` (default: the scenario's); returns the exit code."""
@@ -140,9 +149,11 @@ def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
                 "scenario": scenario.name, "listen": listen, "duration_seconds": duration,
                 "engines": {e.job: f"http://127.0.0.1:{e.port}/metrics" for e in engines}})
             print(f"scenario {scenario.name}: {scenario.description}", file=sys.stderr, flush=True)
+            progress = DemoProgress(scenario.expect_alerts, scenario.expect_within_seconds, start)
+            print(progress.opening(), file=sys.stderr, flush=True)
+            agent.after_tick.append(lambda: _report(progress, agent))
             code = serve(agent, listen, duration_seconds=duration)
-            fired = sorted({a.name for a in agent.history_fired})
-            print(f"demo finished: alerts that fired: {', '.join(fired) or 'none'}", file=sys.stderr)
+            print(progress.summary(), file=sys.stderr)
             return code
         finally:
             stop_engines(engines)
