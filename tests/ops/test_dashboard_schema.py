@@ -38,7 +38,10 @@ def _lost(original: Any, roundtrip: Any, path: str = "") -> list[str]:
             out.extend([f"{path}.{key}"] if key not in roundtrip else _lost(value, roundtrip[key], f"{path}.{key}"))
         return out
     if isinstance(original, list) and isinstance(roundtrip, list):
-        return [lost for i, (a, b) in enumerate(zip(original, roundtrip)) for lost in _lost(a, b, f"{path}[{i}]")]
+        if len(original) != len(roundtrip):
+            return [f"{path}[]"]
+        return [lost for i, (a, b) in enumerate(zip(original, roundtrip, strict=True))
+                for lost in _lost(a, b, f"{path}[{i}]")]
     return []
 
 
