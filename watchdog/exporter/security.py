@@ -20,13 +20,21 @@ import ssl
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from watchdog.infra.secrets import SecretError, read_secret
 
 PBKDF2_ITERATIONS = 50_000
 _VERIFIED_CACHE_SIZE = 8
 _TLS_VERSIONS = {"TLS1.2": ssl.TLSVersion.TLSv1_2, "TLS1.3": ssl.TLSVersion.TLSv1_3}
+
+
+class AuthCheck(Protocol):
+    """Verifies an HTTP ``Authorization`` header."""
+
+    def check(self, header: str | None) -> bool:
+        """True when the header carries valid credentials."""
+        ...
 
 
 class ExporterConfigError(ValueError):
@@ -82,10 +90,11 @@ class BasicAuth:
 
 @dataclass(frozen=True)
 class ExporterSecurity:
-    """What the server enforces: an SSL context (None = plain HTTP) and basic auth (None = open)."""
+    """What the server enforces: an SSL context (None = plain HTTP) and basic auth (None = open); ``auth``
+    is anything with ``check(header) -> bool`` (:class:`BasicAuth`, or web-config's bcrypt users)."""
 
     tls: ssl.SSLContext | None = None
-    auth: BasicAuth | None = None
+    auth: AuthCheck | None = None
 
     @property
     def scheme(self) -> str:
@@ -146,6 +155,13 @@ def load_basic_auth(section: Mapping[str, Any], environ: Mapping[str, str] | Non
 def load_security(section: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None) -> ExporterSecurity:
     """TLS and basic auth from the ``exporter`` config section (all-or-nothing)."""
     section = section or {}
+    web_config = str(section.get("web_config_file") or "")
+    if web_config:
+        if (section.get("tls") or {}).get("cert_file") or (section.get("basic_auth") or {}).get("username"):
+            raise ExporterConfigError("exporter.web_config_file: set either it or exporter.tls/basic_auth, not both")
+        from watchdog.exporter.webconfig import load_web_config
+
+        return load_web_config(web_config)
     return ExporterSecurity(
         tls=load_tls(section.get("tls") or {}),
         auth=load_basic_auth(section.get("basic_auth") or {}, environ),
