@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
@@ -18,21 +17,13 @@ from .conftest import http_get, make_cert
 PASSWORD = "s3cret-scrape-pass"
 
 
-@pytest.fixture
-def servers() -> Iterator[list[ExporterServer]]:
-    started: list[ExporterServer] = []
-    yield started
-    for server in started:
-        server.stop()
-
-
 def _web_config(tmp_path: Path, doc: dict[str, object]) -> Path:
     path = tmp_path / "web-config.yml"
     path.write_text(yaml.safe_dump(doc))
     return path
 
 
-def test_tls_and_bcrypt_users_from_web_config(servers: list[ExporterServer], tmp_path: Path) -> None:
+def test_tls_and_bcrypt_users_from_web_config(tmp_path: Path) -> None:
     cert = make_cert(tmp_path)
     hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode().replace("$2b$", "$2y$", 1)
     path = _web_config(tmp_path, {
@@ -41,14 +32,20 @@ def test_tls_and_bcrypt_users_from_web_config(servers: list[ExporterServer], tmp
     server = exporter_for_store(Store(), "127.0.0.1:0", ready=lambda: True,
                                 section={"web_config_file": str(path)}, environ={})
     server.start()
-    servers.append(server)
+    try:
+        _check_access(server, cert.cert)
+    finally:
+        server.stop()
+
+
+def _check_access(server: ExporterServer, cafile: Path) -> None:
     assert server.url.startswith("https://")
     url = server.url + "/metrics"
-    assert http_get(url, cafile=cert.cert).status == 401
-    assert http_get(url, cafile=cert.cert, user="prometheus", password="wrong").status == 401
-    assert http_get(url, cafile=cert.cert, user="prometheus", password=PASSWORD).status == 200
-    assert http_get(url, cafile=cert.cert, user="prometheus", password=PASSWORD).status == 200  # cached
-    assert http_get(server.url + "/-/healthy", cafile=cert.cert).status == 200
+    assert http_get(url, cafile=cafile).status == 401
+    assert http_get(url, cafile=cafile, user="prometheus", password="wrong").status == 401
+    assert http_get(url, cafile=cafile, user="prometheus", password=PASSWORD).status == 200
+    assert http_get(url, cafile=cafile, user="prometheus", password=PASSWORD).status == 200  # cached
+    assert http_get(server.url + "/-/healthy", cafile=cafile).status == 200
 
 
 @pytest.mark.parametrize(("doc", "words"), [

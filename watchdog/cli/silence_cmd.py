@@ -49,6 +49,17 @@ def _open(config_arg: str | None) -> tuple[dict[str, Any], Any]:
     return config, SilenceStore(StateDB.in_dir(config["state_dir"]))
 
 
+def _store_or_report(config_arg: str | None) -> Any:
+    """The silence store of the node's config, or None after printing why it cannot be opened."""
+    from watchdog.config import ConfigError
+
+    try:
+        return _open(config_arg)[1]
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
 def _alert_names(config: dict[str, Any]) -> set[str]:
     """Alert names of this node's rule set and of the bundled rule pack (for "did you mean")."""
     from watchdog.infra.paths import asset_dir
@@ -92,12 +103,8 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from watchdog.config import ConfigError
-
-    try:
-        _, store = _open(args.config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    store = _store_or_report(args.config)
+    if store is None:
         return 2
     now = _now_ms()
     silences = [s for s in store.all() if args.all or s.ends_ms > now]
@@ -116,12 +123,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _expire(args: argparse.Namespace) -> int:
-    from watchdog.config import ConfigError
-
-    try:
-        _, store = _open(args.config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    store = _store_or_report(args.config)
+    if store is None:
         return 2
     code = 0
     for silence_id in args.ids:

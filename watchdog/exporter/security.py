@@ -45,6 +45,43 @@ def _derive(password: str, salt: bytes) -> bytes:
     return hashlib.pbkdf2_hmac("sha256", password.encode("utf-8"), salt, PBKDF2_ITERATIONS)
 
 
+class VerifiedCache:
+    """Credentials that passed, remembered as keyed digests (at most a few), so a scrape every few seconds
+    does not pay the password KDF again. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._key = os.urandom(16)
+        self._verified: dict[bytes, None] = {}
+        self._lock = threading.Lock()
+
+    def _digest(self, token: bytes) -> bytes:
+        return hmac.new(self._key, token, hashlib.sha256).digest()
+
+    def __contains__(self, token: bytes) -> bool:
+        with self._lock:
+            return self._digest(token) in self._verified
+
+    def add(self, token: bytes) -> None:
+        """Remember ``token`` (the base64 part of the header) as verified."""
+        with self._lock:
+            if len(self._verified) >= _VERIFIED_CACHE_SIZE:
+                self._verified.pop(next(iter(self._verified)))
+            self._verified[self._digest(token)] = None
+
+
+def basic_credentials(header: str | None) -> tuple[bytes, str, str] | None:
+    """``(token, user, password)`` of a ``Basic`` ``Authorization`` header; None when absent or malformed."""
+    if not header or not header.startswith("Basic "):
+        return None
+    token = header[len("Basic "):].strip().encode("ascii", "replace")
+    try:
+        decoded = base64.b64decode(token, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    user, sep, password = decoded.partition(":")
+    return (token, user, password) if sep else None
+
+
 @dataclass
 class BasicAuth:
     """One username and a salted password digest; :meth:`check` verifies an ``Authorization`` header."""
@@ -52,8 +89,7 @@ class BasicAuth:
     username: str
     salt: bytes
     digest: bytes
-    _verified: dict[bytes, None] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _cache: VerifiedCache = field(default_factory=VerifiedCache, repr=False)
 
     @classmethod
     def from_password(cls, username: str, password: str) -> BasicAuth:
@@ -63,28 +99,17 @@ class BasicAuth:
 
     def check(self, header: str | None) -> bool:
         """True when ``header`` is ``Basic base64(user:password)`` with the right user and password."""
-        if not header or not header.startswith("Basic "):
+        credentials = basic_credentials(header)
+        if credentials is None:
             return False
-        token = header[len("Basic "):].strip().encode("ascii", "replace")
-        key = hmac.new(self.salt, token, hashlib.sha256).digest()
-        with self._lock:
-            if key in self._verified:
-                return True
-        try:
-            decoded = base64.b64decode(token, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return False
-        user, sep, password = decoded.partition(":")
-        if not sep:
-            return False
+        token, user, password = credentials
+        if token in self._cache:
+            return True
         user_ok = hmac.compare_digest(user.encode("utf-8"), self.username.encode("utf-8"))
         password_ok = hmac.compare_digest(_derive(password, self.salt), self.digest)
         if not (user_ok and password_ok):
             return False
-        with self._lock:
-            if len(self._verified) >= _VERIFIED_CACHE_SIZE:
-                self._verified.pop(next(iter(self._verified)))
-            self._verified[key] = None
+        self._cache.add(token)
         return True
 
 

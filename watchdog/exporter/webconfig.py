@@ -12,12 +12,6 @@ and cipher choices are not offered here).
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
-import os
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +19,13 @@ from typing import Any
 import bcrypt
 import yaml
 
-from watchdog.exporter.security import ExporterConfigError, ExporterSecurity, load_tls
+from watchdog.exporter.security import (
+    ExporterConfigError,
+    ExporterSecurity,
+    VerifiedCache,
+    basic_credentials,
+    load_tls,
+)
 
 TOP_KEYS = {"tls_server_config", "basic_auth_users"}
 TLS_KEYS = {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version"}
@@ -37,38 +37,26 @@ _VERIFIED_CACHE_SIZE = 8
 @dataclass
 class BcryptUsers:
     """``basic_auth_users``: :meth:`check` verifies an ``Authorization`` header against a bcrypt hash;
-    verified credentials are remembered as a keyed digest, so a scrape every few seconds skips bcrypt."""
+    verified credentials are remembered (:class:`VerifiedCache`), so a scrape every few seconds skips bcrypt."""
 
     hashes: dict[str, bytes]
-    _key: bytes = field(default_factory=lambda: os.urandom(16), repr=False)
-    _verified: dict[bytes, None] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _cache: VerifiedCache = field(default_factory=VerifiedCache, repr=False)
 
     def check(self, header: str | None) -> bool:
         """True for ``Basic base64(user:password)`` of a listed user whose password matches its hash."""
-        if not header or not header.startswith("Basic "):
+        credentials = basic_credentials(header)
+        if credentials is None:
             return False
-        token = header[len("Basic "):].strip().encode("ascii", "replace")
-        digest = hmac.new(self._key, token, hashlib.sha256).digest()
-        with self._lock:
-            if digest in self._verified:
-                return True
-        try:
-            user, sep, password = base64.b64decode(token, validate=True).decode("utf-8").partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            return False
+        token, user, password = credentials
+        if token in self._cache:
+            return True
         hashed = self.hashes.get(user)
-        if not sep or hashed is None:
-            return False
         try:
-            ok = bcrypt.checkpw(password.encode("utf-8"), hashed)
+            ok = hashed is not None and bcrypt.checkpw(password.encode("utf-8"), hashed)
         except ValueError:  # a malformed hash in the file: no password matches it
             return False
         if ok:
-            with self._lock:
-                if len(self._verified) >= _VERIFIED_CACHE_SIZE:
-                    self._verified.pop(next(iter(self._verified)))
-                self._verified[digest] = None
+            self._cache.add(token)
         return ok
 
 
