@@ -1,4 +1,5 @@
-"""rules/gpu-presence.yaml: valid for promtool and for us, its tests pass under both, every alert complete."""
+"""rules/gpu-presence.yaml: valid for promtool and for us, its tests pass under both, every alert complete;
+and rules/tests/annotation_wording.yaml (readable values in annotations) passes under both."""
 
 from __future__ import annotations
 
@@ -15,20 +16,21 @@ from watchdog.rules.loader import load_rule_files
 
 RULES = Path(__file__).resolve().parents[2] / "rules"
 RULE_FILE = RULES / "gpu-presence.yaml"
-TEST_FILE = RULES / "tests" / "gpu_presence_alerts.yaml"
+TEST_FILES = [RULES / "tests" / "gpu_presence_alerts.yaml", RULES / "tests" / "annotation_wording.yaml"]
 PROMTOOL = shutil.which("promtool")
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian package prometheus) not installed")
-def test_promtool_checks_and_tests_the_file() -> None:
-    for args in (["check", "rules", str(RULE_FILE)], ["test", "rules", str(TEST_FILE)]):
+def test_promtool_checks_and_tests_the_files() -> None:
+    for args in (["check", "rules", str(RULE_FILE)], *(["test", "rules", str(f)] for f in TEST_FILES)):
         proc = subprocess.run([str(PROMTOOL), *args], capture_output=True, text=True, timeout=60, check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_our_evaluator_passes_the_same_tests() -> None:
+@pytest.mark.parametrize("test_file", TEST_FILES, ids=lambda p: p.name)
+def test_our_evaluator_passes_the_same_tests(test_file: Path) -> None:
     load_rule_files([str(RULE_FILE)])
-    result = run_test_file(str(TEST_FILE))
+    result = run_test_file(str(test_file))
     assert result.ok, result.errors
 
 
