@@ -68,6 +68,7 @@ class Panel:
     thresholds: list[tuple[float | None, str]] = field(default_factory=list)
     stack: bool = False
     bars: bool = False
+    links: dict[str, tuple[str, str]] = field(default_factory=dict)  # column -> (title, URL) data link
 
 
 @dataclass
@@ -153,7 +154,10 @@ def render_panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": panel_id, "type": panel.kind, "title": panel.title, "description": panel.description,
         "datasource": DS, "gridPos": {"h": panel.height, "w": panel.width, "x": x, "y": y},
-        "targets": targets, "fieldConfig": {"defaults": defaults, "overrides": []}, "options": options,
+        "targets": targets, "fieldConfig": {"defaults": defaults, "overrides": [
+            {"matcher": {"id": "byName", "options": column},
+             "properties": [{"id": "links", "value": [{"title": title, "url": url, "targetBlank": True}]}]}
+            for column, (title, url) in panel.links.items()]}, "options": options,
     }
     if panel.kind == "table":
         out["transformations"] = [{"id": "organize", "options": {
@@ -482,8 +486,13 @@ AGENT_ROWS = [
               [Target(f"sum(watchdog_store_series{{{NODE}}})", instant=True)], kind="stat", width=4, height=4),
         Panel("Alerts by state", "Pending and firing alerts over time.",
               [Target(f"count by (alertstate) (ALERTS{{{NODE}}})", "{{alertstate}}")], stack=True),
-        Panel("Firing alerts", "Every firing alert with its labels.",
-              [Target(f'ALERTS{{{NODE}, alertstate="firing"}}', instant=True, table=True)], kind="table"),
+        Panel("Firing alerts", "Every firing alert with its labels and a link to its runbook (the runbook_url "
+              "column; runbooks.url_base in the agent's config sets where it points).",
+              # Alerts Prometheus evaluates itself may lack `node`: those rows stay, without a link.
+              [Target(f'(ALERTS{{{NODE}, alertstate="firing"}} * on (node, alertname) group_left (runbook, '
+                      f'runbook_url) watchdog_runbook_info{{{NODE}}}) or on (node, alertname) '
+                      f'ALERTS{{{NODE}, alertstate="firing"}}', instant=True, table=True)],
+              kind="table", links={"runbook_url": ("Open the runbook", "${__value.raw}")}),
     ]),
     Row("Remediation", [
         Panel("Remediation decisions", "Runbook decisions per outcome (suggested, skipped, ran, failed, "

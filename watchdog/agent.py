@@ -41,7 +41,7 @@ from watchdog.notify.state_store import AlertStateStore
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_ruleset
-from watchdog.runbooks.links import with_runbook_urls
+from watchdog.runbooks.links import runbook_info_samples, with_runbook_urls
 from watchdog.runbooks.manager import RunbookManager
 from watchdog.store import Store
 
@@ -188,6 +188,12 @@ class Agent:
         url_base = str((self.config.get("runbooks") or {}).get("url_base", ""))
         return with_runbook_urls(alerts, self.runbooks.catalogue, url_base)
 
+    def _runbook_info(self) -> list[Sample]:
+        """``watchdog_runbook_info{alertname,runbook,runbook_url}`` 1 per alert a runbook serves, so that a
+        dashboard joins ALERTS with the runbook to link."""
+        url_base = str((self.config.get("runbooks") or {}).get("url_base", ""))
+        return runbook_info_samples(self.runbooks.catalogue, url_base)
+
     def _assess_health(self, results: list[CollectResult]) -> list[Problem]:
         ruleset = self.rule_engine.ruleset
         return assess(ruleset.rule_count, len(ruleset.alerting_rules()), results)
@@ -232,6 +238,7 @@ class Agent:
             Sample(metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
             Sample(metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
             *health_samples(self.health),
+            *self._runbook_info(),
         ]
         for stage, count in sorted(s.stage_failures.items()):
             out.append(Sample(metric("watchdog_tick_stage_failures_total", stage=stage), float(count)))

@@ -121,8 +121,9 @@ def assess(rule_count: int, alerting_rule_count: int, results: Sequence[CollectR
     problems: list[Problem] = []
     if rule_count == 0:
         problems.append(Problem(Severity.CRITICAL, "rules", "no rules are loaded: nothing can alert",
-                                "set rules.paths to your rule files (default: the bundled rules/*.yaml) and "
-                                "check them with `inference-watchdog rules check`", unwatched=True))
+                                "install the rule pack (share/inference-watchdog/rules/*.yaml of the package) "
+                                "into /etc/inference-watchdog/rules/, or point rules.paths at it; check them "
+                                "with `inference-watchdog rules check`", unwatched=True))
     elif alerting_rule_count == 0:
         problems.append(Problem(Severity.WARNING, "rules", "only recording rules are loaded: nothing can alert",
                                 "add alerting rules to rules.paths (the bundled rules/*.yaml have them)"))
