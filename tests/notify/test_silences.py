@@ -20,6 +20,7 @@ from tests.notify.conftest import Dispatchers, notify_config
 from tests.notify.slack_api import FakeSlack
 from tests.support.alertmanager import BINARY, RealAlertmanager
 from tests.support.polling import wait_until
+from watchdog.config.settings import InhibitRuleSettings
 from watchdog.infra.state import StateDB
 from watchdog.notify.silences import InhibitRule, Matcher, MatcherError, SilenceStore, inhibited
 
@@ -58,8 +59,8 @@ def test_store_add_list_expire(tmp_path: Path) -> None:
 
 
 def test_inhibition_follows_alertmanager() -> None:
-    rule = InhibitRule.from_config({"source_matchers": ['alertname="GpuFallenOffBus"'],
-                                    "target_matchers": ['alertname=~"Engine.+"'], "equal": ["node"]})
+    rule = InhibitRule.from_settings(InhibitRuleSettings(('alertname="GpuFallenOffBus"',), ('alertname=~"Engine.+"',),
+                                                         ("node",)))
     lost = {"alertname": "GpuFallenOffBus", "gpu": "5", "node": "n1"}
     engine = {"alertname": "EngineDown", "job": "vllm", "node": "n1"}
     assert inhibited(engine, [lost], [rule])

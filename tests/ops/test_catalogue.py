@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from importlib import resources
 
 import pytest
@@ -119,13 +120,13 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
     exporter = None
     try:
         gpus = GpuSimulator(scenario, kmsg, SIM_START, engine_pids={e.job: e.process.pid for e in engines})
-        config = demo_config(scenario, engines, base, "127.0.0.1:0", host_collector=True)
-        config["remediation"]["diagnostics"]["simulated"] = False  # run them: their self-metrics count
-        config["rules"]["paths"] = [*config["rules"]["paths"], str(rules_path)]
         sysfs, modules, _ = make_sysfs(base, gpus=8, loaded=True, installed=True)
-        config["collectors"]["nvml"].update(sysfs_root=str(sysfs), modules_root=str(modules),
-                                         expected_gpus=9)  # one GPU vanished: a health problem
-        agent = Agent(config, clock=lambda: now[0], context=CollectorContext(config=config, nvml=gpus.nvml))
+        config = demo_config(scenario, engines, base, "127.0.0.1:0", host_collector=True, extra={
+            "remediation": {"diagnostics": {"simulated": False}},  # run them: their self-metrics count
+            # A fixture PCI bus; one GPU vanished (9 expected): a health problem.
+            "collectors": {"nvml": {"sysfs_root": str(sysfs), "modules_root": str(modules), "expected_gpus": 9}}})
+        config = replace(config, rules=replace(config.rules, paths=(*config.rules.paths, str(rules_path))))
+        agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=gpus.nvml))
         agent.before_tick.append(gpus.advance)
         agent.before_tick.append(_fail_once(at=SIM_START + 12))
         for step in range(TICKS):

@@ -8,6 +8,7 @@ import bcrypt
 import pytest
 import yaml
 
+from watchdog.config.settings import ExporterSettings, section_settings
 from watchdog.exporter.security import ExporterConfigError, load_security
 from watchdog.exporter.server import ExporterServer, exporter_for_store
 from watchdog.store import Store
@@ -15,6 +16,10 @@ from watchdog.store import Store
 from .conftest import http_get, make_cert
 
 PASSWORD = "s3cret-scrape-pass"
+
+
+def _settings(section: dict[str, object]) -> ExporterSettings:
+    return section_settings(ExporterSettings, "exporter", section)
 
 
 def _web_config(tmp_path: Path, doc: dict[str, object]) -> Path:
@@ -30,7 +35,7 @@ def test_tls_and_bcrypt_users_from_web_config(tmp_path: Path) -> None:
         "tls_server_config": {"cert_file": cert.cert.name, "key_file": cert.key.name},  # relative to the file
         "basic_auth_users": {"prometheus": hashed}})
     server = exporter_for_store(Store(), "127.0.0.1:0", ready=lambda: True,
-                                section={"web_config_file": str(path)}, environ={})
+                                section=_settings({"web_config_file": str(path)}), environ={})
     server.start()
     try:
         _check_access(server, cert.cert)
@@ -57,9 +62,10 @@ def _check_access(server: ExporterServer, cafile: Path) -> None:
 ])
 def test_bad_web_configs_name_the_key(tmp_path: Path, doc: dict[str, object], words: str) -> None:
     with pytest.raises(ExporterConfigError, match=words):
-        load_security({"web_config_file": str(_web_config(tmp_path, doc))})
+        load_security(_settings({"web_config_file": str(_web_config(tmp_path, doc))}))
 
 
 def test_web_config_and_basic_auth_are_exclusive(tmp_path: Path) -> None:
     with pytest.raises(ExporterConfigError, match="not both"):
-        load_security({"web_config_file": str(_web_config(tmp_path, {})), "basic_auth": {"username": "x"}})
+        load_security(_settings({"web_config_file": str(_web_config(tmp_path, {})),
+                                 "basic_auth": {"username": "x"}}))

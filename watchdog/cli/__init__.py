@@ -26,6 +26,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "silence",
     "runbooks",
     "config",
+    "plan",
+    "loadtest",
 )
 
 

@@ -29,12 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _check(args: argparse.Namespace) -> int:
     from watchdog.check import run_check
     from watchdog.cli.common import config_path
-    from watchdog.config import ConfigError, load_config
+    from watchdog.config import ConfigError, load_settings
 
     path = config_path(args.config)
     try:
-        config = load_config(path)
-        report = run_check(config, interval_seconds=args.interval)
+        report = run_check(load_settings(path), interval_seconds=args.interval)
     except ConfigError as exc:
         print(f"UNKNOWN: config error: {exc}", file=sys.stderr)
         return EXIT_UNKNOWN

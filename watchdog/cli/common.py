@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from watchdog.config.settings import Settings
 
 
 def config_path(arg: str | None) -> str | None:
@@ -12,8 +16,18 @@ def config_path(arg: str | None) -> str | None:
     return arg or (str(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else None)
 
 
-def load_node_config(arg: str | None) -> dict[str, Any]:
-    """The config ``run`` would use (see :func:`config_path`); raises ConfigError."""
-    from watchdog.config import load_config
+def load_node_settings(arg: str | None) -> Settings:
+    """The settings ``run`` would use (see :func:`config_path`); raises ConfigError."""
+    from watchdog.config import load_settings
 
-    return load_config(config_path(arg))
+    return load_settings(config_path(arg))
+
+
+def with_log_format(settings: Settings, log_format: str) -> Settings:
+    """``settings`` with ``notifiers.log.format`` set by ``--log-format`` (unchanged for ``auto``)."""
+    from watchdog.config.settings import LogFormat
+
+    if log_format == "auto":
+        return settings
+    log = dataclasses.replace(settings.notifiers.log, format=LogFormat(log_format))
+    return dataclasses.replace(settings, notifiers=dataclasses.replace(settings.notifiers, log=log))

@@ -29,7 +29,7 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     """Every problem in one pass (``watchdog.config.lint``), then what loading finds beyond the schema."""
-    from watchdog.config import ConfigError, load_config
+    from watchdog.config import ConfigError, load_settings
     from watchdog.config.lint import config_problems
 
     try:
@@ -45,7 +45,7 @@ def _check(args: argparse.Namespace) -> int:
         print(f"{args.path}: {len(problems)} problem(s)", file=sys.stderr)
         return 1
     try:
-        load_config(args.path)
+        load_settings(args.path)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

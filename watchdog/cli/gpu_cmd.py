@@ -33,12 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
 
 
 def _store(config_arg: str | None):  # type: ignore[no-untyped-def]
-    from watchdog.cli.common import load_node_config
+    from watchdog.cli.common import load_node_settings
     from watchdog.gpu_flags import GpuFlagStore, read_boot_id
     from watchdog.infra.state import StateDB
 
-    config = load_node_config(config_arg)
-    return GpuFlagStore(StateDB.in_dir(config["state_dir"]), read_boot_id())
+    settings = load_node_settings(config_arg)
+    return GpuFlagStore(StateDB.in_dir(settings.state_dir), read_boot_id())
 
 
 def _operator() -> str:

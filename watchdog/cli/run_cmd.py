@@ -21,26 +21,25 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
 
     from watchdog.agent import Agent
-    from watchdog.cli.common import config_path
-    from watchdog.config import ConfigError, load_config
+    from watchdog.cli.common import config_path, with_log_format
+    from watchdog.config import ConfigError, load_settings
     from watchdog.daemon.serve import serve
     from watchdog.daemon.systemd_hooks import systemd_hooks
 
     path = config_path(args.config)
     try:
-        config = load_config(path)
+        settings = load_settings(path)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.log_format != "auto":
-        config["notifiers"]["log"]["format"] = args.log_format
+    settings = with_log_format(settings, args.log_format)
     try:
-        agent = Agent(config, config_path=path)
+        agent = Agent(settings, config_path=path)
     except Exception as exc:  # start-up boundary: a clear message and a non-zero exit
         log.exception("cannot start the agent")
         print(f"error: cannot start: {exc}", file=sys.stderr)
         return 2
-    listen = args.listen or config["listen"]
+    listen = args.listen or settings.listen
     log.info("agent starting", extra={"config": path or "(defaults)", "listen": listen,
                                       "collectors": [c.name for c in agent.collectors]})
     return serve(agent, listen, hooks=systemd_hooks(agent))

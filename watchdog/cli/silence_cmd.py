@@ -40,13 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
         p.set_defaults(func=func)
 
 
-def _open(config_arg: str | None) -> tuple[dict[str, Any], Any]:
-    from watchdog.cli.common import load_node_config
+def _open(config_arg: str | None) -> tuple[Any, Any]:
+    from watchdog.cli.common import load_node_settings
     from watchdog.infra.state import StateDB
     from watchdog.notify.silences import SilenceStore
 
-    config = load_node_config(config_arg)
-    return config, SilenceStore(StateDB.in_dir(config["state_dir"]))
+    settings = load_node_settings(config_arg)
+    return settings, SilenceStore(StateDB.in_dir(settings.state_dir))
 
 
 def _store_or_report(config_arg: str | None) -> Any:
@@ -60,7 +60,7 @@ def _store_or_report(config_arg: str | None) -> Any:
         return None
 
 
-def _alert_names(config: dict[str, Any]) -> set[str]:
+def _alert_names(config: Any) -> set[str]:
     """Alert names of this node's rule set and of the bundled rule pack (for "did you mean")."""
     from watchdog.infra.paths import asset_dir
     from watchdog.notify.dispatcher import NOTIFIER_FAILING

@@ -22,9 +22,9 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
-from watchdog.collectors.base import Collector, CollectorContext, register
+from watchdog.collectors.base import Collector, CollectorContext
+from watchdog.config.settings import Settings
 from watchdog.model import Sample, metric
 
 NVIDIA_VENDOR = "0x10de"
@@ -116,17 +116,14 @@ class GpuPresenceCollector:
         return presence_samples(probe_presence(self.sysfs_root, self.modules_root), self.expected_gpus)
 
 
-@register("gpu_presence")
-def gpu_presence_collectors(config: dict[str, Any], context: CollectorContext) -> list[Collector]:
-    """One presence collector, reading ``collectors.nvml`` (``expected_gpus``, ``sysfs_root``,
-    ``modules_root``); none when NVML collection is disabled, or simulated (``fake_profile`` or an
-    injected NVML) without an explicit ``sysfs_root``: the PCI bus of the machine running a simulation
-    says nothing about the simulated GPUs."""
-    section = (config.get("collectors") or {}).get("nvml") or {}
-    simulated = bool(section.get("fake_profile")) or context.nvml is not None
-    if not section.get("enabled", True) or (simulated and "sysfs_root" not in section):
+def gpu_presence_collectors(settings: Settings, context: CollectorContext) -> list[Collector]:
+    """One presence collector over ``collectors.nvml`` (``expected_gpus``, ``sysfs_root``,
+    ``modules_root``); none when NVML collection is disabled, or simulated (an injected NVML) without an
+    explicit ``sysfs_root``: the PCI bus of the machine running a simulation says nothing about the
+    simulated GPUs."""
+    section = settings.collectors.nvml
+    if not section.enabled or (context.nvml is not None and section.sysfs_root is None):
         return []
-    expected = section.get("expected_gpus")
-    return [GpuPresenceCollector(sysfs_root=str(section.get("sysfs_root", "/sys")),
-                                 modules_root=str(section.get("modules_root", "/lib/modules")),
-                                 expected_gpus=None if expected is None else int(expected))]
+    return [GpuPresenceCollector(sysfs_root=section.sysfs_root or "/sys",
+                                 modules_root=section.modules_root or "/lib/modules",
+                                 expected_gpus=section.expected_gpus)]

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import yaml
 
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_config_text
+from watchdog.config.settings import Settings, settings_from_config
 from watchdog.demo.progress import DemoProgress
 from watchdog.demo.scenario import Scenario
 from watchdog.infra.paths import asset_dir
@@ -77,9 +79,11 @@ def stop_engines(engines: list[EngineProcess]) -> None:
 
 
 def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path, listen: str,
-                alertmanager_urls: list[str] | None = None, host_collector: bool = False) -> dict[str, Any]:
+                alertmanager_urls: list[str] | None = None, host_collector: bool = False,
+                extra: Mapping[str, Any] | None = None) -> Settings:
     """The agent config of a demo run: loopback engines, fake NVML, a kmsg file, suggest-only runbooks,
-    diagnostics that say what they would run (never run against the machine hosting the simulation).
+    diagnostics that say what they would run (never run against the machine hosting the simulation);
+    ``extra`` is merged into the document, section by section (tests adjust single keys).
 
     The host collector is off unless ``host_collector``: this machine's real CPU and memory are not the
     simulated node's, and a busy demo machine must not change what a scenario fires."""
@@ -114,7 +118,17 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
     }
     if runbooks_dir:
         doc["runbooks"] = {"paths": [str(runbooks_dir)]}
-    return load_config_text(yaml.safe_dump(doc), "<demo config>")
+    _merge(doc, extra or {})
+    return settings_from_config(load_config_text(yaml.safe_dump(doc), "<demo config>"))
+
+
+def _merge(doc: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    """Merge ``extra`` into ``doc`` section by section (tests adjust one key of the demo config)."""
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(doc.get(key), dict):
+            _merge(doc[key], value)
+        else:
+            doc[key] = value
 
 
 def _report(progress: DemoProgress, agent: Any) -> None:
@@ -129,6 +143,7 @@ def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
              alertmanager_urls: list[str] | None = None, log_format: str = "auto") -> int:
     """Run the scenario for ``duration_seconds`` (default: the scenario's); returns the exit code."""
     from watchdog.agent import Agent
+    from watchdog.cli.common import with_log_format
     from watchdog.daemon.serve import serve
     from watchdog.demo.gpu_driver import GpuSimulator
 
@@ -142,8 +157,8 @@ def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
             gpus = GpuSimulator(scenario, workdir / "kmsg.log", start,
                                 engine_pids={e.job: e.process.pid for e in engines})
             config = demo_config(scenario, engines, workdir, listen, alertmanager_urls)
-            config["notifiers"]["log"]["format"] = log_format
-            agent = Agent(config, context=CollectorContext(config=config, nvml=gpus.nvml))
+            config = with_log_format(config, log_format)
+            agent = Agent(config, context=CollectorContext(nvml=gpus.nvml))
             agent.before_tick.append(gpus.advance)
             log.info("demo started", extra={
                 "scenario": scenario.name, "listen": listen, "duration_seconds": duration,

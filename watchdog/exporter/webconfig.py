@@ -19,6 +19,7 @@ from typing import Any
 import bcrypt
 import yaml
 
+from watchdog.config.settings import TlsSettings
 from watchdog.exporter.security import (
     ExporterConfigError,
     ExporterSecurity,
@@ -60,7 +61,7 @@ class BcryptUsers:
         return ok
 
 
-def _tls_section(tls: dict[str, Any], base: Path, file: str) -> dict[str, Any]:
+def _tls_section(tls: dict[str, Any], base: Path, file: str) -> TlsSettings:
     unknown = sorted(set(tls) - TLS_KEYS)
     if unknown:
         raise ExporterConfigError(f"{file}: tls_server_config.{unknown[0]}: not supported here "
@@ -80,8 +81,8 @@ def _tls_section(tls: dict[str, Any], base: Path, file: str) -> dict[str, Any]:
         value = str(tls.get(key) or "")
         return str(base / value) if value else ""
 
-    return {"cert_file": path("cert_file"), "key_file": path("key_file"),
-            "client_ca_file": path("client_ca_file"), "min_version": TLS_VERSIONS[version]}
+    return TlsSettings(cert_file=path("cert_file"), key_file=path("key_file"),
+                       client_ca_file=path("client_ca_file"), min_version=TLS_VERSIONS[version])
 
 
 def load_web_config(file: str) -> ExporterSecurity:

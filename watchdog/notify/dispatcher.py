@@ -29,18 +29,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
-from watchdog.infra.secrets import SecretError, read_secret
+from watchdog.config.settings import NotifiersSettings, RemediationMode, Settings, SlackMode
 from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
-from watchdog.notify.alertmanager import AlertmanagerNotifier
 from watchdog.notify.base import Notifier, PlanContext
-from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS, group_transitions
-from watchdog.notify.log import LogNotifier
+from watchdog.notify.grouping import group_transitions
 from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
 from watchdog.notify.muting import Muting
 from watchdog.notify.outbox import Outbox
+from watchdog.notify.registry import NotifierContext, app_token, build_notifiers
 from watchdog.notify.silences import AlertmanagerSilences, InhibitRule, SilenceStore
-from watchdog.notify.slack import SlackNotifier
 from watchdog.notify.state_store import AlertStateStore
 from watchdog.notify.transitions import KnownAlert, derive_transitions
 from watchdog.notify.worker import Backoff, DeliveryWorker
@@ -76,38 +74,37 @@ def notifier_failing_alert(
     )
 
 
-def _default_generator_url(config: dict[str, Any], node: str) -> str:
-    port = str(config.get("listen", "0.0.0.0:9847")).rsplit(":", 1)[-1]
-    return f"http://{node}:{port}/alerts"
-
-
 class NotificationDispatcher:
-    """See the module docstring. ``notifiers`` overrides the ones built from config (tests)."""
+    """See the module docstring. ``notifiers`` overrides the ones built from the settings (tests)."""
 
     def __init__(
         self,
-        config: dict[str, Any],
+        settings: NotifiersSettings,
         db: StateDB,
         node: str,
         clock: Callable[[], float] = time.time,
         *,
+        remediation_mode: RemediationMode,
+        tick_seconds: float,
+        listen: str,
         notifiers: Sequence[Notifier] | None = None,
         stream: TextIO | None = None,
         runbook_title: Callable[[str], str] | None = None,
         start_threads: bool = True,
         rand: Callable[[], float] = random.random,
     ) -> None:
-        self.config = config
+        """``settings`` is the ``notifiers`` section; ``remediation_mode``, ``tick_seconds`` and
+        ``listen`` are the other settings notifiers depend on (see :func:`dispatcher_for`)."""
+        self.settings = settings
+        self.remediation_mode = remediation_mode
         self.node = node or socket.gethostname()
         self.clock = clock
         self.db = db
-        ncfg: dict[str, Any] = dict(config.get("notifiers") or {})
-        outbox_cfg: dict[str, Any] = dict(ncfg.get("outbox") or {})
-        grouping: dict[str, Any] = dict(ncfg.get("grouping") or {})
-        self.group_enabled = bool(grouping.get("enabled", True))
-        self.member_labels = tuple(grouping.get("member_labels") or DEFAULT_MEMBER_LABELS)
-        self.failing_after_ms = int(float(outbox_cfg.get("failing_alert_after_seconds", 300)) * 1000)
-        self.keep_ms = int(float(outbox_cfg.get("keep_delivered_days", 7)) * 86_400_000)
+        outbox = settings.outbox
+        self.group_enabled = settings.grouping.enabled
+        self.member_labels = settings.grouping.member_labels
+        self.failing_after_ms = int(outbox.failing_alert_after_seconds * 1000)
+        self.keep_ms = int(outbox.keep_delivered_days * 86_400_000)
         self.state_store = AlertStateStore(db)
         self.outbox = Outbox(db)
         self._lock = threading.Lock()
@@ -121,21 +118,21 @@ class NotificationDispatcher:
             if k.state == FIRING and k.snapshot.name == NOTIFIER_FAILING
         }
         self._last_gc_ms = 0
-        built = (
-            list(notifiers) if notifiers is not None else self._build_notifiers(ncfg, stream, runbook_title)
+        context = NotifierContext(
+            node=self.node, clock=clock, state_store=self.state_store, firing_source=self.firing_alerts,
+            remediation_mode=remediation_mode, tick_seconds=tick_seconds, listen=listen, stream=stream,
+            runbook_title=runbook_title,
         )
+        built = list(notifiers) if notifiers is not None else build_notifiers(settings, context)
         self.notifiers: dict[str, Notifier] = {n.name: n for n in built}
-        backoff = Backoff(
-            float(outbox_cfg.get("initial_backoff_seconds", 1)),
-            float(outbox_cfg.get("max_backoff_seconds", 300)),
-        )
-        poll = float(outbox_cfg.get("poll_interval_seconds", 1))
+        backoff = Backoff(outbox.initial_backoff_seconds, outbox.max_backoff_seconds)
+        poll = outbox.poll_interval_seconds
         self.workers = {
             name: DeliveryWorker(n, self.outbox, backoff, clock=clock, poll_seconds=poll, rand=rand)
             for name, n in self.notifiers.items()
         }
         self._approvals: Any = None
-        self.muting = self._build_muting(ncfg)
+        self.muting = self._build_muting(settings)
         if start_threads:
             for worker in self.workers.values():
                 worker.start()
@@ -143,108 +140,37 @@ class NotificationDispatcher:
                 self.muting.alertmanager.start()
 
     # -- construction ------------------------------------------------------------------------------
-    def _build_notifiers(
-        self, ncfg: dict[str, Any], stream: TextIO | None, runbook_title: Callable[[str], str] | None
-    ) -> list[Notifier]:
-        out: list[Notifier] = []
-        log_cfg = dict(ncfg.get("log") or {})
-        if log_cfg.get("enabled", True):
-            out.append(LogNotifier(stream, str(log_cfg.get("format", "auto"))))
-        slack_cfg = dict(ncfg.get("slack") or {})
-        if slack_cfg.get("enabled", False):
-            token = webhook = None
-            try:
-                if slack_cfg.get("mode", "bot") == "webhook":
-                    webhook = read_secret(
-                        str(slack_cfg.get("webhook_url_env", "")), str(slack_cfg.get("webhook_url_file", ""))
-                    )
-                else:
-                    token = read_secret(
-                        str(slack_cfg.get("token_env", "")), str(slack_cfg.get("token_file", ""))
-                    )
-            except SecretError as exc:
-                log.error(
-                    "slack secret unavailable; slack notifications queue until it is fixed",
-                    extra={"error": str(exc)},
-                )
-            if token is None and webhook is None:
-                log.error("slack is enabled but has no token / webhook URL; notifications will queue")
-            mode = str((self.config.get("remediation") or {}).get("mode", "suggest"))
-            out.append(
-                SlackNotifier(
-                    slack_cfg,
-                    self.state_store,
-                    self.node,
-                    token=token,
-                    webhook_url=webhook,
-                    approve_mode=mode == "approve",
-                    interactive=self._app_token(slack_cfg) is not None,
-                    runbook_title=runbook_title,
-                    member_labels=self.member_labels,
-                )
-            )
-        am_cfg = dict(ncfg.get("alertmanager") or {})
-        if am_cfg.get("enabled", True) and am_cfg.get("urls"):
-            out.append(
-                AlertmanagerNotifier(
-                    am_cfg,
-                    self.node,
-                    tick_seconds=float(self.config.get("tick_interval_seconds", 1)),
-                    default_generator_url=_default_generator_url(self.config, self.node),
-                    firing_source=self.firing_alerts,
-                    clock=self.clock,
-                )
-            )
-        return out
-
-    @staticmethod
-    def _app_token(slack_cfg: dict[str, Any]) -> str | None:
-        """The Slack app-level token (Socket Mode) when one is configured and readable."""
-        try:
-            token = read_secret(str(slack_cfg.get("app_token_env", "")), str(slack_cfg.get("app_token_file", "")))
-        except SecretError as exc:
-            log.error("slack app token unavailable; buttons disabled", extra={"error": str(exc)})
-            return None
-        return token or None
-
-    def _build_muting(self, ncfg: dict[str, Any]) -> Muting:
+    def _build_muting(self, settings: NotifiersSettings) -> Muting:
         """Our silences, ``inhibit_rules``, and Alertmanager's silences for Slack when one is configured."""
-        rules = [InhibitRule.from_config(entry) for entry in ncfg.get("inhibit_rules") or []]
-        am_cfg = dict(ncfg.get("alertmanager") or {})
-        slack_cfg = dict(ncfg.get("slack") or {})
-        am = None
-        if (slack_cfg.get("enabled") and slack_cfg.get("honor_alertmanager_silences", True)
-                and am_cfg.get("enabled", True) and am_cfg.get("urls")):
-            am = AlertmanagerSilences(list(am_cfg["urls"]),
-                                      refresh_seconds=float(am_cfg.get("silences_refresh_seconds", 15)),
-                                      timeout_seconds=float(am_cfg.get("timeout_seconds", 2)))
-        return Muting(SilenceStore(self.db), rules, am)
+        rules = [InhibitRule.from_settings(rule) for rule in settings.inhibit_rules]
+        am, slack = settings.alertmanager, settings.slack
+        silences = None
+        if slack.enabled and slack.honor_alertmanager_silences and am.enabled and am.urls:
+            silences = AlertmanagerSilences(list(am.urls), refresh_seconds=am.silences_refresh_seconds,
+                                            timeout_seconds=am.timeout_seconds)
+        return Muting(SilenceStore(self.db), rules, silences)
 
     def attach_runbooks(self, manager: Any) -> bool:
-        """Wire Slack's Approve / Skip buttons to ``manager`` (approve mode + app token); True if wired.
+        """Wire Slack's buttons (Approve / Skip in approve mode; Acknowledge and Silence always) to
+        ``manager`` and the silences when a Slack app token is configured; True if wired.
 
         Called again (config reload with a new manager), it re-points the running listener."""
         if self._approvals is not None:
             self._approvals.manager = manager
             return True
-        slack_cfg = dict((self.config.get("notifiers") or {}).get("slack") or {})
-        mode = str((self.config.get("remediation") or {}).get("mode", "suggest"))
-        if not slack_cfg.get("enabled") or slack_cfg.get("mode", "bot") != "bot":
+        slack = self.settings.slack
+        if not slack.enabled or slack.mode is not SlackMode.BOT:
             return False
-        app_token = self._app_token(slack_cfg)
-        if not app_token:
-            if mode == "approve":
+        token = app_token(slack)
+        if not token:
+            if self.remediation_mode is RemediationMode.APPROVE:
                 log.warning("approve mode without a Slack app token: buttons are shown but cannot be received")
             return False
         from watchdog.notify.approvals import AlertButtons, ApprovalListener
 
-        self._approvals = ApprovalListener(
-            app_token,
-            slack_cfg.get("approvers") or [],
-            manager,
-            base_url=str(slack_cfg.get("base_url", "https://slack.com/api/")),
-            buttons=AlertButtons(self.state_store, self.muting.store, clock=self.clock),
-        )
+        self._approvals = ApprovalListener(token, list(slack.approvers), manager, base_url=slack.base_url,
+                                           buttons=AlertButtons(self.state_store, self.muting.store,
+                                                                clock=self.clock))
         self._approvals.start()
         return True
 
@@ -399,3 +325,10 @@ class NotificationDispatcher:
             self.muting.alertmanager.close()
         if self._approvals is not None:
             self._approvals.close()
+
+
+def dispatcher_for(settings: Settings, db: StateDB, node: str, clock: Callable[[], float] = time.time,
+                   **kw: Any) -> NotificationDispatcher:
+    """The dispatcher of a node's settings: its ``notifiers`` section plus what notifiers depend on."""
+    return NotificationDispatcher(settings.notifiers, db, node, clock, remediation_mode=settings.remediation.mode,
+                                  tick_seconds=settings.tick_interval_seconds, listen=settings.listen, **kw)

@@ -262,11 +262,10 @@ class InhibitRule:
     equal: tuple[str, ...] = ()
 
     @classmethod
-    def from_config(cls, entry: Mapping[str, Any]) -> InhibitRule:
-        """From a config entry (``source_matchers``, ``target_matchers``: lists of matcher strings)."""
-        return cls(tuple(Matcher.parse(m) for m in entry.get("source_matchers") or []),
-                   tuple(Matcher.parse(m) for m in entry.get("target_matchers") or []),
-                   tuple(entry.get("equal") or ()))
+    def from_settings(cls, rule: Any) -> InhibitRule:
+        """From ``notifiers.inhibit_rules[]`` settings (matchers as amtool writes them)."""
+        return cls(tuple(Matcher.parse(m) for m in rule.source_matchers),
+                   tuple(Matcher.parse(m) for m in rule.target_matchers), tuple(rule.equal))
 
 
 def inhibited(target: Mapping[str, str], firing: Iterable[Mapping[str, str]],
