@@ -18,7 +18,7 @@ import hmac
 import os
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -100,18 +100,26 @@ class BasicAuth:
 
     def check(self, header: str | None) -> bool:
         """True when ``header`` is ``Basic base64(user:password)`` with the right user and password."""
-        credentials = basic_credentials(header)
-        if credentials is None:
-            return False
-        token, user, password = credentials
-        if token in self._cache:
-            return True
+        return check_basic(header, self._cache, self._verify)
+
+    def _verify(self, user: str, password: str) -> bool:
         user_ok = hmac.compare_digest(user.encode("utf-8"), self.username.encode("utf-8"))
         password_ok = hmac.compare_digest(_derive(password, self.salt), self.digest)
-        if not (user_ok and password_ok):
-            return False
-        self._cache.add(token)
+        return user_ok and password_ok
+
+
+def check_basic(header: str | None, cache: VerifiedCache, verify: Callable[[str, str], bool]) -> bool:
+    """True when ``header`` carries credentials ``verify(user, password)`` accepts (remembered in ``cache``)."""
+    credentials = basic_credentials(header)
+    if credentials is None:
+        return False
+    token, user, password = credentials
+    if token in cache:
         return True
+    if not verify(user, password):
+        return False
+    cache.add(token)
+    return True
 
 
 @dataclass(frozen=True)

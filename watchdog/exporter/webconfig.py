@@ -24,7 +24,7 @@ from watchdog.exporter.security import (
     ExporterConfigError,
     ExporterSecurity,
     VerifiedCache,
-    basic_credentials,
+    check_basic,
     load_tls,
 )
 
@@ -45,20 +45,14 @@ class BcryptUsers:
 
     def check(self, header: str | None) -> bool:
         """True for ``Basic base64(user:password)`` of a listed user whose password matches its hash."""
-        credentials = basic_credentials(header)
-        if credentials is None:
-            return False
-        token, user, password = credentials
-        if token in self._cache:
-            return True
+        return check_basic(header, self._cache, self._verify)
+
+    def _verify(self, user: str, password: str) -> bool:
         hashed = self.hashes.get(user)
         try:
-            ok = hashed is not None and bcrypt.checkpw(password.encode("utf-8"), hashed)
+            return hashed is not None and bcrypt.checkpw(password.encode("utf-8"), hashed)
         except ValueError:  # a malformed hash in the file: no password matches it
             return False
-        if ok:
-            self._cache.add(token)
-        return ok
 
 
 def _tls_section(tls: dict[str, Any], base: Path, file: str) -> TlsSettings:
