@@ -3,7 +3,7 @@
 Contract: nothing is sent and nothing is remediated; the state database is not touched. Two collections
 ``interval_seconds`` apart let ``rate()``-style rules see movement. An alert counts as active when its
 expression holds now (pending or firing): a one-shot check cannot wait out ``for``. The verdict is the
-worst of the active alerts' severities and the agent's own health problems (:mod:`watchdog.health`: no
+worst of the active alerts' severities and the agent's own health problems (:mod:`watchdog.collectors.health`: no
 rules, an engine that cannot be scraped, a GPU host whose driver or NVML does not load, ...), with the
 Nagios/Icinga codes: 0 ok, 1 warning, 2 critical (3 unknown is the CLI's, for a config error or a crash).
 """
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from watchdog.collectors.base import CollectorContext, CollectorRunner, CollectResult, ingest_results
+from watchdog.collectors.health import Problem, Severity, assess, worst
 from watchdog.collectors.registry import build_collectors
 from watchdog.config.settings import Settings
-from watchdog.health import Problem, Severity, assess, worst
-from watchdog.rules.alert import Alert, AlertState
+from watchdog.model import Alert, AlertState
 from watchdog.store import Store
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from watchdog.gpu_flags import GpuFlagStore, Recovery, wanted_recovery
+from watchdog.collectors.gpu_flags import GpuFlagStore, Recovery, wanted_recovery
 from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from watchdog.collectors.base import CollectResult
-from watchdog.health import Problem, Severity, assess, health_samples, worst
+from watchdog.collectors.health import Problem, Severity, assess, health_samples, worst
 from watchdog.model import METRIC_NAME, Sample, make_labels, metric
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,12 +21,3 @@ def load_node_settings(arg: str | None) -> Settings:
 
     return load_settings(config_path(arg))
 
-
-def with_log_format(settings: Settings, log_format: str) -> Settings:
-    """``settings`` with ``notifiers.log.format`` set by ``--log-format`` (unchanged for ``auto``)."""
-    from watchdog.config.settings import LogFormat
-
-    if log_format == "auto":
-        return settings
-    log = dataclasses.replace(settings.notifiers.log, format=LogFormat(log_format))
-    return dataclasses.replace(settings, notifiers=dataclasses.replace(settings.notifiers, log=log))

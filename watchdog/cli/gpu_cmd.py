@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
 
 def _store(config_arg: str | None):  # type: ignore[no-untyped-def]
     from watchdog.cli.common import load_node_settings
-    from watchdog.gpu_flags import GpuFlagStore, read_boot_id
+    from watchdog.collectors.gpu_flags import GpuFlagStore, read_boot_id
     from watchdog.infra.state import StateDB
 
     settings = load_node_settings(config_arg)
@@ -69,7 +69,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _clear(args: argparse.Namespace) -> int:
     from watchdog.config import ConfigError
-    from watchdog.suggest import did_you_mean
+    from watchdog.infra.suggest import did_you_mean
 
     try:
         store = _store(args.config)

@@ -21,8 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
 
     from watchdog.agent import Agent
-    from watchdog.cli.common import config_path, with_log_format
+    from watchdog.cli.common import config_path
     from watchdog.config import ConfigError, load_settings
+    from watchdog.config.settings import with_log_format
     from watchdog.daemon.serve import serve
     from watchdog.daemon.systemd_hooks import systemd_hooks
 

@@ -234,8 +234,8 @@ def _template_text(action: Any) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from watchdog.infra.suggest import did_you_mean
     from watchdog.rules.alerting import fingerprint as alert_fingerprint
-    from watchdog.suggest import did_you_mean
 
     loaded = _load(args)
     if loaded is None:

@@ -77,9 +77,9 @@ def _now_ms() -> int:
 
 def _add(args: argparse.Namespace) -> int:
     from watchdog.config import ConfigError
+    from watchdog.infra.suggest import did_you_mean
     from watchdog.notify.silences import Matcher, MatcherError
     from watchdog.rules.durations import parse_duration
-    from watchdog.suggest import did_you_mean
 
     try:
         matchers = [Matcher.parse(text) for text in args.matchers]

@@ -16,8 +16,8 @@ import jsonschema
 import yaml
 
 from watchdog.config.loader import ConfigError, _key_path, _StrKeyLoader, schema
+from watchdog.infra.suggest import closest
 from watchdog.infra.yamllines import path_line
-from watchdog.suggest import closest
 
 SECRET_VALUE = re.compile(r"^(xox[abposr]-|xapp-|https://hooks\.slack\.com/)|(-----BEGIN [A-Z ]*PRIVATE KEY)")
 SECRET_KEY = re.compile(r"(^|_)(token|secret|password|passwd|webhook|webhook_url|api_key)$")

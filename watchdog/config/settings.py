@@ -456,3 +456,11 @@ def settings_document(settings: Settings) -> dict[str, Any]:
     None): what runbook templates read with ``{{ config.PATH }}``."""
     document: dict[str, Any] = _plain(settings)
     return document
+
+
+def with_log_format(settings: Settings, log_format: str) -> Settings:
+    """``settings`` with ``notifiers.log.format`` set (``--log-format``; unchanged for ``auto``)."""
+    if log_format == "auto":
+        return settings
+    log = dataclasses.replace(settings.notifiers.log, format=LogFormat(log_format))
+    return dataclasses.replace(settings, notifiers=dataclasses.replace(settings.notifiers, log=log))

@@ -21,7 +21,7 @@ from pathlib import Path
 from watchdog.collectors.base import CollectorContext
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
 from watchdog.demo.scenario import Scenario, load_scenario
-from watchdog.rules.alert import AlertState
+from watchdog.model import AlertState
 
 log = logging.getLogger("watchdog.demo.harness")
 SIM_START = 1_800_000_000.0  # a fixed simulated epoch: runs are reproducible

@@ -143,7 +143,7 @@ def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
              alertmanager_urls: list[str] | None = None, log_format: str = "auto") -> int:
     """Run the scenario for ``duration_seconds`` (default: the scenario's); returns the exit code."""
     from watchdog.agent import Agent
-    from watchdog.cli.common import with_log_format
+    from watchdog.config.settings import with_log_format
     from watchdog.daemon.serve import serve
     from watchdog.demo.gpu_driver import GpuSimulator
 

@@ -234,7 +234,7 @@ def load_scenario(name_or_path: str) -> Scenario:
                 path = candidate
                 break
         else:
-            from watchdog.suggest import did_you_mean
+            from watchdog.infra.suggest import did_you_mean
 
             known = list_scenarios()
             raise ScenarioError(f"no scenario named {name_or_path!r}{did_you_mean(name_or_path, known)} "

@@ -13,8 +13,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from watchdog.model import Sample, metric
-from watchdog.rules.alert import Alert
+from watchdog.model import Alert, Sample, metric
 from watchdog.runbooks.catalogue import Catalogue
 
 
