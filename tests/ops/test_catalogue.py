@@ -126,7 +126,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
             # A fixture PCI bus; one GPU vanished (9 expected): a health problem.
             "collectors": {"nvml": {"sysfs_root": str(sysfs), "modules_root": str(modules), "expected_gpus": 9}}})
         config = replace(config, rules=replace(config.rules, paths=(*config.rules.paths, str(rules_path))))
-        agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=gpus.nvml))
+        agent = Agent(config, clock=lambda: now[0], background_scrapes=False, context=CollectorContext(nvml=gpus.nvml))
         agent.before_tick.append(gpus.advance)
         agent.before_tick.append(_fail_once(at=SIM_START + 12))
         for step in range(TICKS):

@@ -169,6 +169,7 @@ class RulesSettings:
     """``rules``."""
 
     paths: tuple[str, ...]
+    rule_timeout_seconds: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -357,6 +358,8 @@ class Settings:
     tick_interval_seconds: float
     retention_seconds: float
     max_series: int
+    max_series_per_source: int
+    reserved_series: int
     state_dir: str
     listen: str
     rules: RulesSettings

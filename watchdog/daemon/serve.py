@@ -20,10 +20,21 @@ from dataclasses import dataclass, field
 from watchdog.agent import Agent
 from watchdog.config.settings import Settings
 from watchdog.daemon.scheduler import TickScheduler
+from watchdog.exporter.api import QueryAPI
 from watchdog.exporter.security import ExporterConfigError
 from watchdog.exporter.server import ExporterServer, exporter_for_store, prepare_exporter
 
 log = logging.getLogger("watchdog.daemon")  # the name its log lines have always had
+
+EARLY_SIGHUP = threading.Event()
+"""Set by a SIGHUP that arrived before :func:`serve` installed its handlers (a reload is then due)."""
+
+
+def install_early_sighup() -> None:
+    """Catch SIGHUP from the very start of ``run``: its default action would kill the process while the
+    agent is still starting (systemd's ExecReload, a logrotate script). :func:`serve` turns it into a
+    reload once it runs."""
+    signal.signal(signal.SIGHUP, lambda *_: EARLY_SIGHUP.set())
 
 
 @dataclass
@@ -39,8 +50,11 @@ class Hooks:
 def build_exporter(agent: Agent, listen: str) -> ExporterServer:
     """An exporter serving the agent's store and self-metrics on ``listen`` (TLS, auth and caps from the
     config's ``exporter`` section; raises ExporterConfigError when that section is unusable)."""
-    return exporter_for_store(agent.store, listen, ready=lambda: agent.ready and agent.watching(),
-                              section=agent.settings.exporter, clock=agent.clock)
+    exporter = exporter_for_store(agent.store, listen, ready=lambda: agent.ready and agent.watching(),
+                                  section=agent.settings.exporter, clock=agent.clock)
+    exporter.api = QueryAPI(agent.store, engine=lambda: agent.rule_engine, clock=agent.clock,
+                            subquery_step_ms=round(agent.settings.tick_interval_seconds * 1000))
+    return exporter
 
 
 def reload_agent(agent: Agent, exporter: ExporterServer, scheduler: TickScheduler | None = None) -> bool:
@@ -82,6 +96,9 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
         signal.signal(signal.SIGHUP, lambda *_: reload_requested.set())
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
+        if EARLY_SIGHUP.is_set():
+            EARLY_SIGHUP.clear()
+            reload_requested.set()
 
     scheduler = TickScheduler(agent, agent.settings.tick_interval_seconds)
     scheduler.start()

@@ -18,6 +18,7 @@ import hmac
 import os
 import ssl
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -81,6 +82,28 @@ def basic_credentials(header: str | None) -> tuple[bytes, str, str] | None:
         return None
     user, sep, password = decoded.partition(":")
     return (token, user, password) if sep else None
+class HashBudget:
+    """A token bucket for password derivations: ``rate`` per second, at most ``burst`` at once. A flood
+    of wrong passwords is refused before the expensive hash instead of burning the agent's CPU; the
+    right password is unaffected once verified (cached), and a new one waits a second at most."""
+
+    def __init__(self, rate: float = 10.0, burst: float = 20.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate, self.burst, self._clock = rate, burst, clock
+        self._tokens, self._at = burst, clock()
+        self._lock = threading.Lock()
+        self.refused = 0
+
+    def take(self) -> bool:
+        """True (and one token spent) when a derivation may run now."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+            self._at = now
+            if self._tokens < 1:
+                self.refused += 1
+                return False
+            self._tokens -= 1
+            return True
 
 
 @dataclass
@@ -91,6 +114,7 @@ class BasicAuth:
     salt: bytes
     digest: bytes
     _cache: VerifiedCache = field(default_factory=VerifiedCache, repr=False)
+    budget: HashBudget = field(default_factory=HashBudget, repr=False)
 
     @classmethod
     def from_password(cls, username: str, password: str) -> BasicAuth:
@@ -103,6 +127,8 @@ class BasicAuth:
         return check_basic(header, self._cache, self._verify)
 
     def _verify(self, user: str, password: str) -> bool:
+        if not self.budget.take():  # a flood of wrong passwords does not burn the CPU
+            return False
         user_ok = hmac.compare_digest(user.encode("utf-8"), self.username.encode("utf-8"))
         password_ok = hmac.compare_digest(_derive(password, self.salt), self.digest)
         return user_ok and password_ok

@@ -60,6 +60,8 @@ def _cap(text: str, limit: int) -> str:
 
 
 def _mrkdwn_escape(text: str) -> str:
+    """Slack's three control characters as entities: ``<!channel>`` in a label or a process name is shown,
+    never executed as a mention or a link (every text that reaches Slack goes through here)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -203,7 +205,8 @@ def render_alert_message(
     url = runbook_url(runbook, links) or _web_url(lead.annotations.get("runbook_url", ""))
     if runbook:
         label = runbook_title or runbook
-        link_parts.append(f"*Runbook:* <{url}|{_mrkdwn_escape(label)}>" if url else f"*Runbook:* {label}")
+        link_parts.append(f"*Runbook:* <{url}|{_mrkdwn_escape(label)}>" if url
+                          else f"*Runbook:* {_mrkdwn_escape(label)}")
     explore = grafana_explore_url(lead.generator, links)
     if explore:
         link_parts.append(f"<{explore}|Grafana>")
@@ -220,7 +223,7 @@ def render_alert_message(
                 {
                     "type": "mrkdwn",
                     "text": _cap(
-                        f"inference-watchdog on {node} · {len(members)} alert(s)"
+                        f"inference-watchdog on {_mrkdwn_escape(node)} · {len(members)} alert(s)"
                         f" · fingerprint {lead.fingerprint[:16]}",
                         2000,
                     ),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from contextvars import ContextVar
 from functools import lru_cache
 
 import promql_parser as pp
@@ -17,6 +18,7 @@ from watchdog.golang.goregexp import RegexError, compile_anchored
 from watchdog.model import METRIC_NAME
 from watchdog.promql import nodes as n
 from watchdog.promql.errors import PromQLError
+from watchdog.promql.lex242 import prepare, string_end
 from watchdog.store import Matcher
 
 VECTOR_FUNCTIONS = (
@@ -58,6 +60,8 @@ _CARDINALITIES = {
     str(pp.VectorMatchCardinality.ManyToMany): n.CARD_MANY_TO_MANY,
 }
 
+_AT_MARKERS: ContextVar[dict[int, int] | None] = ContextVar("_AT_MARKERS", default=None)
+"""While a query is converted: marker ``@`` times (ms) -> the real times (see ``lex242.prepare``)."""
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _ONE_MS = dt.timedelta(milliseconds=1)
 
@@ -80,18 +84,78 @@ def _register_holt_winters() -> None:
 _register_holt_winters()
 
 
+MAX_QUERY_CHARS = 16_384
+MAX_NESTING = 64
+MAX_OPERATORS = 200
+_OPERATOR_WORDS = frozenset(("and", "or", "unless", "atan2"))
+_WORD = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+
+
+def check_query_size(text: str) -> None:
+    """Reject, before the Rust parser sees it, a query that could crash it or exhaust Python's recursion:
+    longer than ``MAX_QUERY_CHARS``, brackets nested deeper than ``MAX_NESTING``, or more than
+    ``MAX_OPERATORS`` operators (a chain ``a + a + ...`` nests as deep as it is long; the parser dies
+    with SIGSEGV around five thousand). Linear in the text; string literals are skipped."""
+    if len(text) > MAX_QUERY_CHARS:
+        raise PromQLError(f"query is {len(text)} characters long; the limit is {MAX_QUERY_CHARS}")
+    depth = deepest = operators = 0
+    i, size = 0, len(text)
+    while i < size:
+        ch = text[i]
+        if ch in "\"'`":
+            close = text.find(ch, i + 1)
+            while close != -1 and ch != "`" and _escaped(text, close):
+                close = text.find(ch, close + 1)
+            i = size if close == -1 else close + 1
+            continue
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth -= 1
+        elif ch in "+-*/%^<>=!":
+            operators += 1
+        elif ch.isalpha() or ch in "_:":
+            word = _WORD.match(text, i)
+            if word is not None:
+                operators += word.group(0) in _OPERATOR_WORDS
+                i = word.end()
+                continue
+        i += 1
+    if deepest > MAX_NESTING:
+        raise PromQLError(f"query nests brackets {deepest} deep; the limit is {MAX_NESTING}")
+    if operators > MAX_OPERATORS:
+        raise PromQLError(f"query has {operators} operators; the limit is {MAX_OPERATORS}")
+
+
+def _escaped(text: str, index: int) -> bool:
+    backslashes = 0
+    while index - 1 - backslashes >= 0 and text[index - 1 - backslashes] == "\\":
+        backslashes += 1
+    return backslashes % 2 == 1
+
+
 @lru_cache(maxsize=2048)
 def parse_expr(text: str) -> n.Expr:
-    """Parse and validate ``text``; raises :class:`PromQLError` naming the problem."""
+    """Parse and validate ``text``; raises :class:`PromQLError` naming the problem (also for a query
+    too large or too deep to parse safely, see :func:`check_query_size`)."""
     if not text.strip():
         raise PromQLError("empty query")
+    check_query_size(text)
     try:
+        prepared = prepare(text)
         try:
-            root = pp.parse(text)
+            root = pp.parse(prepared.text)
         except ValueError as exc:
             raise PromQLError(_parser_message(str(exc))) from None
         _reject_newer_syntax(text)
-        return _convert(root)
+        token = _AT_MARKERS.set(prepared.markers)
+        try:
+            return _convert(root)
+        except RecursionError:
+            raise PromQLError("query is nested too deeply") from None
+        finally:
+            _AT_MARKERS.reset(token)
     except PromQLError as exc:
         raise PromQLError(_with_position(text, exc.message)) from None
 
@@ -126,9 +190,7 @@ def _reject_newer_syntax(text: str) -> None:
     while i < len(text):
         char = text[i]
         if char in "\"'`":
-            end = i + 1
-            while end < len(text) and text[end] != char:
-                end += 2 if text[end] == "\\" and char != "`" else 1
+            end = string_end(text, i)
             if depth_brace and previous in ("{", ","):
                 raise PromQLError(
                     f"unsupported quoted metric or label name {text[i:end + 1]} (Prometheus 3 only)"
@@ -187,7 +249,8 @@ def _at(modifier: pp.AtModifier | None) -> n.At | None:
         raise PromQLError("unsupported @ modifier: timestamps before 1970") from None
     if when is None:  # pragma: no cover - the parser always sets it for At
         raise PromQLError("unsupported @ modifier without a time")
-    return n.At(_ms(when - _EPOCH))
+    ms = _ms(when - _EPOCH)
+    return n.At((_AT_MARKERS.get() or {}).get(ms, ms))
 
 
 def _matchers(selector: pp.VectorSelector) -> tuple[Matcher, ...]:
