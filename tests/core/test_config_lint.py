@@ -54,7 +54,7 @@ def test_cli_exit_code_and_ok(tmp_path: Path) -> None:
     good.write_text("tick_interval_seconds: 2\n")
     proc = subprocess.run([sys.executable, "-m", "watchdog", "config", "check", str(bad)], capture_output=True,
                           text=True, timeout=60, check=False)
-    assert proc.returncode == 1 and proc.stderr.count("error: ") == 7 and "7 problem(s)" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("error: ") == 7 and "7 problem(s)" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "watchdog", "config", "check", str(good)], capture_output=True,
                           text=True, timeout=60, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == f"{good}: ok"

@@ -38,13 +38,13 @@ def _check(args: argparse.Namespace) -> int:
             text = handle.read()
     except OSError as exc:
         print(f"error: {args.path}: cannot read: {exc.strerror}", file=sys.stderr)
-        return 1
+        return 2
     problems = config_problems(text, args.path)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
         print(f"{args.path}: {len(problems)} problem(s)", file=sys.stderr)
-        return 1
+        return 2
     try:
         preflight(load_settings(args.path), str(args.path))
     except ConfigError as exc:

@@ -17,6 +17,7 @@ import yaml
 
 from watchdog.config.loader import ConfigError, _key_path, _StrKeyLoader, schema
 from watchdog.infra.suggest import closest
+from watchdog.infra.yamlguard import YamlBoundsError, check_yaml
 from watchdog.infra.yamllines import path_line
 
 SECRET_VALUE = re.compile(r"^(xox[abposr]-|xapp-|https://hooks\.slack\.com/)|(-----BEGIN [A-Z ]*PRIVATE KEY)")
@@ -89,6 +90,10 @@ def _inline_secrets(node: Any, path: list[str | int]) -> list[tuple[list[str | i
 
 def config_problems(text: str, file: str = "<config>") -> list[ConfigError]:
     """Every problem of config ``text`` (see the module docstring)."""
+    try:
+        check_yaml(text)  # alias bombs and oversized documents are refused before parsing
+    except YamlBoundsError as exc:
+        return [ConfigError(file, "", exc.problem, exc.line or None)]
     try:
         raw = yaml.load(text, Loader=_StrKeyLoader)
     except yaml.YAMLError as exc:
