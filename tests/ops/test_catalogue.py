@@ -19,6 +19,7 @@ from importlib import resources
 import pytest
 import yaml
 
+from tests.support.sysfs import make_sysfs
 from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
 from watchdog.daemon.serve import build_exporter
@@ -119,7 +120,11 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
     exporter = None
     try:
         gpus = GpuSimulator(scenario, kmsg, SIM_START, engine_pids={e.job: e.process.pid for e in engines})
-        config = demo_config(scenario, engines, base, "127.0.0.1:0")
+        sysfs, modules, _ = make_sysfs(base, gpus=8, loaded=True, installed=True)
+        config = demo_config(scenario, engines, base, "127.0.0.1:0", host_collector=True, extra={
+            "remediation": {"diagnostics": {"simulated": False}},  # run them: their self-metrics count
+            # A fixture PCI bus; one GPU vanished (9 expected): a health problem.
+            "collectors": {"nvml": {"sysfs_root": str(sysfs), "modules_root": str(modules), "expected_gpus": 9}}})
         config = replace(config, rules=replace(config.rules, paths=(*config.rules.paths, str(rules_path))))
         agent = Agent(config, clock=lambda: now[0], background_scrapes=False, context=CollectorContext(nvml=gpus.nvml))
         agent.before_tick.append(gpus.advance)

@@ -8,3 +8,6 @@ ISSUE_5_ALERTS: tuple[str, ...] = (
     "EngineGoodputCollapse", "EngineRetryStorm", "EngineHeadroomLow", "TpStraggler", "TpCollectiveHang",
     "HostCpuContention", "HostNumaMismatch", "HostOomKill",
 )
+
+# Issue 13: GPUs that are not there or not usable until someone acts (rules/gpu-presence.yaml).
+GPU_PRESENCE_ALERTS: tuple[str, ...] = ("GpuDriverNotLoaded", "GpuMissing", "GpuRecoveryRequired")

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable
 
-from watchdog.collectors import engines, host, kmsg, nvml, processes
+from watchdog.collectors import engines, gpu_presence, host, kmsg, nvml, processes
 from watchdog.collectors.base import Collector, CollectorContext, NoData
 from watchdog.config.settings import Settings
 
@@ -20,6 +20,7 @@ Factory = Callable[[Settings, CollectorContext], list[Collector]]
 
 FACTORIES: dict[str, Factory] = {
     "engines": engines.engine_collectors,
+    "gpu_presence": gpu_presence.gpu_presence_collectors,
     "host": host.host_collectors,
     "kmsg": kmsg.kmsg_collectors,
     "nvml": nvml.nvml_collectors,

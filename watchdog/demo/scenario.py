@@ -234,7 +234,11 @@ def load_scenario(name_or_path: str) -> Scenario:
                 path = candidate
                 break
         else:
-            raise ScenarioError(f"no scenario named {name_or_path!r} (known: {', '.join(list_scenarios())})")
+            from watchdog.infra.suggest import did_you_mean
+
+            known = list_scenarios()
+            raise ScenarioError(f"no scenario named {name_or_path!r}{did_you_mean(name_or_path, known)} "
+                                f"(known: {', '.join(known)})")
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -148,6 +148,7 @@ class SlackNotifier:
         token: str | None = None,
         webhook_url: str | None = None,
         approve_mode: bool = False,
+        interactive: bool = False,
         runbook_title: Callable[[str], str] | None = None,
         member_labels: tuple[str, ...] = DEFAULT_MEMBER_LABELS,
     ) -> None:
@@ -161,6 +162,8 @@ class SlackNotifier:
         self.max_chars = settings.diagnostics_max_chars
         self.broadcast_resolved = settings.broadcast_resolved
         self.approve_mode = approve_mode and self.mode == "bot"
+        # Acknowledge / Silence buttons only where a Slack app receives the clicks (Socket Mode).
+        self.interactive = interactive and self.mode == "bot"
         self.runbook_title = runbook_title or (lambda _id: "")
         self.member_labels = member_labels
         timeout = settings.timeout_seconds
@@ -192,7 +195,8 @@ class SlackNotifier:
     def _render(self, members: list[AlertSnapshot], resolved: list[str]) -> Rendered:
         title = self.runbook_title(members[0].annotations.get("runbook", ""))
         return render_alert_message(
-            members, resolved, self.node, self.links, title, self.max_members, self.member_labels
+            members, resolved, self.node, self.links, title, self.max_members, self.member_labels,
+            interactive=self.interactive,
         )
 
     def _webhook_group(self, group: GroupNotification) -> OutboxItem:
