@@ -8,3 +8,6 @@ ISSUE_5_ALERTS: tuple[str, ...] = (
     "EngineGoodputCollapse", "EngineRetryStorm", "EngineHeadroomLow", "TpStraggler", "TpCollectiveHang",
     "HostCpuContention", "HostNumaMismatch", "HostOomKill",
 )
+
+# Issue 15's alerts (rules/forecast.yaml, ...), kept apart from the issue-5 pack.
+ISSUE_15_ALERTS: tuple[str, ...] = ("EngineKvExhaustionPredicted",)

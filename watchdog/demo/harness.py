@@ -7,20 +7,22 @@ time: the harness owns the clock, writes it to a file the engine simulators read
 once per simulated second as fast as the CPU allows. No exporter, no scheduler.
 
 Contract: :func:`run_scenario` returns when the simulated duration is over (or ``stop_when`` says so)
-and reports the simulated second at which each alert first fired (and first went pending).
+and reports the simulated second at which each alert first fired (and first went pending), and at which
+each ``watch`` expression (PromQL over the agent's store, after the tick's rules) first returned a sample.
 """
 
 from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from watchdog.collectors.base import CollectorContext
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
 from watchdog.demo.scenario import Scenario, load_scenario
+from watchdog.promql import evaluate
 from watchdog.rules.alert import AlertState
 
 log = logging.getLogger("watchdog.demo.harness")
@@ -35,6 +37,7 @@ class ScenarioResult:
     seconds: float
     fired: dict[str, float] = field(default_factory=dict)
     pending: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, float] = field(default_factory=dict)  # watch name -> first second it had a sample
 
     def fired_within(self, seconds: float) -> set[str]:
         """Alert names that fired at or before ``seconds``."""
@@ -46,6 +49,7 @@ def run_scenario(
     duration_seconds: float | None = None,
     stop_when: Callable[[ScenarioResult], bool] | None = None,
     workdir: Path | None = None,
+    watch: Mapping[str, str] | None = None,
 ) -> ScenarioResult:
     """Run ``scenario`` (object, name or path) on simulated time; see the module docstring."""
     from watchdog.agent import Agent
@@ -81,6 +85,9 @@ def run_scenario(
                         result.fired.setdefault(alert.name, elapsed)
                     if alert.state in (AlertState.PENDING, AlertState.FIRING):
                         result.pending.setdefault(alert.name, elapsed)
+                for name, expr in (watch or {}).items():
+                    if name not in result.seen and evaluate(expr, agent.store, int(now[0] * 1000)):
+                        result.seen[name] = elapsed
                 result.seconds = elapsed
                 if stop_when is not None and stop_when(result):
                     break

@@ -13,7 +13,7 @@ Contract:
 - Every problem found is collected; one :class:`RuleLoadError` carries them all, each naming file,
   line, group, rule and what is wrong.
 - :func:`load_ruleset` combines the config's ``rules.paths`` with the groups generated from the config
-  (SLOs) by ``watchdog.engines.slo.slo_rule_groups`` when that module exists.
+  (SLOs, the KV forecast's horizon) by the :data:`GENERATORS` whose modules exist.
 """
 
 from __future__ import annotations
@@ -417,18 +417,24 @@ def _parse_expr(expr: str, line: int, name: str, problem: Any) -> Any:
         return None
 
 
+# Modules generating rule groups from the config, and their generator functions (absent modules: none).
+GENERATORS = (("watchdog.engines.slo", "slo_rule_groups"), ("watchdog.engines.forecast", "forecast_rule_groups"))
+
+
 def _generated_groups(config: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Rule groups generated from the config (SLOs); none when the SLO module is absent."""
-    try:
-        module = importlib.import_module("watchdog.engines.slo")
-    except ModuleNotFoundError as exc:
-        if exc.name and (exc.name == "watchdog.engines" or exc.name.startswith("watchdog.engines.slo")):
-            return []
-        raise
-    generate = getattr(module, "slo_rule_groups", None)
-    if generate is None:
-        return []
-    return list(generate(config))
+    """Rule groups generated from the config (SLOs, forecast horizon); none from an absent module."""
+    groups: list[dict[str, Any]] = []
+    for name, function in GENERATORS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and (exc.name == "watchdog.engines" or exc.name.startswith(name)):
+                continue
+            raise
+        generate = getattr(module, function, None)
+        if generate is not None:
+            groups.extend(generate(config))
+    return groups
 
 
 def load_ruleset(config: Mapping[str, Any], *, lint_duplicates: bool = True) -> RuleSet:
