@@ -2,11 +2,11 @@
 
 The whole agent pipeline runs (on simulated time) against the fake NVML with an H100 profile and a fault
 for each kind of hardware trouble, two engine simulator processes over loopback HTTP (one of them flapping
-down), a kernel-log file with Xid, SXid and OOM-kill lines, the shipped rules plus one alert of this test,
-runbooks in suggest mode and the log notifier; then its real exporter is scraped over HTTP. Every exported
-``watchdog_*`` series (and ``up``, ``scrape_*``, ``ALERTS``, ``ALERTS_FOR_STATE``) must be in
-``watchdog/exporter/catalogue.yaml`` with the labels it lists, and every catalogue entry must have been
-exported.
+down, the other canary-probed on a loopback OpenAI API), a kernel-log file with Xid, SXid and OOM-kill
+lines, the shipped rules plus one alert of this test, runbooks in suggest mode and the log notifier; then
+its real exporter is scraped over HTTP. Every exported ``watchdog_*`` series (and ``up``, ``scrape_*``,
+``ALERTS``, ``ALERTS_FOR_STATE``) must be in ``watchdog/exporter/catalogue.yaml`` with the labels it
+lists, and every catalogue entry must have been exported.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from importlib import resources
 import pytest
 import yaml
 
+from tests.support.openai import openai_server
 from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
 from watchdog.daemon import build_exporter
@@ -116,10 +117,14 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
     engines = start_engines(scenario, SIM_START, clock_file=clock_file)
     agent = None
     exporter = None
+    probe_server = openai_server()  # the busy engine's OpenAI API, for the canary probe's series
+    _, probe_url = probe_server.__enter__()
     try:
         gpus = GpuSimulator(scenario, kmsg, SIM_START, engine_pids={e.job: e.process.pid for e in engines})
         config = demo_config(scenario, engines, base, "127.0.0.1:0")
         config["rules"]["paths"] = [*config["rules"]["paths"], str(rules_path)]
+        config["engines"][0]["probe"] = {"url": f"{probe_url}/v1/completions", "model": "m",
+                                         "interval_seconds": 5, "timeout_seconds": 2}
         agent = Agent(config, clock=lambda: now[0], context=CollectorContext(config=config, nvml=gpus.nvml))
         agent.before_tick.append(gpus.advance)
         agent.before_tick.append(_fail_once(at=SIM_START + 12))
@@ -142,6 +147,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
         if agent is not None:
             agent.close(timeout_seconds=2)
         stop_engines(engines)
+        probe_server.__exit__(None, None, None)
     names: dict[str, set[frozenset[str]]] = {}
     for name, labels in _parse_exposition(text):
         if AGENT_OWNED.match(name):

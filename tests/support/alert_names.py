@@ -10,4 +10,5 @@ ISSUE_5_ALERTS: tuple[str, ...] = (
 )
 
 # Issue 15's alerts (rules/forecast.yaml, ...), kept apart from the issue-5 pack.
-ISSUE_15_ALERTS: tuple[str, ...] = ("EngineKvExhaustionPredicted",)
+ISSUE_15_ALERTS: tuple[str, ...] = ("EngineKvExhaustionPredicted", "EngineWedged", "EngineProbeSlowWhileIdle",
+                                     "EngineOutputChanged")

@@ -1,6 +1,7 @@
-"""The KV exhaustion forecast's rule file (rules/forecast.yaml): valid for promtool and for us, its tests
-passing under both, its alert complete (severity, summary, description, a runbook that lists it), its group
-apart from the rest of the pack, and the configured horizon generated into the rule set."""
+"""Issue 15's rule files (rules/forecast.yaml: the KV exhaustion forecast; rules/probe.yaml: canary probe
+alerts): valid for promtool and for us, their tests passing under both, every alert complete (severity,
+summary, description, a runbook that lists it), their groups apart from the rest of the pack, and the
+forecast's configured horizon generated into the rule set."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.alert_names import ISSUE_15_ALERTS
 from watchdog.config import load_config, load_config_text
 from watchdog.engines.forecast import GROUP_NAME, forecast_rule_groups, render_forecast_rules
 from watchdog.rules.loader import load_rule_files, load_ruleset
@@ -21,21 +23,25 @@ from watchdog.runbooks.catalogue import load_catalogue
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules"
 FORECAST = RULES / "forecast.yaml"
-TEST_FILES = [RULES / "tests" / "forecast.yaml", RULES / "tests" / "forecast_horizon.yaml"]
+FILES = [FORECAST, RULES / "probe.yaml"]
+TEST_FILES = [RULES / "tests" / "forecast.yaml", RULES / "tests" / "forecast_horizon.yaml",
+              RULES / "tests" / "probe_alerts.yaml"]
 GENERATED = RULES / "tests" / "generated"
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian package prometheus) not installed")
 
 
 @needs_promtool
-def test_promtool_check_rules() -> None:
-    out = subprocess.run([str(PROMTOOL), "check", "rules", str(FORECAST)], capture_output=True, text=True,
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_promtool_check_rules(path: Path) -> None:
+    out = subprocess.run([str(PROMTOOL), "check", "rules", str(path)], capture_output=True, text=True,
                          check=False)
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def test_our_rules_check() -> None:
-    out = subprocess.run([sys.executable, "-m", "watchdog", "rules", "check", str(FORECAST)],
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_our_rules_check(path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "watchdog", "rules", "check", str(path)],
                          capture_output=True, text=True, check=False, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -54,15 +60,16 @@ def test_our_rules_test(path: Path) -> None:
     assert result.ok, "\n".join(result.errors)[-6000:]
 
 
-def test_alert_is_complete_and_has_its_runbook() -> None:
-    alerts = [r for g in yaml.safe_load(FORECAST.read_text(encoding="utf-8"))["groups"] for r in g["rules"]
-              if "alert" in r]
-    assert [a["alert"] for a in alerts] == ["EngineKvExhaustionPredicted"]
-    alert = alerts[0]
-    assert alert["labels"]["severity"] == "warning"
-    assert {"summary", "description", "runbook"} <= set(alert["annotations"])
-    runbook = load_catalogue([ROOT / "runbooks"]).for_alert("EngineKvExhaustionPredicted")
-    assert runbook is not None and runbook.id == alert["annotations"]["runbook"]
+def test_alerts_are_complete_and_have_their_runbooks() -> None:
+    alerts = [r for path in FILES for g in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]
+              for r in g["rules"] if "alert" in r]
+    assert {a["alert"] for a in alerts} == set(ISSUE_15_ALERTS)
+    catalogue = load_catalogue([ROOT / "runbooks"])
+    for alert in alerts:
+        assert alert["labels"]["severity"] in {"info", "warning", "critical"}
+        assert {"summary", "description", "runbook"} <= set(alert["annotations"])
+        runbook = catalogue.for_alert(alert["alert"])
+        assert runbook is not None and runbook.id == alert["annotations"]["runbook"], alert["alert"]
 
 
 def test_groups_are_apart_from_the_pack() -> None:
@@ -70,7 +77,7 @@ def test_groups_are_apart_from_the_pack() -> None:
     ruleset = load_rule_files([str(p) for p in sorted(RULES.glob("*.yaml"))])
     names = [g.name for g in ruleset.groups]
     assert len(names) == len(set(names)), names
-    assert "engine-forecast" in names
+    assert {"engine-forecast", "engine-probes"} <= set(names)
 
 
 def test_generated_example_matches_the_generator() -> None:
