@@ -43,6 +43,8 @@ SCENARIO = {
     "duration": f"{TICKS}s",
     "engines": [
         {"job": "vllm-busy", "model": "meta-llama/Llama-3.1-70B-Instruct", "gpus": [0, 1, 2, 3],
+         "engine_args": ["--tensor-parallel-size", "4", "--max-num-seqs", "256", "--max-model-len", "32768",
+                         "--gpu-memory-utilization", "0.9", "--enable-chunked-prefill", "--enable-prefix-caching"],
          "knobs": {"kv_usage": "0.5x5 0.5+0.1x4 0.98", "waiting": "0x5 0+10x10 100",
                    "preemption_rate": "0x5 3", "abort_ratio": "0x10 0.5"}},
         {"job": "vllm-flappy", "model": "meta-llama/Llama-3.1-8B-Instruct", "gpus": [4, 5, 6, 7],

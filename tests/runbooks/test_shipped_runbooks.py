@@ -22,7 +22,7 @@ SECTIONS = ("## Symptoms", "## How to confirm", "## Root causes", "## Immediate 
 # Labels a firing alert of each family carries, for rendering every template.
 SAMPLE_LABELS = {"gpu": "3", "uuid": "GPU-0f1e2d3c", "xid": "79", "link": "2", "reason": "hw_slowdown",
                  "job": "vllm-llama", "instance": "127.0.0.1:8000", "process": "python3",
-                 "model_name": "llama", "notifier": "slack"}
+                 "model_name": "llama", "notifier": "slack", "knob": "max_num_seqs"}
 CONFIG = load_config_text("""
 engines:
   - {job: vllm-llama, url: "http://127.0.0.1:8000/metrics", unit: vllm-llama.service}

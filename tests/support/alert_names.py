@@ -10,5 +10,8 @@ ISSUE_5_ALERTS: tuple[str, ...] = (
 )
 
 # Issue 15's alerts (rules/forecast.yaml, ...), kept apart from the issue-5 pack.
-ISSUE_15_ALERTS: tuple[str, ...] = ("EngineKvExhaustionPredicted", "EngineWedged", "EngineProbeSlowWhileIdle",
-                                     "EngineOutputChanged")
+ISSUE_15_ALERTS: tuple[str, ...] = (
+    "EngineKvExhaustionPredicted", "EngineWedged", "EngineProbeSlowWhileIdle", "EngineOutputChanged",
+    "EngineConfigGpuMemoryUtilizationHigh", "EngineConfigMaxNumSeqsAboveBmax", "EngineConfigChunkedPrefillOff",
+    "EngineConfigMaxModelLenOversized", "EngineConfigPrefixCachingOff", "EngineConfigNcclTimeoutsUnset",
+)

@@ -1,4 +1,4 @@
-"""``inference-watchdog check [--config PATH] [--json]``: exit 0 ok, 1 warning, 2 critical."""
+"""``inference-watchdog check [--config PATH] [--json | --digest]``: exit 0 ok, 1 warning, 2 critical."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("check", help="one-shot collect + evaluate; exit 0 ok, 1 warning, 2 critical")
     parser.add_argument("--config", default=None, help="config file (default: built-in defaults)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (docs/cli.md)")
+    parser.add_argument("--digest", action="store_true",
+                        help="print only the engine-config audit's findings, per engine (docs/engine-config-audit.md)")
     parser.add_argument("--interval", type=float, default=1.0,
                         help="seconds between the two collections (default 1)")
     parser.set_defaults(func=_check)
@@ -27,6 +29,11 @@ def _check(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.digest:
+        from watchdog.engines.config_audit import config_digest
+
+        sys.stdout.write(config_digest(report.alerts, config.get("node") or "this node"))
+        return report.exit_code
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
