@@ -1,6 +1,7 @@
+#!/usr/bin/env python3
 """Kernel-log parse throughput: how many lines per second the parser and the file collector handle.
 
-    /work/venv/bin/python benchmarks/kmsg_parse.py [--lines N] [--repeat R]
+    .venv/bin/python benchmarks/kmsg_parse.py [--lines N] [--repeat R]
 
 Builds a log of N lines (default 200 000) from the real excerpts in tests/fixtures/kmsg, diluted with
 ordinary kernel chatter (about 1 line in 20 is an NVIDIA/OOM line, as on a busy GPU node), then prints
@@ -24,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from watchdog.collectors.kmsg import KmsgCollector  # noqa: E402
+from watchdog.infra.state import StateDB  # noqa: E402
 from watchdog.kmsg.follow import FileFollower  # noqa: E402
 from watchdog.kmsg.parse import parse_lines  # noqa: E402
-from watchdog.state import StateDB  # noqa: E402
 
 CHATTER = [
     "[ 1234.567890] IPv6: ADDRCONF(NETDEV_CHANGE): cali817bc444564: link becomes ready",

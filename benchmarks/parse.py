@@ -1,6 +1,7 @@
-"""Parse cost of a realistic vLLM /metrics payload: watchdog.exposition vs prometheus_client.parser.
+#!/usr/bin/env python3
+"""Parse cost of a realistic vLLM /metrics payload: watchdog.engines.exposition vs prometheus_client.parser.
 
-    /work/venv/bin/python benchmarks/parse.py [--payload FILE] [--repeat N]
+    .venv/bin/python benchmarks/parse.py [--payload FILE] [--repeat N]
 
 Prints, side by side in one run, the median time per parse of:
 - ``prometheus_client.parser.text_string_to_metric_families`` (fully consumed),
@@ -27,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from watchdog.collectors.engine import parse_payload  # noqa: E402
 from watchdog.engines.config_series import config_series  # noqa: E402
-from watchdog.exposition import clear_cache, parse_exposition  # noqa: E402
+from watchdog.engines.exposition import clear_cache, parse_exposition  # noqa: E402
 from watchdog.model import Labels  # noqa: E402
 
 DEFAULT_PAYLOAD = ROOT / "tests" / "fixtures" / "engines" / "vllm-v1-full.txt"

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """CPU cost of one agent tick, and of parsing a vLLM payload, measured side by side in one run.
 
     .venv/bin/python benchmarks/tick.py [--ticks 40] [--warmup 20]
@@ -34,9 +35,9 @@ sys.path.insert(0, str(ROOT))
 from watchdog.agent import Agent  # noqa: E402
 from watchdog.collectors.base import CollectorContext, ingest_results  # noqa: E402
 from watchdog.config import load_config_text  # noqa: E402
+from watchdog.engines.exposition import clear_cache, parse_exposition  # noqa: E402
 from watchdog.exporter.collector import StoreCollector  # noqa: E402
-from watchdog.exposition import clear_cache, parse_exposition  # noqa: E402
-from watchdog.fakes.gpu_sim import load_profile  # noqa: E402
+from watchdog.fakes.gpu_model import load_profile  # noqa: E402
 from watchdog.fakes.pynvml import FakeNvml  # noqa: E402
 
 PAYLOAD = ROOT / "tests" / "fixtures" / "engines" / "vllm-v1-full.txt"

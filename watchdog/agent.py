@@ -25,6 +25,7 @@ from typing import Any
 from watchdog import __version__
 from watchdog.collectors.base import REGISTRY, Collector, CollectorContext, CollectorRunner, ingest_results
 from watchdog.config import load_config
+from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
 from watchdog.notify.dispatcher import NotificationDispatcher
 from watchdog.notify.state_store import AlertStateStore
@@ -32,7 +33,6 @@ from watchdog.rules.alert import Alert, AlertState
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_ruleset
 from watchdog.runbooks.manager import RunbookManager
-from watchdog.state import StateDB
 from watchdog.store import Store
 
 log = logging.getLogger(__name__)

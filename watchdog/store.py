@@ -18,8 +18,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from watchdog.golang.goregexp import compile_anchored
 from watchdog.model import METRIC_NAME, STALE_NAN, Labels, Sample, is_stale, label_value, metric_name
-from watchdog.regex import compile_anchored
 
 Matcher = tuple[str, str, str]
 """A label matcher ``(label, op, value)`` with op one of ``=``, ``!=``, ``=~``, ``!~`` (regexes anchored)."""

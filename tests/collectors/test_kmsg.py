@@ -21,9 +21,9 @@ from watchdog.collectors.kmsg import (
 )
 from watchdog.config import load_config_text
 from watchdog.fakes.pynvml import FakeNvml
+from watchdog.infra.state import StateDB
 from watchdog.kmsg.follow import FileFollower, JournalReader, KmsgReader, read_boot_id
 from watchdog.model import label_value, metric_name
-from watchdog.state import StateDB
 
 XID79 = "NVRM: Xid (PCI:0000:{bus}:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
 

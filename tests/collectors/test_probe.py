@@ -26,8 +26,8 @@ from watchdog.collectors.probe import (
     run_probe,
 )
 from watchdog.config import load_config_text
+from watchdog.infra.state import StateDB
 from watchdog.model import Sample, format_labels
-from watchdog.state import StateDB
 
 
 def spec(url: str, **overrides: Any) -> ProbeSpec:

@@ -28,8 +28,8 @@ from watchdog.collectors.processes import (
 )
 from watchdog.config import load_config_text
 from watchdog.fakes.pynvml import FakeNvml
+from watchdog.infra.state import StateDB
 from watchdog.model import label_value, metric_name
-from watchdog.state import StateDB
 
 SERVER = """
 import socket, subprocess, sys, time

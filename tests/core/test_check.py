@@ -14,7 +14,7 @@ from watchdog.check import run_check
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_config_text
 from watchdog.fakes.pynvml import FakeNvml
-from watchdog.paths import asset_dir
+from watchdog.infra.paths import asset_dir
 
 RULES = str(asset_dir("rules") / "*.yaml")  # type: ignore[operator]
 

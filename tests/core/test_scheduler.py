@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from watchdog.scheduler import TickScheduler
+from watchdog.daemon.scheduler import TickScheduler
 
 
 class SlowAgent:

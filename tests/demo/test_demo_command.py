@@ -9,7 +9,7 @@ import time
 import urllib.request
 
 from tests.support.ports import free_port
-from watchdog.exposition import parse_exposition
+from watchdog.engines.exposition import parse_exposition
 
 
 def _scrape(port: int) -> list[dict[str, str]]:

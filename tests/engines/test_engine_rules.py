@@ -55,7 +55,7 @@ def test_promtool_passes_the_engine_rule_tests(path: Path) -> None:
 @pytest.mark.parametrize("path", RULE_TESTS, ids=lambda p: p.name)
 def test_our_evaluator_passes_the_engine_rule_tests(path: Path) -> None:
     """The same files under our evaluator (``inference-watchdog rules test``): promtool is the oracle."""
-    from watchdog.rules.promtool_tests import run_test_files
+    from watchdog.promtool.runner import run_test_files
 
     out, err = io.StringIO(), io.StringIO()
     assert run_test_files([str(path)], out=out, err=err) == 0, out.getvalue() + err.getvalue()

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from watchdog.fakes import pynvml as fake_module
-from watchdog.fakes.gpu_sim import effective_view, reasons_mask
+from watchdog.fakes.gpu_model import effective_view, reasons_mask
 from watchdog.fakes.pynvml import FakeNvml, Fault, load_profile, profile_names, xid_kmsg_line
 
 EXPECTED = {  # profile: (GPUs, NVLinks per GPU, name, PCIe max generation)

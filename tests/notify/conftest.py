@@ -12,8 +12,8 @@ import yaml
 
 from tests.notify.slack_api import DEFAULT_TOKEN, FakeSlack
 from watchdog.config.loader import load_config_text
+from watchdog.infra.state import StateDB
 from watchdog.notify.dispatcher import NotificationDispatcher
-from watchdog.state import StateDB
 
 
 def notify_config(slack: dict[str, Any] | None = None, **sections: Any) -> dict[str, Any]:

@@ -18,10 +18,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.notify.alerts import make_alert, xid_storm
-from watchdog.logs import setup_logging
+from watchdog.infra.logs import setup_logging
+from watchdog.infra.state import StateDB
 from watchdog.notify.dispatcher import NotificationDispatcher
 from watchdog.rules.alert import Alert
-from watchdog.state import StateDB
 
 BASE_MS = 1_790_000_000_000  # fixed fired_at: the same alert is the same episode across restarts
 

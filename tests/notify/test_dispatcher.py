@@ -14,13 +14,13 @@ from tests.notify.alerts import make_alert, xid_storm
 from tests.notify.conftest import Dispatchers, notify_config
 from tests.notify.slack_api import FakeSlack
 from tests.support.polling import wait_until
-from watchdog.logs import redact
+from watchdog.infra.logs import redact
+from watchdog.infra.secrets import SecretError, read_secret
+from watchdog.infra.state import StateDB
 from watchdog.notify.approvals import apply_interactions, approvable_steps, parse_interaction
 from watchdog.notify.log import LogNotifier
 from watchdog.notify.state_store import AlertStateStore
 from watchdog.runbooks.events import RunbookEvent
-from watchdog.secrets import SecretError, read_secret
-from watchdog.state import StateDB
 
 NOW = 1_000_000
 

@@ -211,7 +211,7 @@ def test_secrets_never_reach_logs_or_metrics_when_sends_fail(
     caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from watchdog.logs import JsonFormatter
+    from watchdog.infra.logs import JsonFormatter
 
     token = "xoxb-9999-SUPERsecretTOKENvalue"
     monkeypatch.setenv("SLACK_BOT_TOKEN", token)

@@ -21,8 +21,8 @@ import yaml
 from tests.support.openai import openai_server
 from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
-from watchdog.daemon import build_exporter
-from watchdog.demo.gpu_sim import GpuSimulator
+from watchdog.daemon.serve import build_exporter
+from watchdog.demo.gpu_driver import GpuSimulator
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
 from watchdog.demo.scenario import load_scenario
 from watchdog.exporter.catalogue import load_catalogue

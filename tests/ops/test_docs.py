@@ -58,7 +58,7 @@ def test_node_relabel_regex_takes_the_host() -> None:
 
 def test_deployment_b_drops_exactly_the_rule_outputs() -> None:
     from watchdog.exporter.catalogue import load_catalogue
-    from watchdog.paths import asset_dir
+    from watchdog.infra.paths import asset_dir
     from watchdog.rules.loader import RecordingRule, load_rule_files
 
     config = yaml.safe_load(snippets("promtool-config")[1])

@@ -14,7 +14,7 @@ import pytest
 from watchdog.exporter.collector import SeriesLimiter
 from watchdog.exporter.security import BasicAuth, ExporterConfigError, load_security
 from watchdog.exporter.server import ExporterServer, accepts_gzip, exporter_for_store
-from watchdog.logs import JsonFormatter
+from watchdog.infra.logs import JsonFormatter
 from watchdog.model import Sample, metric
 from watchdog.store import Store
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from watchdog import sdnotify
+from watchdog.daemon import sdnotify
 
 
 @pytest.fixture

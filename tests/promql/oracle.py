@@ -23,7 +23,7 @@ import yaml
 from watchdog.model import Labels, make_labels
 from watchdog.promql import PromQLError, evaluate, parse_query
 from watchdog.promql.values import Scalar, VectorSample
-from watchdog.series_notation import expand_values
+from watchdog.promtool.notation import expand_values
 from watchdog.store import Store
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from watchdog.gostrconv import format_float, parse_float
+from watchdog.golang.gomath import format_api_value
+from watchdog.golang.gostrconv import format_float, parse_float
 from watchdog.model import metric
 from watchdog.promql import MatrixList, RangeSeries, Scalar, String, VectorSample, to_api_json, to_text_lines
-from watchdog.promql.gomath import format_api_value
 
 
 @pytest.mark.parametrize(

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Fill in ``exp_annotations`` of the rule pack's promtool tests (a development helper, not a test).
 
 promtool compares the annotations of every expected alert exactly, so each firing case of
@@ -25,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from watchdog.rules.eval_input import evaluate_input
+from watchdog.promtool.eval_input import evaluate_input
 
 
 def _node_map(node: yaml.Node) -> dict[str, yaml.Node]:

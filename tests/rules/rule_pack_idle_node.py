@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Writes ``rules/tests/idle_node.yaml``: an idle 8-GPU node that must fire no alert of the rule pack.
 
 The node: 8 x H100 at rest (utilization 0, PCIe down at Gen1 as idle GPUs do, gpu_idle clock event,

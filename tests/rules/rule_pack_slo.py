@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The default SLO rules of the rule pack (``rules/serving-slo.yaml``), derived from the SLO generator.
 
 The generator (:mod:`watchdog.engines.slo`) writes rules per configured endpoint (``job="..."``). The

@@ -16,8 +16,8 @@ import yaml
 from tests.support.alert_names import ISSUE_15_ALERTS
 from watchdog.config import load_config, load_config_text
 from watchdog.engines.forecast import GROUP_NAME, forecast_rule_groups, render_forecast_rules
+from watchdog.promtool.runner import run_test_file
 from watchdog.rules.loader import load_rule_files, load_ruleset
-from watchdog.rules.promtool_tests import run_test_file
 from watchdog.runbooks.catalogue import load_catalogue
 
 ROOT = Path(__file__).resolve().parents[2]

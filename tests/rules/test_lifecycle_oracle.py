@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from watchdog.promql import evaluate
+from watchdog.promtool.runner import InputSeries, LazySeries, load_input_series, run_test_file
 from watchdog.rules.alert import AlertState
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_rule_files
-from watchdog.rules.promtool_tests import InputSeries, LazySeries, load_input_series, run_test_file
 from watchdog.store import Store
 
 PROMTOOL = shutil.which("promtool")

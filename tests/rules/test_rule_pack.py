@@ -29,8 +29,8 @@ from tests.rules.rule_pack_slo import (
     render_default_slo_rules,
 )
 from tests.support.alert_names import ISSUE_5_ALERTS as ISSUE_5_NAMES
+from watchdog.promtool.runner import run_test_file
 from watchdog.rules.loader import load_rule_files
-from watchdog.rules.promtool_tests import run_test_file
 from watchdog.xid.catalogue import default_catalogue
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from watchdog.rules.promtool_tests import run_test_file
+from watchdog.promtool.runner import run_test_file
 from watchdog.rules.templates import TemplateContext, TemplateParseError, check_template, expand
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from watchdog.paths import asset_dirs
+from watchdog.infra.paths import asset_dirs
 from watchdog.runbooks.catalogue import (
     RunbookError,
     build_catalogue,

@@ -12,8 +12,8 @@ import yaml
 
 from tests.support.alert_names import ISSUE_5_ALERTS, ISSUE_15_ALERTS
 from watchdog.cli import main
+from watchdog.infra.state import StateDB
 from watchdog.runbooks.audit import AuditRecord, RunbookState
-from watchdog.state import StateDB
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
 

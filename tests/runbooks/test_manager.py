@@ -14,7 +14,8 @@ import yaml
 
 from tests.loopback import serving
 from watchdog.config import load_config_text
-from watchdog.logs import register_secret
+from watchdog.infra.logs import register_secret
+from watchdog.infra.state import StateDB
 from watchdog.model import metric
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.runbooks.catalogue import load_catalogue
@@ -23,7 +24,6 @@ from watchdog.runbooks.executors import ExecResult, default_executors
 from watchdog.runbooks.manager import RunbookManager
 from watchdog.runbooks.planner import Condition
 from watchdog.runbooks.steps import RenderedAction
-from watchdog.state import StateDB
 from watchdog.store import Store
 
 PY = sys.executable

@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen subcommand; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from watchdog.logs import setup_logging
+    from watchdog.infra.logs import setup_logging
 
     setup_logging(args.log_level)
     try:

@@ -104,7 +104,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _test(args: argparse.Namespace) -> int:
-    from watchdog.rules.promtool_tests import run_test_files
+    from watchdog.promtool.runner import run_test_files
 
     return run_test_files(list(args.paths))
 
@@ -121,7 +121,7 @@ def _json_number(value: float) -> float | str:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from watchdog.rules.eval_input import EvalInputError, evaluate_input
+    from watchdog.promtool.eval_input import EvalInputError, evaluate_input
 
     try:
         result = evaluate_input(args.input, args.at, extra_rules=args.rules,
@@ -152,7 +152,7 @@ def _eval(args: argparse.Namespace) -> int:
         json.dump(payload, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return EXIT_OK
-    from watchdog.gostrconv import format_float
+    from watchdog.golang.gostrconv import format_float
     from watchdog.rules.durations import format_duration
     from watchdog.rules.labelsets import format_labels_go
 

@@ -23,8 +23,8 @@ def _run(args: argparse.Namespace) -> int:
     from watchdog.agent import Agent
     from watchdog.config import ConfigError, load_config
     from watchdog.config.loader import DEFAULT_CONFIG_PATH
-    from watchdog.daemon import serve
-    from watchdog.systemd_hooks import systemd_hooks
+    from watchdog.daemon.serve import serve
+    from watchdog.daemon.systemd_hooks import systemd_hooks
 
     path = args.config or (str(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else None)
     try:

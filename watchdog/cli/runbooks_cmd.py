@@ -175,7 +175,7 @@ class _ReadOnlyState:
 
 def _suggestion(runbook: Any, labels: Mapping[str, str], fingerprint: str, source: str,
                 config: dict[str, Any], state: _ReadOnlyState, now_ms: int) -> dict[str, Any]:
-    from watchdog.logs import redact
+    from watchdog.infra.logs import redact
     from watchdog.runbooks.planner import DAY_MS, Policy, TargetHistory, plan_step, render_step
     from watchdog.runbooks.templating import TemplateContext
 

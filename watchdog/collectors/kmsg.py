@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from watchdog.collectors.base import CollectorContext, NoData, register
+from watchdog.infra.state import StateDB
 from watchdog.kmsg.follow import (
     KMSG_PATH,
     FileFollower,
@@ -41,7 +42,6 @@ from watchdog.kmsg.follow import (
 from watchdog.kmsg.parse import KernelEvent, KernelLogParser
 from watchdog.kmsg.pci import InitialisedNvml
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric, now_ms
-from watchdog.state import StateDB
 from watchdog.xid.catalogue import Catalogue, default_catalogue
 from watchdog.xid.escalation import DEFAULT_REBOOT_THRESHOLD, XidOccurrence, escalate_action
 

@@ -2,7 +2,7 @@
 
 Contract:
 
-- Series and labels are those of DESIGN.md and :data:`watchdog.collectors.nvml_fields.NVML_SERIES`; every
+- Series and labels are those of docs/nvml.md and :data:`watchdog.collectors.nvml_fields.NVML_SERIES`; every
   series carries ``gpu`` (NVML index) and ``uuid``; values are in base units.
 - Errors are per call and per GPU. ``NOT_SUPPORTED`` (and a function or field the driver lacks) makes that
   series absent, quietly, and the call is not repeated until NVML is initialised again.

@@ -36,8 +36,8 @@ from urllib.parse import urlsplit
 
 from watchdog.collectors.base import Collector, CollectorContext, register, start_daemon
 from watchdog.collectors.engine import Endpoint, target_labels
+from watchdog.infra.state import StateDB
 from watchdog.model import Sample, make_labels
-from watchdog.state import StateDB
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from urllib.parse import urlsplit
 
 from watchdog.collectors.base import CollectorContext, register
 from watchdog.engines.engine_args import engine_arg_samples, parse_engine_args
+from watchdog.infra.state import StateDB
 from watchdog.kmsg.pci import GpuRef, InitialisedNvml, sysfs_pci_address
 from watchdog.model import Sample, metric
-from watchdog.state import StateDB
 
 log = logging.getLogger(__name__)
 

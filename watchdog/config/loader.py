@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from watchdog.yamllines import path_line
+from watchdog.infra.yamllines import path_line
 
 DEFAULT_CONFIG_PATH = Path("/etc/inference-watchdog/config.yaml")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from watchdog.demo.diurnal import DiurnalTraffic, diurnal_samples, replay_forecast
 from watchdog.demo.harness import run_scenario
-from watchdog.paths import asset_dir
+from watchdog.infra.paths import asset_dir
 
 ALERT = "EngineKvExhaustionPredicted"
 WATCH = {"preempted": "increase(engine:preemptions_total[1m]) > 0",

@@ -53,7 +53,7 @@ def run_scenario(
 ) -> ScenarioResult:
     """Run ``scenario`` (object, name or path) on simulated time; see the module docstring."""
     from watchdog.agent import Agent
-    from watchdog.demo.gpu_sim import GpuSimulator
+    from watchdog.demo.gpu_driver import GpuSimulator
 
     if isinstance(scenario, str):
         scenario = load_scenario(scenario)

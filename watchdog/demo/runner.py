@@ -27,7 +27,7 @@ import yaml
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_config_text
 from watchdog.demo.scenario import Scenario
-from watchdog.paths import asset_dir
+from watchdog.infra.paths import asset_dir
 
 log = logging.getLogger("watchdog.demo")
 
@@ -120,8 +120,8 @@ def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
              alertmanager_urls: list[str] | None = None) -> int:
     """Run the scenario for ``duration_seconds`` (default: the scenario's); returns the exit code."""
     from watchdog.agent import Agent
-    from watchdog.daemon import serve
-    from watchdog.demo.gpu_sim import GpuSimulator
+    from watchdog.daemon.serve import serve
+    from watchdog.demo.gpu_driver import GpuSimulator
 
     duration = duration_seconds if duration_seconds is not None else scenario.duration_seconds
     with tempfile.TemporaryDirectory(prefix="inference-watchdog-demo-") as tmp:

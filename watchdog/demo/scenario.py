@@ -37,8 +37,8 @@ from typing import Any
 
 import yaml
 
-from watchdog.paths import asset_dirs
-from watchdog.series_notation import SeriesNotationError, expand_values
+from watchdog.infra.paths import asset_dirs
+from watchdog.promtool.notation import SeriesNotationError, expand_values
 
 ENGINE_KNOBS: dict[str, float] = {
     "arrival_rate": 2.0,  # finished requests per second
@@ -224,7 +224,7 @@ def parse_scenario(doc: Any, source: str) -> Scenario:
 
 
 def scenario_dirs() -> list[Path]:
-    """Where named scenarios are looked up (see :mod:`watchdog.paths`)."""
+    """Where named scenarios are looked up (see :mod:`watchdog.infra.paths`)."""
     return asset_dirs("scenarios")
 
 

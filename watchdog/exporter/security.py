@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from watchdog.secrets import SecretError, read_secret
+from watchdog.infra.secrets import SecretError, read_secret
 
 PBKDF2_ITERATIONS = 50_000
 _VERIFIED_CACHE_SIZE = 8

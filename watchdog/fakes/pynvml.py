@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from watchdog.fakes.gpu_sim import (
+from watchdog.fakes.gpu_model import (
     FAULT_KINDS,
     SETTABLE,
     SUPPORTED_REASONS,

@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from watchdog.logs import redact
+from watchdog.infra.logs import redact
 from watchdog.notify.base import Delivered, DeliveryError, PlanContext
 from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
 from watchdog.notify.outbox import OutboxItem, OutboxRow

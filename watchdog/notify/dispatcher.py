@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
+from watchdog.infra.secrets import SecretError, read_secret
+from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
 from watchdog.notify.alertmanager import AlertmanagerNotifier
 from watchdog.notify.base import Notifier, PlanContext
@@ -42,8 +44,6 @@ from watchdog.notify.transitions import KnownAlert, derive_transitions
 from watchdog.notify.worker import Backoff, DeliveryWorker
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.runbooks.events import RunbookEvent
-from watchdog.secrets import SecretError, read_secret
-from watchdog.state import StateDB
 
 log = logging.getLogger("watchdog.notify")
 

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from watchdog.logs import redact
+from watchdog.infra.logs import redact
 from watchdog.notify.base import Delivered, PlanContext
 from watchdog.notify.grouping import member_description
 from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification

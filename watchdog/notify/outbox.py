@@ -19,7 +19,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from watchdog.state import StateDB
+from watchdog.infra.state import StateDB
 
 SCHEMA_VERSION = 1
 DDL = (

@@ -36,7 +36,7 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web import WebClient
 from slack_sdk.webhook import WebhookClient
 
-from watchdog.logs import redact
+from watchdog.infra.logs import redact
 from watchdog.notify.approvals import approvable_steps
 from watchdog.notify.base import Delivered, DeliveryError, PlanContext
 from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS

@@ -19,9 +19,9 @@ import sqlite3
 import time
 from typing import Any
 
+from watchdog.infra.state import StateDB
 from watchdog.notify.model import AlertSnapshot
 from watchdog.notify.transitions import KnownAlert
-from watchdog.state import StateDB
 
 SCHEMA_VERSION = 1
 DDL = (

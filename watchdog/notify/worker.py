@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from watchdog.logs import redact
+from watchdog.infra.logs import redact
 from watchdog.notify.base import DeliveryError, Notifier
 from watchdog.notify.outbox import Outbox, OutboxRow
 

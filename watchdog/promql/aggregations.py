@@ -11,9 +11,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from watchdog.gostrconv import format_float
+from watchdog.golang import gomath
+from watchdog.golang.gostrconv import format_float
 from watchdog.model import METRIC_NAME, Labels
-from watchdog.promql import gomath
 from watchdog.promql.errors import evaluation_error
 from watchdog.promql.labels import LABEL_NAME_RE, with_label
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from watchdog.golang import gomath
 from watchdog.model import METRIC_NAME, Labels
-from watchdog.promql import gomath
 from watchdog.promql import nodes as n
 from watchdog.promql.errors import evaluation_error
 from watchdog.promql.labels import drop_name, go_string, keep_only

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from watchdog.golang.gomath import format_api_value
 from watchdog.model import METRIC_NAME, format_labels
-from watchdog.promql.gomath import format_api_value
 from watchdog.promql.values import MatrixList, RangeSeries, Scalar, String, Value, VectorSample
 
 

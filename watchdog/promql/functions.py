@@ -15,13 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from watchdog.gostrconv import parse_float
+from watchdog.golang import gomath, gotrig
+from watchdog.golang.goregexp import RegexError, compile_anchored
+from watchdog.golang.gostrconv import parse_float
 from watchdog.model import Labels
-from watchdog.promql import gomath, gotrig
 from watchdog.promql.aggregations import quantile
 from watchdog.promql.errors import evaluation_error
 from watchdog.promql.labels import LABEL_NAME_RE, drop_name, with_label
-from watchdog.regex import RegexError, compile_anchored
 
 InstantVector = list[tuple[Labels, float]]
 

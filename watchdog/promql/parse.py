@@ -13,10 +13,10 @@ from functools import lru_cache
 
 import promql_parser as pp
 
+from watchdog.golang.goregexp import RegexError, compile_anchored
 from watchdog.model import METRIC_NAME
 from watchdog.promql import nodes as n
 from watchdog.promql.errors import PromQLError
-from watchdog.regex import RegexError, compile_anchored
 from watchdog.store import Matcher
 
 VECTOR_FUNCTIONS = (

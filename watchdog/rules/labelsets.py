@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from watchdog.gostrconv import quote
-from watchdog.rules.gotemplate import go_unquote
+from watchdog.golang.gostrconv import quote
+from watchdog.golang.gotemplate import go_unquote
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")

@@ -13,13 +13,12 @@ Contract:
 - Every problem found is collected; one :class:`RuleLoadError` carries them all, each naming file,
   line, group, rule and what is wrong.
 - :func:`load_ruleset` combines the config's ``rules.paths`` with the groups generated from the config
-  (SLOs, the KV forecast's horizon) by the :data:`GENERATORS` whose modules exist.
+  (SLOs, the KV forecast's horizon) by ``watchdog.engines.slo`` and ``watchdog.engines.forecast``.
 """
 
 from __future__ import annotations
 
 import glob
-import importlib
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,6 +27,9 @@ from typing import Any
 
 import yaml
 
+from watchdog.engines.forecast import forecast_rule_groups
+from watchdog.engines.slo import slo_rule_groups
+from watchdog.infra.yamllines import line_of
 from watchdog.rules.durations import DurationError, parse_duration
 from watchdog.rules.templates import TemplateParseError, check_template
 from watchdog.rules.yamlnodes import (
@@ -39,7 +41,6 @@ from watchdog.rules.yamlnodes import (
     sequence,
     string_map,
 )
-from watchdog.yamllines import line_of
 
 LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -417,24 +418,9 @@ def _parse_expr(expr: str, line: int, name: str, problem: Any) -> Any:
         return None
 
 
-# Modules generating rule groups from the config, and their generator functions (absent modules: none).
-GENERATORS = (("watchdog.engines.slo", "slo_rule_groups"), ("watchdog.engines.forecast", "forecast_rule_groups"))
-
-
 def _generated_groups(config: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Rule groups generated from the config (SLOs, forecast horizon); none from an absent module."""
-    groups: list[dict[str, Any]] = []
-    for name, function in GENERATORS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name and (exc.name == "watchdog.engines" or exc.name.startswith(name)):
-                continue
-            raise
-        generate = getattr(module, function, None)
-        if generate is not None:
-            groups.extend(generate(config))
-    return groups
+    """Rule groups generated from the config (SLOs, the KV forecast's horizon)."""
+    return [*slo_rule_groups(config), *forecast_rule_groups(config)]
 
 
 def load_ruleset(config: Mapping[str, Any], *, lint_duplicates: bool = True) -> RuleSet:

@@ -17,20 +17,14 @@ Contract:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any
 from urllib.parse import quote_plus, urlsplit
 
-import re2
-
-from watchdog import gostrconv
-from watchdog.rules import gofmt
-from watchdog.rules.durations import DurationError, parse_duration
-from watchdog.rules.gotemplate import (
+from watchdog.golang import gofmt, gomath, gonet, goregexp, gostrconv, gostrings
+from watchdog.golang.gotemplate import (
     MISSING,
     FuncError,
     GoFunc,
@@ -40,6 +34,8 @@ from watchdog.rules.gotemplate import (
     TemplateParseError,
     parse,
 )
+from watchdog.golang.gotime import GoTime
+from watchdog.rules.durations import DurationError, parse_duration
 
 __all__ = [
     "TEMPLATE_DEFS",
@@ -82,29 +78,6 @@ class AnyMap(dict):  # type: ignore[type-arg,unused-ignore]
     """``map[string]interface {}`` (what ``args`` returns)."""
 
     GO_TYPE = "map[string]interface {}"
-
-
-class GoTime:
-    """A ``*time.Time`` in UTC with millisecond precision; prints like Go's ``Time.String``."""
-
-    GO_TYPE = "*time.Time"
-
-    def __init__(self, ms: int) -> None:
-        self.ms = ms
-
-    def go_string(self) -> str:
-        seconds, millis = divmod(self.ms, 1000)
-        try:
-            stamp = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(seconds=seconds)
-            text = stamp.strftime("%Y-%m-%d %H:%M:%S")
-            year = stamp.year
-        except OverflowError:
-            return f"<time {self.ms}ms>"
-        if year < 1000:
-            text = f"{year:04d}" + text[len(str(year)):]
-        if millis:
-            text += "." + f"{millis:03d}".rstrip("0")
-        return text + " +0000 UTC"
 
 
 def template_name(alertname: str) -> str:
@@ -173,17 +146,6 @@ def _divided(v: float, base: int, prefixes: tuple[str, ...]) -> str:
     return _g4(v) + prefix
 
 
-def _go_quo(a: int, b: int) -> int:
-    """Go's integer division (truncates toward zero)."""
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def _go_rem(a: int, b: int) -> int:
-    """Go's remainder (sign of the dividend)."""
-    return a - _go_quo(a, b) * b
-
-
 def humanize_duration(arg: Any) -> str:
     """90 → ``1m 30s``, 0.25 → ``250ms``."""
     v = _to_float(arg)
@@ -197,10 +159,10 @@ def humanize_duration(arg: Any) -> str:
             sign, v = "-", -v
         # Go's int64(v) saturates to MinInt64 on amd64 for values past the int64 range.
         duration = int(v) if v < 2.0**63 else -(2**63)
-        seconds = _go_rem(duration, 60)
-        minutes = _go_rem(_go_quo(duration, 60), 60)
-        hours = _go_rem(_go_quo(_go_quo(duration, 60), 60), 24)
-        days = _go_quo(_go_quo(_go_quo(duration, 60), 60), 24)
+        seconds = gomath.int_rem(duration, 60)
+        minutes = gomath.int_rem(gomath.int_quo(duration, 60), 60)
+        hours = gomath.int_rem(gomath.int_quo(gomath.int_quo(duration, 60), 60), 24)
+        days = gomath.int_quo(gomath.int_quo(gomath.int_quo(duration, 60), 60), 24)
         if days:
             return f"{sign}{days}d {hours}h {minutes}m {seconds}s"
         if hours:
@@ -242,92 +204,12 @@ def to_time(arg: Any) -> GoTime:
     return _float_to_time(v)
 
 
-def go_title(text: str) -> str:
-    """Go's deprecated ``strings.Title``: upper-cases the first letter of each word."""
-    out = []
-    prev = " "
-    for ch in text:
-        out.append(_upper_rune(ch) if _is_separator(prev) else ch)
-        prev = ch
-    return "".join(out)
-
-
-def _is_separator(ch: str) -> bool:
-    if ord(ch) <= 0x7F:
-        return not (ch.isalnum() or ch == "_")
-    if ch.isalpha() or ch.isdigit():
-        return False
-    return ch.isspace()
-
-
-def _upper_rune(ch: str) -> str:
-    up = ch.upper()
-    return up if len(up) == 1 else ch
-
-
-def _lower_rune(ch: str) -> str:
-    low = ch.lower()
-    return low if len(low) == 1 else ch
-
-
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False  # errors are reported in the rendered text, not on stderr
-
-
-@lru_cache(maxsize=1024)
 def _go_regex(pattern: str) -> Any:
-    """Compile a Go regular expression with RE2 itself (Go's regexp is RE2), failing with Go's wording."""
+    """The unanchored Go regex; a bad pattern fails the template function with Go's wording."""
     try:
-        return re2.compile(pattern, _RE2_OPTIONS)
-    except re2.error as exc:
-        detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise FuncError(f"regexp: Compile({gostrconv.quote(pattern)}): error parsing regexp: {detail}") from exc
-
-
-_EXPAND_NAME = re.compile(r"[A-Za-z0-9_]+")
-
-
-def _go_expand(template: str, match: Any) -> str:
-    """Go's ``Regexp.Expand``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``."""
-    out: list[str] = []
-    i = 0
-    groups = match.re.groupindex
-    while i < len(template):
-        j = template.find("$", i)
-        if j < 0:
-            out.append(template[i:])
-            break
-        out.append(template[i:j])
-        rest = template[j + 1:]
-        if rest.startswith("$"):
-            out.append("$")
-            i = j + 2
-            continue
-        name = ""
-        consumed = 0
-        if rest.startswith("{"):
-            close = rest.find("}")
-            inner = rest[1:close] if close > 0 else ""
-            if close > 0 and _EXPAND_NAME.fullmatch(inner):
-                name, consumed = inner, close + 1
-        else:
-            found = _EXPAND_NAME.match(rest)
-            if found:
-                name, consumed = found.group(0), found.end()
-        if not name:
-            out.append("$")
-            i = j + 1
-            continue
-        i = j + 1 + consumed
-        value: str | None = None
-        if name.isdigit():
-            index = int(name)
-            if index <= (match.re.groups or 0):
-                value = match.group(index)
-        elif name in groups:
-            value = match.group(name)
-        out.append(value or "")
-    return "".join(out)
+        return goregexp.compile_unanchored(pattern)
+    except goregexp.RegexError as exc:
+        raise FuncError(str(exc)) from exc
 
 
 def re_replace_all(pattern: str, repl: str, text: str) -> str:
@@ -339,7 +221,7 @@ def re_replace_all(pattern: str, repl: str, text: str) -> str:
         start, end = match.span()
         out.append(text[last_end:start])
         if end > last_end or start == 0:
-            out.append(_go_expand(repl, match))
+            out.append(goregexp.expand(repl, match))
         last_end = end
     out.append(text[last_end:])
     return "".join(out)
@@ -350,21 +232,9 @@ def re_match(pattern: str, text: str) -> bool:
     return _go_regex(pattern).search(text) is not None
 
 
-def _split_host_port(host_port: str) -> tuple[str, str] | None:
-    if host_port.startswith("["):
-        close = host_port.find("]")
-        if close < 0 or not host_port[close + 1:].startswith(":"):
-            return None
-        return host_port[1:close], host_port[close + 2:]
-    if host_port.count(":") != 1:
-        return None
-    host, port = host_port.split(":")
-    return host, port
-
-
 def strip_port(host_port: str) -> str:
     """``host:port`` → ``host``; anything else unchanged."""
-    split = _split_host_port(host_port)
+    split = gonet.split_host_port(host_port)
     return host_port if split is None else split[0]
 
 
@@ -380,7 +250,7 @@ def _is_ip(host: str) -> bool:
 
 def strip_domain(host_port: str) -> str:
     """``node1.example.com:9100`` → ``node1:9100``; IP addresses unchanged."""
-    split = _split_host_port(host_port)
+    split = gonet.split_host_port(host_port)
     host, port = (host_port, "") if split is None else split
     if _is_ip(host):
         return host_port
@@ -449,9 +319,9 @@ def _func_map(query: QueryFunc | None, external_url: str | None) -> dict[str, Go
         "reReplaceAll": GoFunc(re_replace_all, ("string", "string", "string")),
         "safeHtml": GoFunc(lambda text: SafeHTML(text), ("string",)),
         "match": GoFunc(re_match, ("string", "string")),
-        "title": GoFunc(go_title, ("string",)),
-        "toUpper": GoFunc(lambda s: "".join(_upper_rune(c) for c in s), ("string",)),
-        "toLower": GoFunc(lambda s: "".join(_lower_rune(c) for c in s), ("string",)),
+        "title": GoFunc(gostrings.title, ("string",)),
+        "toUpper": GoFunc(gostrings.to_upper, ("string",)),
+        "toLower": GoFunc(gostrings.to_lower, ("string",)),
         "graphLink": GoFunc(lambda e: f"/graph?g0.expr={quote_plus(e, safe='')}&g0.tab=0", ("string",)),
         "tableLink": GoFunc(lambda e: f"/graph?g0.expr={quote_plus(e, safe='')}&g0.tab=1", ("string",)),
         "sortByLabel": GoFunc(_sort_by_label, ("string", "template.queryResult")),

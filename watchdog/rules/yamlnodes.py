@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from watchdog.yamllines import line_of
+from watchdog.infra.yamllines import line_of
 
 NULL_TAG = "tag:yaml.org,2002:null"
 MERGE_TAG = "tag:yaml.org,2002:merge"

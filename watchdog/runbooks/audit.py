@@ -23,8 +23,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from watchdog.logs import redact
-from watchdog.state import StateDB
+from watchdog.infra.logs import redact
+from watchdog.infra.state import StateDB
 
 COMPONENT = "runbooks"
 SCHEMA_VERSION = 1

@@ -28,9 +28,9 @@ from typing import Any
 
 import yaml
 
-from watchdog.paths import asset_dirs
+from watchdog.infra.paths import asset_dirs
+from watchdog.infra.yamllines import path_line
 from watchdog.runbooks.steps import Step, StepError, parse_step
-from watchdog.yamllines import path_line
 
 RUNBOOK_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
 ALERT_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -36,7 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from watchdog.logs import redact
+from watchdog.infra.logs import redact
+from watchdog.infra.secrets import SecretError, read_secret
+from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.runbooks.audit import AuditRecord, Episode, RunbookState, digest
@@ -59,8 +61,6 @@ from watchdog.runbooks.planner import (
 )
 from watchdog.runbooks.steps import RenderedAction, Step
 from watchdog.runbooks.templating import TemplateContext
-from watchdog.secrets import SecretError, read_secret
-from watchdog.state import StateDB
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import decimal
 import math
 
-from watchdog.promql.gomath import exp, log, sqrt
+from watchdog.golang.gomath import exp, log, sqrt
 
 NAN = math.nan
 INF = math.inf

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from watchdog.gostrconv import format_float, quote
+from watchdog.golang.gofmt import sprint, sprintf
+from watchdog.golang.gostrconv import format_float, quote
 from watchdog.rules.durations import (
     DurationError,
     format_duration,
@@ -14,7 +15,6 @@ from watchdog.rules.durations import (
     parse_duration,
     parse_time_arg,
 )
-from watchdog.rules.gofmt import sprint, sprintf
 from watchdog.rules.labelsets import MetricSyntaxError, format_labels_go, parse_metric
 from watchdog.rules.templates import TemplateContext, expand
 

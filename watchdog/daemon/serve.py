@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from watchdog.agent import Agent
+from watchdog.daemon.scheduler import TickScheduler
 from watchdog.exporter.security import ExporterConfigError
 from watchdog.exporter.server import ExporterServer, exporter_for_store
-from watchdog.scheduler import TickScheduler
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("watchdog.daemon")  # the name its log lines have always had
 
 
 @dataclass

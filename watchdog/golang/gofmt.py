@@ -7,7 +7,7 @@ method print through it (Go's ``Stringer``) and name their type with ``go_type``
 Contract: :func:`sprintf`, :func:`sprint` and :func:`sprintln` give Go's output for the verbs
 ``%v %s %d %f %F %e %E %g %G %x %X %o %b %c %q %t %%`` with flags ``+ - # space 0``, width and precision,
 including Go's error forms (``%!d(float64=1.5)``, ``%!s(MISSING)``, ``%!(EXTRA int=1)``).
-Floats and quoted strings print through :mod:`watchdog.gostrconv` (``strconv.FormatFloat``/``Quote``).
+Floats and quoted strings print through :mod:`watchdog.golang.gostrconv` (``strconv.FormatFloat``/``Quote``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from watchdog.gostrconv import format_float, quote
+from watchdog.golang.gostrconv import format_float, quote
 
 
 def go_type(value: Any) -> str:

@@ -5,7 +5,7 @@ Contract: :func:`parse_tree` accepts what Go's ``text/template/parse`` accepts (
 comments, ``{{-``/``-}}`` trimming) and fails like Go, with :class:`TemplateParseError` messages of the
 form ``template: NAME:LINE: ...``: undefined functions and variables are parse errors. ``define``,
 ``template`` and ``block`` are refused as unsupported. Node positions are character offsets into the
-text (Go reports byte offsets; :mod:`watchdog.rules.gotemplate` converts when it prints them).
+text (Go reports byte offsets; :mod:`watchdog.golang.gotemplate` converts when it prints them).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from watchdog import gostrconv
+from watchdog.golang import gostrconv
 
 
 class TemplateParseError(ValueError):

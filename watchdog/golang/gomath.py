@@ -12,7 +12,7 @@ import struct
 from collections.abc import Callable
 from typing import TypeVar
 
-from watchdog.gostrconv import format_float
+from watchdog.golang.gostrconv import format_float
 
 NAN = math.nan
 INF = math.inf
@@ -321,3 +321,14 @@ def go_sort(items: list[T], less: Callable[[T, T], bool]) -> None:
         return -1 if less(a, b) else (1 if less(b, a) else 0)
 
     items.sort(key=functools.cmp_to_key(compare))
+
+
+def int_quo(a: int, b: int) -> int:
+    """Go's integer division (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def int_rem(a: int, b: int) -> int:
+    """Go's remainder (sign of the dividend)."""
+    return a - int_quo(a, b) * b

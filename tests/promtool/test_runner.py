@@ -1,7 +1,7 @@
 """Our ``rules test`` against promtool's own output, byte for byte, on edge-case test files.
 
 ``fixtures/runner/*.yaml`` are promtool test files; ``*.stdout``/``*.stderr`` are what promtool 2.42
-printed for them (regenerate: ``cd tests/rules/fixtures/runner && for f in pass_*.yaml fail_*.yaml; do
+printed for them (regenerate: ``cd tests/promtool/fixtures/runner && for f in pass_*.yaml fail_*.yaml; do
 promtool test rules $f >${f%.yaml}.stdout 2>${f%.yaml}.stderr; done``). Only PromQL parse-error texts
 (``1:9: parse error: ...``) are compared loosely: the parser's wording is not ours; and the series listed
 in a many-to-many error are compared as a set, because promtool prints them in map order.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from watchdog.rules.promtool_tests import (
+from watchdog.promtool.runner import (
     TestFileError,
     load_input_series,
     parse_test_file,
@@ -120,7 +120,7 @@ def test_yaml_v2_number_forms_are_floats() -> None:
 
 def test_input_series_definitions() -> None:
     from watchdog.model import metric
-    from watchdog.rules.promtool_tests import InputSeries
+    from watchdog.promtool.runner import InputSeries
 
     points = load_input_series([InputSeries('m{a="1"}', "1 _ 3 _x2 stale"), InputSeries("m", "0.1+0.1x2"),
                                 InputSeries("m", "7")], 60_000)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from watchdog import sdnotify
-from watchdog.daemon import Hooks
+from watchdog.daemon import sdnotify
+from watchdog.daemon.serve import Hooks
 
 
 def _status(agent: Any) -> str:

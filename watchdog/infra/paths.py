@@ -19,7 +19,7 @@ def asset_dirs(kind: str) -> list[Path]:
     if kind not in ASSET_KINDS:
         raise ValueError(f"unknown asset kind {kind!r}")
     candidates = [
-        Path(__file__).resolve().parents[1] / kind,
+        Path(__file__).resolve().parents[2] / kind,
         Path(sys.prefix) / "share" / "inference-watchdog" / kind,
         Path("/usr/share/inference-watchdog") / kind,
     ]

@@ -31,8 +31,10 @@ from typing import TextIO
 
 import yaml
 
-from watchdog.gostrconv import format_float, quote
+from watchdog.golang.gostrconv import format_float, quote
+from watchdog.infra.yamllines import line_of
 from watchdog.model import Labels, make_labels
+from watchdog.promtool.notation import SeriesNotationError, expand_values
 from watchdog.rules.alert import AlertState
 from watchdog.rules.durations import DurationError, format_duration, format_go_duration, parse_duration
 from watchdog.rules.engine import RuleEngine, RuleEvaluationError, vector_of
@@ -47,9 +49,7 @@ from watchdog.rules.yamlnodes import (
     sequence,
     string_map,
 )
-from watchdog.series_notation import SeriesNotationError, expand_values
 from watchdog.store import Store
-from watchdog.yamllines import line_of
 
 DEFAULT_EVALUATION_INTERVAL_MS = 60_000
 

@@ -16,12 +16,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from watchdog.paths import asset_dir
-from watchdog.rules.alert import Alert
-from watchdog.rules.durations import DurationError, parse_duration, parse_time_arg
-from watchdog.rules.engine import RuleEngine, RuleFailure
-from watchdog.rules.loader import RuleLoadError, expand_paths, load_rule_files
-from watchdog.rules.promtool_tests import (
+from watchdog.infra.paths import asset_dir
+from watchdog.promtool.runner import (
     DEFAULT_EVALUATION_INTERVAL_MS,
     QUIET_LOG,
     LazySeries,
@@ -33,6 +29,10 @@ from watchdog.rules.promtool_tests import (
     order_groups,
     parse_test_file,
 )
+from watchdog.rules.alert import Alert
+from watchdog.rules.durations import DurationError, parse_duration, parse_time_arg
+from watchdog.rules.engine import RuleEngine, RuleFailure
+from watchdog.rules.loader import RuleLoadError, expand_paths, load_rule_files
 from watchdog.rules.yamlnodes import YamlError, compose, mapping_entries
 from watchdog.store import Store
 

@@ -10,7 +10,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from watchdog.logs import register_secret
+from watchdog.infra.logs import register_secret
 
 log = logging.getLogger("watchdog.notify")  # the name its log lines have always had
 

@@ -16,7 +16,7 @@ from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_J
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("watchdog.scheduler")  # the name its log lines have always had
 
 TICK_JOB_ID = "tick"
 

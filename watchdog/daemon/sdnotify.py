@@ -13,7 +13,7 @@ import socket
 import time
 from collections.abc import Mapping
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("watchdog.sdnotify")  # the name its log lines have always had
 
 
 def _address(env: Mapping[str, str]) -> str | None:

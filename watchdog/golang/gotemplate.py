@@ -1,14 +1,14 @@
 """Go ``text/template`` execution (Go 1.19 semantics), for Prometheus alert labels and annotations.
 
 Contract:
-- :func:`parse` parses with :mod:`watchdog.rules.gotemplate_syntax` (Go's parser rules: undefined
+- :func:`parse` parses with :mod:`watchdog.golang.gotemplate_syntax` (Go's parser rules: undefined
   functions and variables are :class:`TemplateParseError`).
 - :meth:`Template.execute` runs the tree with Go's rules for field access on maps and structs
   (``missingkey=zero``), truth, function calls with typed parameters (literal constants as Go converts
   them, so ``gt $value 1`` fails with "incompatible types for comparison" exactly as in Prometheus),
   short-circuit ``and``/``or``, ``break``/``continue``, and Go's printing of values. Failures raise
   :class:`TemplateExecError` with Go's message (``template: NAME:LINE:COL: executing "NAME" at <NODE>: ...``).
-- Values are modelled as in :mod:`watchdog.rules.gofmt`; :class:`GoStruct` models Go structs and
+- Values are modelled as in :mod:`watchdog.golang.gofmt`; :class:`GoStruct` models Go structs and
   pointers to structs; :data:`MISSING` is Go's invalid ``reflect.Value`` (prints ``<no value>``).
 """
 
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote_plus
 
-from watchdog.rules import gofmt
-from watchdog.rules.gotemplate_syntax import (
+from watchdog.golang import gofmt
+from watchdog.golang.gotemplate_syntax import (
     ActionNode,
     BoolNode,
     BranchNode,

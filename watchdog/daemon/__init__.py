@@ -1,0 +1,2 @@
+"""The long-lived process around the agent: exporter + tick scheduler (:mod:`serve`), APScheduler
+(:mod:`scheduler`) and systemd's sd_notify (:mod:`sdnotify`, :mod:`systemd_hooks`)."""
