@@ -38,7 +38,7 @@ from watchdog.store import Store
 log = logging.getLogger(__name__)
 
 # Collector modules register themselves on import; the agent imports every one that exists.
-COLLECTOR_MODULES = ("nvml", "host", "engine", "kmsg", "processes", "probe")
+COLLECTOR_MODULES = ("nvml", "host", "engine", "kmsg", "processes", "probe", "engine_logs")
 GC_EVERY_TICKS = 30
 
 

@@ -2,11 +2,11 @@
 
 The whole agent pipeline runs (on simulated time) against the fake NVML with an H100 profile and a fault
 for each kind of hardware trouble, two engine simulator processes over loopback HTTP (one of them flapping
-down, the other canary-probed on a loopback OpenAI API), a kernel-log file with Xid, SXid and OOM-kill
-lines, the shipped rules plus one alert of this test, runbooks in suggest mode and the log notifier; then
-its real exporter is scraped over HTTP. Every exported ``watchdog_*`` series (and ``up``, ``scrape_*``,
-``ALERTS``, ``ALERTS_FOR_STATE``) must be in ``watchdog/exporter/catalogue.yaml`` with the labels it
-lists, and every catalogue entry must have been exported.
+down, the other canary-probed on a loopback OpenAI API and its log followed), a kernel-log file with Xid,
+SXid and OOM-kill lines, the shipped rules plus one alert of this test, runbooks in suggest mode and the
+log notifier; then its real exporter is scraped over HTTP. Every exported ``watchdog_*`` series (and
+``up``, ``scrape_*``, ``ALERTS``, ``ALERTS_FOR_STATE``) must be in ``watchdog/exporter/catalogue.yaml``
+with the labels it lists, and every catalogue entry must have been exported.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from importlib import resources
+from pathlib import Path
 
 import pytest
 import yaml
@@ -30,6 +31,7 @@ from watchdog.exporter.catalogue import load_catalogue
 from .conftest import http_get
 
 SIM_START = 1_800_000_000.0
+ENGINE_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "engine_logs"
 TICKS = 75
 AGENT_OWNED = re.compile(r"^(watchdog_.*|up|scrape_.*|ALERTS|ALERTS_FOR_STATE)$")
 # Labels every series of a family may carry beyond those the catalogue lists (alert labels on ALERTS).
@@ -127,6 +129,9 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
         config["rules"]["paths"] = [*config["rules"]["paths"], str(rules_path)]
         config["engines"][0]["probe"] = {"url": f"{probe_url}/v1/completions", "model": "m",
                                          "interval_seconds": 5, "timeout_seconds": 2}
+        engine_log = base / "engine.log"
+        engine_log.touch()
+        config["engines"][0]["log"] = {"file": str(engine_log)}
         agent = Agent(config, clock=lambda: now[0], context=CollectorContext(config=config, nvml=gpus.nvml))
         agent.before_tick.append(gpus.advance)
         agent.before_tick.append(_fail_once(at=SIM_START + 12))
@@ -138,6 +143,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
                 with kmsg.open("a") as handle:
                     handle.write("\n".join([*SXID_LINES, f"NVRM: GPU {fallen}: GPU has fallen off the bus."]) + "\n")
                 gpus.nvml.fail("nvmlDeviceGetPowerUsage", NVML_ERROR_UNKNOWN, gpu=7)
+                with engine_log.open("a") as handle:
+                    handle.write((ENGINE_LOGS / "vllm-mp-nccl-timeout.log").read_text(encoding="utf-8"))
             agent.tick()
         exporter = build_exporter(agent, "127.0.0.1:0")
         exporter.start()
