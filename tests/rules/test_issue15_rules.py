@@ -23,9 +23,10 @@ from watchdog.runbooks.catalogue import load_catalogue
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules"
 FORECAST = RULES / "forecast.yaml"
-FILES = [FORECAST, RULES / "probe.yaml", RULES / "serving-config.yaml"]
+FILES = [FORECAST, RULES / "probe.yaml", RULES / "serving-config.yaml", RULES / "engine-logs.yaml"]
 TEST_FILES = [RULES / "tests" / "forecast.yaml", RULES / "tests" / "forecast_horizon.yaml",
-              RULES / "tests" / "probe_alerts.yaml", RULES / "tests" / "serving_config.yaml"]
+              RULES / "tests" / "probe_alerts.yaml", RULES / "tests" / "serving_config.yaml",
+              RULES / "tests" / "engine_log_alerts.yaml"]
 GENERATED = RULES / "tests" / "generated"
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian package prometheus) not installed")
@@ -77,7 +78,7 @@ def test_groups_are_apart_from_the_pack() -> None:
     ruleset = load_rule_files([str(p) for p in sorted(RULES.glob("*.yaml"))])
     names = [g.name for g in ruleset.groups]
     assert len(names) == len(set(names)), names
-    assert {"engine-forecast", "engine-probes", "engine-config-audit"} <= set(names)
+    assert {"engine-forecast", "engine-probes", "engine-config-audit", "engine-log-events"} <= set(names)
 
 
 def test_generated_example_matches_the_generator() -> None:

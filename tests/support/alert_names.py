@@ -14,4 +14,5 @@ ISSUE_15_ALERTS: tuple[str, ...] = (
     "EngineKvExhaustionPredicted", "EngineWedged", "EngineProbeSlowWhileIdle", "EngineOutputChanged",
     "EngineConfigGpuMemoryUtilizationHigh", "EngineConfigMaxNumSeqsAboveBmax", "EngineConfigChunkedPrefillOff",
     "EngineConfigMaxModelLenOversized", "EngineConfigPrefixCachingOff", "EngineConfigNcclTimeoutsUnset",
+    "EngineNcclTimeout",
 )

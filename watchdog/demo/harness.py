@@ -22,8 +22,9 @@ from pathlib import Path
 from watchdog.collectors.base import CollectorContext
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
 from watchdog.demo.scenario import Scenario, load_scenario
-from watchdog.promql import evaluate
-from watchdog.rules.alert import AlertState
+from watchdog.notify.incidents import engine_gpus_from
+from watchdog.promql import VectorSample, evaluate
+from watchdog.rules.alert import Alert, AlertState
 
 log = logging.getLogger("watchdog.demo.harness")
 SIM_START = 1_800_000_000.0  # a fixed simulated epoch: runs are reproducible
@@ -38,6 +39,8 @@ class ScenarioResult:
     fired: dict[str, float] = field(default_factory=dict)
     pending: dict[str, float] = field(default_factory=dict)
     seen: dict[str, float] = field(default_factory=dict)  # watch name -> first second it had a sample
+    final_alerts: list[Alert] = field(default_factory=list)  # pending/firing/resolved at the last tick
+    engine_gpus: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # TP groups of the last 15 min
 
     def fired_within(self, seconds: float) -> set[str]:
         """Alert names that fired at or before ``seconds``."""
@@ -89,8 +92,12 @@ def run_scenario(
                     if name not in result.seen and evaluate(expr, agent.store, int(now[0] * 1000)):
                         result.seen[name] = elapsed
                 result.seconds = elapsed
+                result.final_alerts = alerts
                 if stop_when is not None and stop_when(result):
                     break
+            info = evaluate("max_over_time(watchdog_engine_gpu_info[15m])", agent.store, int(now[0] * 1000))
+            assert isinstance(info, list)  # an instant vector
+            result.engine_gpus = engine_gpus_from(dict(s.labels) for s in info if isinstance(s, VectorSample))
         finally:
             if agent is not None:
                 agent.close(timeout_seconds=2)
