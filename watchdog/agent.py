@@ -28,6 +28,7 @@ from watchdog.config import load_config
 from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
 from watchdog.notify.dispatcher import NotificationDispatcher
+from watchdog.notify.incidents import incident_causes
 from watchdog.notify.state_store import AlertStateStore
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.rules.engine import RuleEngine
@@ -152,7 +153,8 @@ class Agent:
                 self._reconciled = True
                 self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))
             events = self._stage("runbooks", lambda: self.runbooks.on_alerts(alerts, now_ms), [])
-            self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms))
+            causes = self._stage("incidents", lambda: incident_causes(alerts, self.store, now_ms), {})
+            self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms, causes=causes))
             self._stage("persist", lambda: self._persist_alert_state(now_ms))
             self.stats.ticks_total += 1
             if self.stats.ticks_total % GC_EVERY_TICKS == 0:

@@ -8,10 +8,12 @@ import json
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from tests.notify.slack_api import FakeSlack
 from tests.support.alertmanager import BINARY, CONFIG, RealAlertmanager
 from tests.support.polling import wait_until
 from watchdog.demo.harness import run_scenario
@@ -70,6 +72,25 @@ def test_tp_straggler_is_one_incident_naming_the_link() -> None:
     assert render_incident(incident, "demo-node").splitlines()[0].startswith(
         "PCIe link of GPU 2 is downtrained")
     assert "TpStraggler" in {s.name for s in incident.symptoms}
+
+
+def test_gpu_fallen_off_bus_gives_one_slack_message_naming_gpu_5(
+        fake_slack: FakeSlack, slack_token: str, tmp_path: Path) -> None:
+    """The symptoms go into the thread of the cause's message: one top-level message, cause first."""
+    def add_slack(config: dict[str, Any]) -> None:
+        config["notifiers"]["slack"] = {**config["notifiers"].get("slack", {}), "enabled": True, "mode": "bot",
+                                        "channel": "C0ALERTS", "base_url": fake_slack.base_url,
+                                        "token_env": "SLACK_BOT_TOKEN", "timeout_seconds": 2}
+        config["state_dir"] = str(tmp_path / "state")
+
+    result = run_scenario("gpu-fallen-off-bus", duration_seconds=90, configure=add_slack)
+    assert {"GpuFallenOffBus", "EngineQueueBuildup"} <= set(result.fired)
+    wait_until(lambda: any("EngineQueueBuildup" in m.text for m in fake_slack.messages), timeout=10,
+               what="the symptom delivered")
+    top = fake_slack.top_level()
+    assert len(top) == 1, [m.text[:80] for m in top]
+    assert "GPU 5" in top[0].text.splitlines()[0], top[0].text
+    assert any("EngineQueueBuildup" in m.text or "queued" in m.text for m in fake_slack.replies(top[0].ts))
 
 
 @pytest.mark.skipif(BINARY is None, reason="alertmanager (Debian prometheus-alertmanager) not installed")

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from watchdog.collectors.base import CollectorContext
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
@@ -53,8 +54,12 @@ def run_scenario(
     stop_when: Callable[[ScenarioResult], bool] | None = None,
     workdir: Path | None = None,
     watch: Mapping[str, str] | None = None,
+    configure: Callable[[dict[str, Any]], None] | None = None,
 ) -> ScenarioResult:
-    """Run ``scenario`` (object, name or path) on simulated time; see the module docstring."""
+    """Run ``scenario`` (object, name or path) on simulated time; see the module docstring.
+
+    ``configure`` may change the agent's config before it starts (a test adding a notifier).
+    """
     from watchdog.agent import Agent
     from watchdog.demo.gpu_driver import GpuSimulator
 
@@ -74,6 +79,8 @@ def run_scenario(
             gpus = GpuSimulator(scenario, base / "kmsg.log", SIM_START,
                                 engine_pids={e.job: e.process.pid for e in engines})
             config = demo_config(scenario, engines, base, "127.0.0.1:0", host_collector=False)
+            if configure is not None:
+                configure(config)
             agent = Agent(config, clock=lambda: now[0],
                           context=CollectorContext(config=config, nvml=gpus.nvml))
             agent.before_tick.append(gpus.advance)

@@ -25,7 +25,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
@@ -254,8 +254,13 @@ class NotificationDispatcher:
         lead = group.lead
         return lead.labels.get("notifier", "") if lead.name == NOTIFIER_FAILING else ""
 
-    def handle(self, alerts: list[Alert], events: list[RunbookEvent], now_ms: int) -> None:
-        """Record this tick's transitions and events in the outbox (one transaction); never blocks on I/O."""
+    def handle(self, alerts: list[Alert], events: list[RunbookEvent], now_ms: int,
+               causes: Mapping[str, str] | None = None) -> None:
+        """Record this tick's transitions and events in the outbox (one transaction); never blocks on I/O.
+
+        ``causes`` maps a symptom alert's fingerprint to its incident's cause (watchdog.notify.incidents):
+        notifiers that thread (Slack) fold the symptom under the cause's message.
+        """
         with self._lock:
             derivation = derive_transitions(self._known, [*alerts, *self._internal_alerts(now_ms)], now_ms)
             groups = group_transitions(derivation.transitions, now_ms, self.member_labels, self.group_enabled)
@@ -276,7 +281,8 @@ class NotificationDispatcher:
             enqueued = 0
             if groups or notes or changed or derivation.deletes:
                 with self.db.transaction() as cur:
-                    ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known)
+                    ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known,
+                                      causes=dict(causes or {}))
                     for name, notifier in self.notifiers.items():
                         mine = [g for g in groups if self._excluded(g) != name]
                         for item in notifier.plan(mine, notes, ctx):

@@ -155,6 +155,20 @@ def engine_gpus_from(info_labels: Iterable[Mapping[str, str]]) -> dict[tuple[str
     return out
 
 
+def symptom_causes(incidents: Iterable[Incident]) -> dict[str, str]:
+    """Symptom fingerprint -> cause fingerprint, for notifiers that fold symptoms under their cause."""
+    return {s.fingerprint: inc.cause.fingerprint for inc in incidents for s in inc.symptoms}
+
+
+def incident_causes(alerts: Sequence[Alert], store: Any, t_ms: int) -> dict[str, str]:
+    """:func:`symptom_causes` of this tick's alerts, TP groups read from ``store`` (last 15 minutes)."""
+    from watchdog.promql import VectorSample, evaluate
+
+    info = evaluate("max_over_time(watchdog_engine_gpu_info[15m])", store, t_ms)
+    labels = [dict(s.labels) for s in info if isinstance(s, VectorSample)] if isinstance(info, list) else []
+    return symptom_causes(correlate(alerts, engine_gpus_from(labels)))
+
+
 def render_incident(incident: Incident, node: str) -> str:
     """Plain text: the cause first (its first line names the GPU or link), symptoms folded below."""
     cause = incident.cause
