@@ -23,8 +23,8 @@ from typing import Any
 from watchdog.collectors.base import CollectorContext
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
 from watchdog.demo.scenario import Scenario, load_scenario
-from watchdog.notify.incidents import engine_gpus_from
-from watchdog.promql import VectorSample, evaluate
+from watchdog.notify.incidents import engine_gpus_in
+from watchdog.promql import evaluate
 from watchdog.rules.alert import Alert, AlertState
 
 log = logging.getLogger("watchdog.demo.harness")
@@ -102,9 +102,7 @@ def run_scenario(
                 result.final_alerts = alerts
                 if stop_when is not None and stop_when(result):
                     break
-            info = evaluate("max_over_time(watchdog_engine_gpu_info[15m])", agent.store, int(now[0] * 1000))
-            assert isinstance(info, list)  # an instant vector
-            result.engine_gpus = engine_gpus_from(dict(s.labels) for s in info if isinstance(s, VectorSample))
+            result.engine_gpus = engine_gpus_in(agent.store, int(now[0] * 1000))
         finally:
             if agent is not None:
                 agent.close(timeout_seconds=2)

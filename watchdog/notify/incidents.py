@@ -160,13 +160,18 @@ def symptom_causes(incidents: Iterable[Incident]) -> dict[str, str]:
     return {s.fingerprint: inc.cause.fingerprint for inc in incidents for s in inc.symptoms}
 
 
-def incident_causes(alerts: Sequence[Alert], store: Any, t_ms: int) -> dict[str, str]:
-    """:func:`symptom_causes` of this tick's alerts, TP groups read from ``store`` (last 15 minutes)."""
+def engine_gpus_in(store: Any, t_ms: int) -> dict[tuple[str, str], set[str]]:
+    """The TP groups in ``store`` over the last 15 minutes (a GPU that fell off the bus still counts)."""
     from watchdog.promql import VectorSample, evaluate
 
     info = evaluate("max_over_time(watchdog_engine_gpu_info[15m])", store, t_ms)
-    labels = [dict(s.labels) for s in info if isinstance(s, VectorSample)] if isinstance(info, list) else []
-    return symptom_causes(correlate(alerts, engine_gpus_from(labels)))
+    samples = info if isinstance(info, list) else []
+    return engine_gpus_from(dict(s.labels) for s in samples if isinstance(s, VectorSample))
+
+
+def incident_causes(alerts: Sequence[Alert], store: Any, t_ms: int) -> dict[str, str]:
+    """:func:`symptom_causes` of this tick's alerts, TP groups read from ``store``."""
+    return symptom_causes(correlate(alerts, engine_gpus_in(store, t_ms)))
 
 
 def render_incident(incident: Incident, node: str) -> str:
