@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from watchdog.collectors.engine import parse_payload  # noqa: E402
+from watchdog.collectors.engines import parse_payload  # noqa: E402
 from watchdog.engines.config_series import config_series  # noqa: E402
 from watchdog.engines.exposition import clear_cache, parse_exposition  # noqa: E402
 from watchdog.model import Labels  # noqa: E402

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from watchdog.agent import Agent  # noqa: E402
 from watchdog.collectors.base import CollectorContext, ingest_results  # noqa: E402
 from watchdog.config import load_config_text  # noqa: E402
+from watchdog.config.settings import settings_from_config  # noqa: E402
 from watchdog.engines.exposition import clear_cache, parse_exposition  # noqa: E402
 from watchdog.exporter.collector import StoreCollector  # noqa: E402
 from watchdog.fakes.gpu_model import load_profile  # noqa: E402
@@ -92,9 +93,9 @@ def measure(gpus: int, engines: int, ticks: int, warmup: int, workdir: Path) -> 
             "processes": {"enabled": False},
             "notifiers": {"log": {"enabled": False}},
         }
-        config = load_config_text(yaml.safe_dump(doc), "<bench>")
+        config = settings_from_config(load_config_text(yaml.safe_dump(doc), "<bench>"))
         now = [1_800_000_000.0]
-        agent = Agent(config, clock=lambda: now[0], context=CollectorContext(config=config, nvml=fake_nvml(gpus)))
+        agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=fake_nvml(gpus)))
         registry = CollectorRegistry(auto_describe=False)
         registry.register(StoreCollector(agent.store, clock=lambda: now[0]))
         stages: dict[str, list[float]] = {"collect+store": [], "rules+alerts": [], "runbooks+notify": [],

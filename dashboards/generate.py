@@ -356,6 +356,17 @@ ENGINE_ROWS = [
                Target(f"engine:kv_cache_max_concurrency{{{JOB}}}", JOB_LEGEND + " max concurrency"),
                Target(f"engine:requests_in_flight{{{JOB}}}", JOB_LEGEND + " in flight")],
               width=8),
+        Panel("Plan against reality", "B_max at the P90 request length (engine:b_max_p90, the planner's figure; "
+              "docs/capacity.md) and at the mean, against the requests in flight by Little's law.",
+              [Target(f"engine:b_max_p90{{{JOB}}}", JOB_LEGEND + " B_max@P90"),
+               Target(f"engine:kv_cache_max_concurrency{{{JOB}}}", JOB_LEGEND + " B_max@mean"),
+               Target(f"engine:requests_in_flight:littles_law_5m{{{JOB}}}", JOB_LEGEND + " in flight (L = λW)")],
+              width=8),
+        Panel("Time to the memory bound", "Seconds until the requests in flight reach B_max@P90 if the last "
+              "15 minutes' arrival trend holds (engine:memory_bound_eta_seconds); empty while traffic is flat "
+              "or falling.",
+              [Target(f"engine:memory_bound_eta_seconds{{{JOB}}}", JOB_LEGEND)], unit="s", minimum=0, width=8,
+              thresholds=[(None, "red"), (1800, "orange"), (7200, "green")]),
         Panel("Preemptions", "Requests preempted (KV pool full, recomputed later) per second.",
               [Target(f"sum by (node, job, model_name) (engine:preemptions:rate5m{{{MODEL}}})", ENGINE_LEGEND)],
               unit="ops", width=8),

@@ -11,8 +11,8 @@ Contract:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import importlib
 import logging
 import socket
 import threading
@@ -23,39 +23,25 @@ from pathlib import Path
 from typing import Any
 
 from watchdog import __version__
-from watchdog.collectors.base import REGISTRY, Collector, CollectorContext, CollectorRunner, ingest_results
-from watchdog.config import load_config
+from watchdog.collectors.base import CollectorContext, CollectorRunner, ingest_results
+from watchdog.collectors.registry import build_collectors
+from watchdog.config import load_settings
+from watchdog.config.settings import Settings, settings_document
 from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
-from watchdog.notify.dispatcher import NotificationDispatcher
+from watchdog.notify.dispatcher import dispatcher_for
 from watchdog.notify.incidents import incident_causes
 from watchdog.notify.state_store import AlertStateStore
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_ruleset
+from watchdog.runbooks.catalogue import catalogue_from_settings
 from watchdog.runbooks.manager import RunbookManager
 from watchdog.store import Store
 
 log = logging.getLogger(__name__)
 
-# Collector modules register themselves on import; the agent imports every one that exists.
-COLLECTOR_MODULES = ("nvml", "host", "engine", "kmsg", "processes", "probe", "engine_logs")
 GC_EVERY_TICKS = 30
-
-
-def import_collector_modules() -> None:
-    """Import the collector modules so their ``@register`` factories are in the registry."""
-    for name in COLLECTOR_MODULES:
-        importlib.import_module(f"watchdog.collectors.{name}")
-
-
-def build_collectors(config: dict[str, Any], context: CollectorContext) -> list[Collector]:
-    """Every collector the config enables, from the registry (each factory reads its own section)."""
-    import_collector_modules()
-    collectors: list[Collector] = []
-    for _kind, factory in sorted(REGISTRY.items()):
-        collectors.extend(factory(config, context))
-    return collectors
 
 
 @dataclass
@@ -75,57 +61,56 @@ class Agent:
 
     def __init__(
         self,
-        config: dict[str, Any],
+        settings: Settings,
         *,
         config_path: str | Path | None = None,
         clock: Callable[[], float] = time.time,
         context: CollectorContext | None = None,
         db: StateDB | None = None,
     ) -> None:
-        self.config = config
+        self.settings = settings
         self.config_path = str(config_path) if config_path else None
         self.clock = clock
-        self.node = config.get("node") or socket.gethostname()
+        self.node = settings.node or socket.gethostname()
         self.stats = TickStats(last_reload_seconds=clock())
-        tick_s = float(config["tick_interval_seconds"])
-        retention_s = float(config["retention_seconds"])
+        tick_s = settings.tick_interval_seconds
+        retention_s = settings.retention_seconds
         self.store = Store(
             retention_ms=int(retention_s * 1000),
             max_points=int(retention_s / tick_s) + 60,
-            max_series=int(config["max_series"]),
+            max_series=settings.max_series,
         )
-        self.context = context or CollectorContext(config=config)
-        self.context.config = config
-        self.db = db if db is not None else StateDB.in_dir(config["state_dir"])
-        self.context.extra.setdefault("state_db", self.db)
-        self.context.extra.setdefault("clock", clock)
+        self.db = db if db is not None else StateDB.in_dir(settings.state_dir)
+        given = context or CollectorContext()
+        self.context = dataclasses.replace(given, state_db=given.state_db or self.db, clock=given.clock or clock)
         self.alert_state = AlertStateStore(self.db)
-        self.collectors = build_collectors(config, self.context)
+        self.collectors = build_collectors(settings, self.context)
         self.runner = CollectorRunner(self.collectors)
         self._lock = threading.RLock()
         self.ready = False
         self.before_tick: list[Callable[[float], None]] = []
         self.after_tick: list[Callable[[], None]] = []
         self.history_fired: list[Alert] = []
-        self.rule_engine = self._build_rule_engine(config, restored=self.alert_state.load_rule_state())
-        self.runbooks = self._build_runbooks(config)
-        self.dispatcher = NotificationDispatcher(config, self.db, self.node, clock=clock)
+        self.rule_engine = self._build_rule_engine(settings, restored=self.alert_state.load_rule_state())
+        self.runbooks = self._build_runbooks(settings)
+        self.dispatcher = dispatcher_for(settings, self.db, self.node, clock=clock)
         self.dispatcher.attach_runbooks(self.runbooks)
         self._reconciled = False
         self.alerts: list[Alert] = []
 
     # -- construction -------------------------------------------------------------------------------
 
-    def _build_rule_engine(self, config: dict[str, Any], restored: list[dict[str, Any]] | None) -> RuleEngine:
-        ruleset = load_ruleset(config)
+    def _build_rule_engine(self, settings: Settings, restored: list[dict[str, Any]] | None) -> RuleEngine:
+        ruleset = load_ruleset(settings)
         if not ruleset.groups:
             log.warning("no rules loaded: nothing will alert (check rules.paths)",
-                        extra={"rules_paths": (config.get("rules") or {}).get("paths")})
+                        extra={"rules_paths": list(settings.rules.paths)})
         return RuleEngine(ruleset, self.store, restored_state=restored)
 
-    def _build_runbooks(self, config: dict[str, Any]) -> RunbookManager:
-        return RunbookManager(config, self.db, self.store, clock=self.clock, config_path=self.config_path,
-                              node=self.node)
+    def _build_runbooks(self, settings: Settings) -> RunbookManager:
+        return RunbookManager(settings.remediation, self.db, self.store, clock=self.clock,
+                              catalogue=catalogue_from_settings(settings.runbooks, self.config_path),
+                              template_config=settings_document(settings), node=self.node)
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -177,7 +162,7 @@ class Agent:
         """Called by the scheduler when a tick was due while the previous one still ran."""
         self.stats.overruns_total += 1
         log.warning("tick overran its interval; next tick skipped",
-                    extra={"tick_interval_seconds": self.config["tick_interval_seconds"],
+                    extra={"tick_interval_seconds": self.settings.tick_interval_seconds,
                            "last_duration_seconds": round(self.stats.last_duration_seconds, 3)})
 
     def firing(self) -> list[Alert]:
@@ -212,19 +197,17 @@ class Agent:
     def reload(self) -> bool:
         """Re-read config, rules and runbooks; swap only if all load. Returns success."""
         try:
-            config = load_config(self.config_path) if self.config_path else self.config
-            rule_engine = self._build_rule_engine(config, restored=self.rule_engine.export_state())
-            runbooks = self._build_runbooks(config)
-            self.context.config = config
-            collectors = build_collectors(config, self.context)
+            settings = load_settings(self.config_path) if self.config_path else self.settings
+            rule_engine = self._build_rule_engine(settings, restored=self.rule_engine.export_state())
+            runbooks = self._build_runbooks(settings)
+            collectors = build_collectors(settings, self.context)
         except Exception as exc:  # reload boundary: report, keep the last good set
-            self.context.config = self.config
             where = {key: getattr(exc, key) for key in ("file", "line") if getattr(exc, key, None)}
             log.error("reload failed; keeping the running configuration", extra={"error": str(exc), **where})
             self.stats.reload_success = False
             return False
         with self._lock:
-            self.config = config
+            self.settings = settings
             self.rule_engine.retire(int(self.clock() * 1000))
             self.rule_engine = rule_engine
             old_runbooks, self.runbooks = self.runbooks, runbooks

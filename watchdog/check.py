@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from watchdog.collectors.base import CollectorContext, CollectorRunner, CollectResult, ingest_results
+from watchdog.collectors.registry import build_collectors
+from watchdog.config.settings import Settings
 from watchdog.rules.alert import Alert, AlertState
 from watchdog.store import Store
 
@@ -60,20 +62,17 @@ def verdict(alerts: list[Alert], collectors: list[CollectResult]) -> str:
     return "ok"
 
 
-def run_check(config: dict[str, Any], context: CollectorContext | None = None,
+def run_check(settings: Settings, context: CollectorContext | None = None,
               interval_seconds: float = 1.0, clock: Callable[[], float] = time.time,
               sleep: Callable[[float], None] = time.sleep) -> CheckReport:
     """Collect, wait, collect, evaluate; see the module docstring."""
-    from watchdog.agent import build_collectors
     from watchdog.rules.engine import RuleEngine
     from watchdog.rules.loader import load_ruleset
 
-    context = context or CollectorContext(config=config)
-    context.config = config
     store = Store()
-    collectors = build_collectors(config, context)
+    collectors = build_collectors(settings, context or CollectorContext())
     runner = CollectorRunner(collectors)
-    engine = RuleEngine(load_ruleset(config), store)
+    engine = RuleEngine(load_ruleset(settings), store)
     alerts: list[Alert] = []
     results: list[CollectResult] = []
     try:

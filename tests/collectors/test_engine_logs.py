@@ -11,6 +11,7 @@ import pytest
 from watchdog.collectors.base import CollectorContext, NoData
 from watchdog.collectors.engine_logs import EngineLogCollector, engine_log_collectors
 from watchdog.config import load_config_text
+from watchdog.config.settings import Settings, settings_from_config
 from watchdog.kmsg.follow import JournalReader
 from watchdog.model import Sample
 
@@ -23,12 +24,12 @@ def counts(samples: list[Sample]) -> dict[str, float]:
             if dict(s.labels)["__name__"] == "watchdog_engine_log_events_total"}
 
 
-def config_for(tmp_path: Path, log: str) -> dict[str, object]:
-    return load_config_text(f"""
+def config_for(tmp_path: Path, log: str) -> Settings:
+    return settings_from_config(load_config_text(f"""
 state_dir: {tmp_path / 'state'}
 engines:
   - {{job: vllm, url: "http://127.0.0.1:8000/metrics", log: {log}}}
-""")
+"""))
 
 
 def test_file_is_followed_from_its_end_and_events_counted(tmp_path: Path) -> None:

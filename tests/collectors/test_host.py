@@ -7,6 +7,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.support.settings import settings_of
 from watchdog.collectors.base import CollectorContext
 from watchdog.collectors.host import (
     HOST_SERIES,
@@ -16,7 +17,7 @@ from watchdog.collectors.host import (
     parse_pressure,
     pressure_samples,
 )
-from watchdog.config.loader import load_config_text
+from watchdog.config.settings import HostSettings, section_settings
 from watchdog.model import Sample, label_value, metric_name
 
 MEMORY_PSI = """some avg10=1.53 avg60=0.87 avg300=0.21 total=35813456
@@ -24,6 +25,10 @@ full avg10=0.40 avg60=0.12 avg300=0.03 total=9123001
 """
 CPU_PSI_OLD_KERNEL = "some avg10=12.50 avg60=8.00 avg300=2.25 total=987654321\n"
 
+
+
+def host_settings(**overrides: object) -> HostSettings:
+    return section_settings(HostSettings, "collectors.host", overrides)
 
 def values(samples: list[Sample], name: str) -> dict[tuple[tuple[str, str], ...], float]:
     return {tuple((k, v) for k, v in s.labels if k != "__name__"): s.value
@@ -72,7 +77,7 @@ def proc(tmp_path: Path) -> Path:
 
 
 def test_collect_reads_psutil_and_pressure(proc: Path) -> None:
-    samples = HostCollector(proc_path=proc).collect()
+    samples = HostCollector(host_settings(proc_path=str(proc))).collect()
     names = {metric_name(s.labels) for s in samples}
     assert names <= set(HOST_SERIES)
     assert names == set(HOST_SERIES)  # this fixture provides PSI, so every series appears
@@ -92,7 +97,8 @@ def test_collect_reads_psutil_and_pressure(proc: Path) -> None:
 
 
 def test_no_pressure_files_means_no_pressure_series(tmp_path: Path) -> None:
-    samples = HostCollector(proc_path=tmp_path, per_cpu=False, cpu_modes=("idle", "steal")).collect()
+    settings = host_settings(proc_path=str(tmp_path), per_cpu=False, cpu_modes=["idle", "steal"])
+    samples = HostCollector(settings).collect()
     names = {metric_name(s.labels) for s in samples}
     assert "watchdog_host_pressure_ratio" not in names
     assert "watchdog_host_load1" in names and "watchdog_host_swap_total_bytes" in names
@@ -100,11 +106,10 @@ def test_no_pressure_files_means_no_pressure_series(tmp_path: Path) -> None:
 
 
 def test_factory_reads_its_section(proc: Path) -> None:
-    config = load_config_text(
-        f"collectors: {{host: {{per_cpu: false, proc_path: '{proc}', cpu_modes: [steal]}}}}")
-    (collector,) = host_collectors(config, CollectorContext(config=config))
+    config = settings_of(f"collectors: {{host: {{per_cpu: false, proc_path: '{proc}', cpu_modes: [steal]}}}}")
+    (collector,) = host_collectors(config, CollectorContext())
     assert isinstance(collector, HostCollector) and collector.name == "host"
     samples = collector.collect()
     assert list(values(samples, "watchdog_host_cpu_seconds_total")) == [(("cpu", "all"), ("mode", "steal"))]
-    disabled = load_config_text("collectors: {host: {enabled: false}}")
-    assert host_collectors(disabled, CollectorContext(config=disabled)) == []
+    disabled = settings_of("collectors: {host: {enabled: false}}")
+    assert host_collectors(disabled, CollectorContext()) == []

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.settings import settings_of
 from watchdog.collectors.base import CollectorContext, NoData
 from watchdog.collectors.kmsg import (
     FALLEN_OFF_BUS,
@@ -19,7 +20,6 @@ from watchdog.collectors.kmsg import (
     kmsg_collectors,
     recent_events,
 )
-from watchdog.config import load_config_text
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.infra.state import StateDB
 from watchdog.kmsg.follow import FileFollower, JournalReader, KmsgReader, read_boot_id
@@ -333,13 +333,13 @@ def test_unreadable_kmsg_is_no_data(tmp_path: Path) -> None:
 def test_factory_reads_the_config(tmp_path: Path) -> None:
     log = tmp_path / "kern.log"
     log.write_text(XID79.format(bus="18") + "\n")
-    config = load_config_text(f"state_dir: {tmp_path}\nkmsg:\n  source: {log}\n")
+    config = settings_of(f"state_dir: {tmp_path}\nkmsg:\n  source: {log}\n")
     db = StateDB(tmp_path / "state.db")
-    [collector] = kmsg_collectors(config, CollectorContext(config=config, extra={"state_db": db, "boot_id": "b"}))
+    [collector] = kmsg_collectors(config, CollectorContext(state_db=db, boot_id="b"))
     assert collector.name == "kmsg" and collector.timeout_seconds == 5
     assert any(metric_name(s.labels) == XID_ERRORS for s in collector.collect())
-    disabled = load_config_text("kmsg:\n  enabled: false\n")
-    assert kmsg_collectors(disabled, CollectorContext(config=disabled)) == []
+    disabled = settings_of("kmsg:\n  enabled: false\n")
+    assert kmsg_collectors(disabled, CollectorContext()) == []
 
 
 def test_gpu_lost_with_its_xid_keeps_gpu_and_uuid(tmp_path: Path, nvml: FakeNvml) -> None:

@@ -6,10 +6,11 @@ from collections.abc import Iterable
 
 import pytest
 
+from tests.support.settings import settings_of
 from watchdog.collectors import nvml_fields as F
 from watchdog.collectors.base import CollectorContext
-from watchdog.collectors.nvml import NvmlCollector, gpu_processes, nvml_collectors, resolve_nvml
-from watchdog.config.loader import load_config_text
+from watchdog.collectors.nvml import NvmlCollector, gpu_processes, nvml_collectors
+from watchdog.config import ConfigError
 from watchdog.fakes.pynvml import FakeNvml, profile_names
 from watchdog.model import Sample, label_value, metric_name
 
@@ -258,14 +259,17 @@ def test_gpu_processes_survives_a_lost_gpu() -> None:
     assert not fake.initialized
 
 
-def test_factory_reads_its_section_and_resolves_a_fake_profile() -> None:
-    config = load_config_text(
-        "collectors: {nvml: {fake_profile: l40s-pcie-4, timeout_seconds: 3, nvlink: false}}")
-    context = CollectorContext(config=config)
+def test_factory_reads_its_section_and_uses_the_injected_nvml() -> None:
+    config = settings_of("collectors: {nvml: {timeout_seconds: 3, nvlink: false}}")
+    context = CollectorContext(nvml=FakeNvml.from_profile("l40s-pcie-4"))
     (collector,) = nvml_collectors(config, context)
     assert isinstance(collector, NvmlCollector) and collector.timeout_seconds == 3 and not collector.nvlink
-    assert isinstance(context.nvml, FakeNvml) and context.nvml.profile_name == "l40s-pcie-4"
-    assert resolve_nvml(config, context) is context.nvml
     assert len({label_value(s.labels, "gpu") for s in collector.collect()}) == 4
-    disabled = load_config_text("collectors: {nvml: {enabled: false}}")
-    assert nvml_collectors(disabled, CollectorContext(config=disabled)) == []
+    disabled = settings_of("collectors: {nvml: {enabled: false}}")
+    assert nvml_collectors(disabled, context) == []
+
+
+def test_the_fake_is_not_a_config_key() -> None:
+    """Fakes stay out of production: only an injected context brings the fake NVML."""
+    with pytest.raises(ConfigError, match="fake_profile"):
+        settings_of("collectors: {nvml: {fake_profile: h100-sxm-8}}")

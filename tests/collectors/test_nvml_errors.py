@@ -11,6 +11,7 @@ import pytest
 from watchdog.collectors import nvml_fields as F
 from watchdog.collectors.base import CollectorRunner, NoData
 from watchdog.collectors.nvml import NvmlCollector, NvmlUnavailable, import_pynvml
+from watchdog.config.settings import NvmlSettings, section_settings
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.model import Sample, label_value, metric_name
 
@@ -33,6 +34,10 @@ def fake() -> Iterator[FakeNvml]:
     yield nvml
     nvml.release()  # never leave a test thread hung in the fake
 
+
+
+def nvml_settings(**overrides: object) -> NvmlSettings:
+    return section_settings(NvmlSettings, "collectors.nvml", overrides)
 
 def gpus_with(samples: list[Sample], name: str) -> set[str]:
     return {label_value(s.labels, "gpu") for s in select(samples, name)}
@@ -223,7 +228,7 @@ def test_close_releases_the_nvml_reference(fake: FakeNvml) -> None:
 
 
 def test_a_hung_gpu_is_reported_stalled_and_the_others_go_on(fake: FakeNvml) -> None:
-    collector = NvmlCollector(fake, timeout_seconds=0.25)
+    collector = NvmlCollector(fake, nvml_settings(timeout_seconds=0.25))
     runner = CollectorRunner([collector])
     assert runner.run_once()[0].success
     fake.hang("nvmlDeviceGetPowerUsage", gpu=5)
@@ -250,8 +255,8 @@ def test_a_hung_gpu_is_reported_stalled_and_the_others_go_on(fake: FakeNvml) -> 
 
 def test_a_hang_outside_any_gpu_is_bounded_by_the_runner_and_isolated(fake: FakeNvml) -> None:
     healthy = FakeNvml.from_profile("l40s-pcie-4")
-    hung = NvmlCollector(fake, name="nvml-hung", timeout_seconds=0.2)
-    runner = CollectorRunner([hung, NvmlCollector(healthy, name="nvml-ok", timeout_seconds=5)])
+    hung = NvmlCollector(fake, nvml_settings(timeout_seconds=0.2), name="nvml-hung")
+    runner = CollectorRunner([hung, NvmlCollector(healthy, nvml_settings(timeout_seconds=5), name="nvml-ok")])
     fake.hang("nvmlDeviceGetCount")
     errors = []
     for _ in range(3):

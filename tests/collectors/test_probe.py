@@ -26,6 +26,7 @@ from watchdog.collectors.probe import (
     run_probe,
 )
 from watchdog.config import load_config_text
+from watchdog.config.settings import settings_from_config
 from watchdog.infra.state import StateDB
 from watchdog.model import Sample, format_labels
 
@@ -157,15 +158,15 @@ def test_output_change_against_the_stored_baseline_survives_restart_and_resets_o
 
 
 def test_factory_builds_one_probe_per_engine_with_a_probe_section(tmp_path: Path) -> None:
-    config = load_config_text("""
+    config = settings_from_config(load_config_text("""
 engines:
   - job: a
     url: http://127.0.0.1:8000/metrics
     labels: {zone: z1}
     probe: {url: "http://127.0.0.1:8000/v1/completions", model: m, interval_seconds: 30}
   - {job: b, url: "http://127.0.0.1:8001/metrics"}
-""")
-    context = CollectorContext(config=config, extra={"state_db": StateDB(tmp_path / "s.db")})
+"""))
+    context = CollectorContext(state_db=StateDB(tmp_path / "s.db"))
     collectors = probe_collectors(config, context)
     assert [c.name for c in collectors] == ["probe:a"]
     probe = collectors[0]

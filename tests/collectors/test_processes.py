@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.support.settings import settings_of
 from watchdog.collectors.base import CollectorContext
 from watchdog.collectors.processes import (
     EngineTarget,
@@ -26,7 +27,6 @@ from watchdog.collectors.processes import (
     read_cpu_nodes,
     read_gpu_numa_node,
 )
-from watchdog.config import load_config_text
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.infra.state import StateDB
 from watchdog.model import label_value, metric_name
@@ -93,8 +93,12 @@ def one(samples: list[Any], name: str) -> float:
     return float(sample.value)
 
 
+def targets(config_engines: list[dict[str, Any]]) -> list[EngineTarget]:
+    return engine_targets(settings_of({"engines": config_engines}).engines)
+
+
 def collector(tmp_path: Path, config_engines: list[dict[str, Any]], **kw: Any) -> ProcessCollector:
-    return ProcessCollector(engine_targets(config_engines), StateDB(tmp_path / "state.db"), **kw)
+    return ProcessCollector(targets(config_engines), StateDB(tmp_path / "state.db"), **kw)
 
 
 def test_found_by_listening_port(tmp_path: Path, script: Path, engines: list[Engine]) -> None:
@@ -193,33 +197,32 @@ def test_tp_group_and_numa_mismatch(tmp_path: Path, script: Path, engines: list[
 
 
 def test_instance_matches_the_engine_scrape() -> None:
-    from watchdog.collectors.engine import Endpoint
-
-    for url in ("http://127.0.0.1:8000/metrics", "http://localhost/metrics", "https://[::1]/m",
-                "http://10.0.0.5:30000/metrics"):
-        [target] = engine_targets([{"job": "j", "url": url}])
-        assert target.instance == Endpoint.from_config({"job": "j", "url": url}).instance
+    for url, instance in (("http://127.0.0.1:8000/metrics", "127.0.0.1:8000"), ("http://localhost/metrics",
+                          "localhost:80"), ("https://[::1]/m", "[::1]:443"),
+                          ("http://10.0.0.5:30000/metrics", "10.0.0.5:30000")):
+        [target] = targets([{"job": "j", "url": url}])
+        assert target.instance == instance
 
 
 def test_targets_from_config() -> None:
-    config = load_config_text(
+    config = settings_of(
         "engines:\n"
         "  - {job: vllm, url: 'http://127.0.0.1:8000/metrics'}\n"
         "  - {job: sglang, url: 'http://127.0.0.1:30000/metrics',\n"
         "     process: {match: 'sglang.launch_server', port: 30001}}\n")
-    first, second = engine_targets(config["engines"])
+    first, second = engine_targets(config.engines)
     assert (first.job, first.port, first.match) == ("vllm", 8000, None)
     assert second.port == 30001
     assert second.match is not None and second.match.pattern == "sglang.launch_server"
 
 
 def test_factory(tmp_path: Path) -> None:
-    config = load_config_text(f"state_dir: {tmp_path}\nengines:\n  - {{job: vllm, url: 'http://127.0.0.1:8000/m'}}\n")
-    [proc] = process_collectors(config, CollectorContext(config=config))
+    config = settings_of(f"state_dir: {tmp_path}\nengines:\n  - {{job: vllm, url: 'http://127.0.0.1:8000/m'}}\n")
+    [proc] = process_collectors(config, CollectorContext())
     assert proc.name == "processes" and isinstance(proc.targets[0], EngineTarget)
-    none = load_config_text("processes: {enabled: false}\nengines:\n  - {job: v, url: 'http://127.0.0.1:1/m'}\n")
-    assert process_collectors(none, CollectorContext(config=none)) == []
-    assert process_collectors(load_config_text(""), CollectorContext()) == []
+    none = settings_of("processes: {enabled: false}\nengines:\n  - {job: v, url: 'http://127.0.0.1:1/m'}\n")
+    assert process_collectors(none, CollectorContext()) == []
+    assert process_collectors(settings_of(""), CollectorContext()) == []
 
 
 # ---- pure helpers -----------------------------------------------------------------------------------

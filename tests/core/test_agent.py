@@ -9,7 +9,7 @@ import yaml
 
 from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
-from watchdog.config import load_config_text
+from watchdog.config import load_settings
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.model import metric_name
 from watchdog.rules.alert import AlertState
@@ -36,10 +36,9 @@ def _agent(tmp_path: Path, clock: list[float], nvml: FakeNvml | None = None) -> 
         "state_dir": str(tmp_path / "state"), "rules": {"paths": [str(rules)]},
         "collectors": {"host": {"enabled": False}}, "kmsg": {"enabled": False},
         "notifiers": {"log": {"enabled": False}}}))
-    config = load_config_text(config_path.read_text(), str(config_path))
+    settings = load_settings(config_path)
     nvml = nvml or FakeNvml.from_profile("h100-sxm-8")
-    return Agent(config, config_path=config_path, clock=lambda: clock[0],
-                 context=CollectorContext(config=config, nvml=nvml))
+    return Agent(settings, config_path=config_path, clock=lambda: clock[0], context=CollectorContext(nvml=nvml))
 
 
 def _names(agent: Agent) -> set[str]:

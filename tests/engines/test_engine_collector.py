@@ -11,16 +11,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.loopback import serving
+from tests.support.settings import settings_of
 from watchdog.collectors.base import CollectorContext, CollectorRunner
-from watchdog.collectors.engine import (
-    Endpoint,
+from watchdog.collectors.engines import (
     EngineCollector,
     ScrapeError,
     apply_target_labels,
     detect_kind,
     engine_collectors,
     fetch,
+    scrape_instance,
 )
+from watchdog.config.settings import EngineSettings, section_settings
 from watchdog.model import Sample, label_value, metric, metric_name
 
 PAYLOAD = """\
@@ -127,8 +129,12 @@ def value_of(samples: list[Sample], name: str) -> float:
     return only.value
 
 
+def endpoint(url: str, job: str, **kw: object) -> EngineSettings:
+    return section_settings(EngineSettings, "engines[]", {"url": url, "job": job, **kw})
+
+
 def collector(base: str, path: str, **kw: object) -> EngineCollector:
-    return EngineCollector(Endpoint(url=base + path, job="vllm-a", **kw))  # type: ignore[arg-type]
+    return EngineCollector(endpoint(base + path, "vllm-a", **kw))
 
 
 def test_healthy_scrape_adds_target_labels_and_scrape_series(server: str) -> None:
@@ -175,8 +181,8 @@ def test_gzip_body_is_accepted(server: str) -> None:
 @pytest.mark.parametrize(
     ("path", "kw"),
     [
-        ("/slow", {"timeout_seconds": 0.5}),
-        ("/drip", {"timeout_seconds": 0.8}),
+        ("/slow", {"scrape_timeout_seconds": 0.5}),
+        ("/drip", {"scrape_timeout_seconds": 0.8}),
         ("/garbage", {}),
         ("/binary", {}),
         ("/huge", {}),
@@ -206,19 +212,19 @@ def test_timeouts_bound_the_whole_scrape(server: str) -> None:
 
 
 def test_down_endpoint_is_up_zero() -> None:
-    c = EngineCollector(Endpoint(url=f"http://127.0.0.1:{closed_port()}/metrics", job="gone"))
+    c = EngineCollector(endpoint(f"http://127.0.0.1:{closed_port()}/metrics", "gone"))
     samples = c.collect()
     assert value_of(samples, "up") == 0.0
     assert "Connection" in c.last_error or "refused" in c.last_error.lower()
 
 
 def test_one_bad_endpoint_does_not_affect_the_others(server: str) -> None:
-    config = {"engines": [
+    config = settings_of({"engines": [
         {"url": server + "/ok", "job": "good"},
         {"url": server + "/slow", "job": "slow", "scrape_timeout_seconds": 0.3},
         {"url": f"http://127.0.0.1:{closed_port()}/metrics", "job": "down"},
         {"url": server + "/garbage", "job": "garbage"},
-    ]}
+    ]})
     collectors = engine_collectors(config, CollectorContext())
     runner = CollectorRunner(collectors)
     try:
@@ -247,6 +253,6 @@ def test_detect_kind() -> None:
 
 
 def test_instance_defaults_the_port() -> None:
-    assert Endpoint(url="http://host/metrics", job="j").instance == "host:80"
-    assert Endpoint(url="https://host/metrics", job="j").instance == "host:443"
-    assert Endpoint(url="http://[::1]:8000/metrics", job="j").instance == "[::1]:8000"
+    assert scrape_instance("http://host/metrics") == "host:80"
+    assert scrape_instance("https://host/metrics") == "host:443"
+    assert scrape_instance("http://[::1]:8000/metrics") == "[::1]:8000"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from watchdog.collectors.engine import parse_payload
+from watchdog.collectors.engines import parse_payload
 from watchdog.engines.config_series import config_series
 from watchdog.model import Labels, metric_name
 from watchdog.promql import evaluate, parse_query

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from watchdog.config.loader import load_config, load_config_text
+from tests.support.settings import settings_of
+from watchdog.config import load_settings
+from watchdog.config.settings import Settings
 from watchdog.engines.buckets import boundary_at_or_below, le_spellings
 from watchdog.engines.slo import render_slo_rules, slo_rule_groups, slo_targets, slo_warnings
 
@@ -16,8 +18,8 @@ EXAMPLE_CONFIG = ROOT / "rules" / "tests" / "generated" / "slo_example_config.ya
 EXAMPLE_RULES = ROOT / "rules" / "tests" / "generated" / "slo_example_rules.yaml"
 
 
-def config(text: str) -> dict[str, Any]:
-    return load_config_text(text, "<test>")
+def config(text: str) -> Settings:
+    return settings_of(text)
 
 
 def records(groups: list[dict[str, Any]]) -> list[str]:
@@ -25,7 +27,7 @@ def records(groups: list[dict[str, Any]]) -> list[str]:
 
 
 def test_rendered_example_matches_the_checked_in_rules() -> None:
-    assert EXAMPLE_RULES.read_text(encoding="utf-8") == render_slo_rules(load_config(EXAMPLE_CONFIG)), (
+    assert EXAMPLE_RULES.read_text(encoding="utf-8") == render_slo_rules(load_settings(EXAMPLE_CONFIG)), (
         "run: python -m watchdog.engines.slo rules/tests/generated/slo_example_config.yaml "
         "> rules/tests/generated/slo_example_rules.yaml")
 

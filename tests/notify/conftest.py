@@ -11,9 +11,10 @@ import pytest
 import yaml
 
 from tests.notify.slack_api import DEFAULT_TOKEN, FakeSlack
+from tests.support.settings import settings_of
 from watchdog.config.loader import load_config_text
 from watchdog.infra.state import StateDB
-from watchdog.notify.dispatcher import NotificationDispatcher
+from watchdog.notify.dispatcher import NotificationDispatcher, dispatcher_for
 
 
 def notify_config(slack: dict[str, Any] | None = None, **sections: Any) -> dict[str, Any]:
@@ -63,7 +64,7 @@ class Dispatchers:
     def __call__(self, config: dict[str, Any], **kw: Any) -> NotificationDispatcher:
         db = StateDB.in_dir(self.state_dir)
         kw.setdefault("stream", self.log_stream)
-        d = NotificationDispatcher(config, db, "gpu-node-7", **kw)
+        d = dispatcher_for(settings_of(config), db, "gpu-node-7", **kw)
         self.made.append((d, db))
         return d
 

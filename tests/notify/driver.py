@@ -18,9 +18,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.notify.alerts import make_alert, xid_storm
+from watchdog.config import load_config_text
+from watchdog.config.settings import settings_from_config
 from watchdog.infra.logs import setup_logging
 from watchdog.infra.state import StateDB
-from watchdog.notify.dispatcher import NotificationDispatcher
+from watchdog.notify.dispatcher import dispatcher_for
 from watchdog.rules.alert import Alert
 
 BASE_MS = 1_790_000_000_000  # fixed fired_at: the same alert is the same episode across restarts
@@ -62,7 +64,8 @@ def main() -> int:
     config = json.loads(Path(args.config).read_text())
     db = StateDB.in_dir(args.state_dir)
     with open(Path(args.state_dir) / "alerts.log", "a") as alert_log:
-        dispatcher = NotificationDispatcher(config, db, "gpu-node-7", stream=alert_log)
+        dispatcher = dispatcher_for(settings_from_config(load_config_text(json.dumps(config))), db, "gpu-node-7",
+                                    stream=alert_log)
         alerts = phase_alerts(args.phase)
         dispatcher.reconcile_on_start(alerts)
         print("READY", flush=True)

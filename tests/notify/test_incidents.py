@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -16,6 +16,7 @@ import yaml
 from tests.notify.slack_api import FakeSlack
 from tests.support.alertmanager import BINARY, CONFIG, RealAlertmanager
 from tests.support.polling import wait_until
+from watchdog.config.settings import Settings, SlackSettings, section_settings
 from watchdog.demo.harness import run_scenario
 from watchdog.notify.incidents import Incident, correlate, inhibit_rules, render_incident
 from watchdog.rules.alert import Alert, AlertState
@@ -75,13 +76,13 @@ def test_tp_straggler_is_one_incident_naming_the_link() -> None:
 
 
 def test_gpu_fallen_off_bus_gives_one_slack_message_naming_gpu_5(
-        fake_slack: FakeSlack, slack_token: str, tmp_path: Path) -> None:
+        fake_slack: FakeSlack, slack_token: str) -> None:
     """The symptoms go into the thread of the cause's message: one top-level message, cause first."""
-    def add_slack(config: dict[str, Any]) -> None:
-        config["notifiers"]["slack"] = {**config["notifiers"].get("slack", {}), "enabled": True, "mode": "bot",
-                                        "channel": "C0ALERTS", "base_url": fake_slack.base_url,
-                                        "token_env": "SLACK_BOT_TOKEN", "timeout_seconds": 2}
-        config["state_dir"] = str(tmp_path / "state")
+    def add_slack(settings: Settings) -> Settings:
+        slack = section_settings(SlackSettings, "notifiers.slack", {
+            "enabled": True, "mode": "bot", "channel": "C0ALERTS", "base_url": fake_slack.base_url,
+            "token_env": "SLACK_BOT_TOKEN", "timeout_seconds": 2})
+        return replace(settings, notifiers=replace(settings.notifiers, slack=slack))
 
     result = run_scenario("gpu-fallen-off-bus", duration_seconds=90, configure=add_slack)
     assert {"GpuFallenOffBus", "EngineQueueBuildup"} <= set(result.fired)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import yaml
 from tests.support.openai import openai_server
 from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
+from watchdog.config.settings import EngineLogSettings, EngineProbeSettings, section_settings
 from watchdog.daemon.serve import build_exporter
 from watchdog.demo.gpu_driver import GpuSimulator
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
@@ -126,13 +128,14 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
     try:
         gpus = GpuSimulator(scenario, kmsg, SIM_START, engine_pids={e.job: e.process.pid for e in engines})
         config = demo_config(scenario, engines, base, "127.0.0.1:0")
-        config["rules"]["paths"] = [*config["rules"]["paths"], str(rules_path)]
-        config["engines"][0]["probe"] = {"url": f"{probe_url}/v1/completions", "model": "m",
-                                         "interval_seconds": 5, "timeout_seconds": 2}
+        config = replace(config, rules=replace(config.rules, paths=(*config.rules.paths, str(rules_path))))
         engine_log = base / "engine.log"
         engine_log.touch()
-        config["engines"][0]["log"] = {"file": str(engine_log)}
-        agent = Agent(config, clock=lambda: now[0], context=CollectorContext(config=config, nvml=gpus.nvml))
+        probe = section_settings(EngineProbeSettings, "engines[].probe", {
+            "url": f"{probe_url}/v1/completions", "model": "m", "interval_seconds": 5, "timeout_seconds": 2})
+        busy = replace(config.engines[0], probe=probe, log=EngineLogSettings(file=str(engine_log), unit=None))
+        config = replace(config, engines=(busy, *config.engines[1:]))
+        agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=gpus.nvml))
         agent.before_tick.append(gpus.advance)
         agent.before_tick.append(_fail_once(at=SIM_START + 12))
         for step in range(TICKS):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from watchdog.config.settings import ExporterSettings, section_settings
 from watchdog.exporter.collector import SeriesLimiter
 from watchdog.exporter.security import BasicAuth, ExporterConfigError, load_security
 from watchdog.exporter.server import ExporterServer, accepts_gzip, exporter_for_store
@@ -49,9 +50,15 @@ def servers() -> Iterator[list[ExporterServer]]:
         server.stop()
 
 
+def exporter_settings(section: Mapping[str, Any] | None) -> ExporterSettings:
+    """An ``exporter`` section with the config schema's defaults for what it leaves out."""
+    return section_settings(ExporterSettings, "exporter", section)
+
+
 def start(servers: list[ExporterServer], store: Store, section: Mapping[str, Any] | None = None,
           environ: dict[str, str] | None = None, ready: bool = True) -> ExporterServer:
-    server = exporter_for_store(store, "127.0.0.1:0", ready=lambda: ready, section=section, clock=clock,
+    server = exporter_for_store(store, "127.0.0.1:0", ready=lambda: ready, section=exporter_settings(section),
+                                clock=clock,
                                 environ=environ or {})
     server.start()
     servers.append(server)
@@ -177,12 +184,12 @@ def test_password_file_reload_and_broken_reload(servers: list[ExporterServer], t
     server = start(servers, store_with(BASE_SAMPLES), section)
     assert http_get(server.url + "/metrics", user="prom", password=PASSWORD).status == 200
     secret.write_text("rotated-password-2\n")
-    server.reload(section)
+    server.reload(exporter_settings(section))
     assert http_get(server.url + "/metrics", user="prom", password=PASSWORD).status == 401
     assert http_get(server.url + "/metrics", user="prom", password="rotated-password-2").status == 200
     broken = {**section, "tls": {"cert_file": str(tmp_path / "missing.crt"), "key_file": str(tmp_path / "k")}}
     with pytest.raises(ExporterConfigError, match=r"exporter\.tls: cannot load certificate .*missing\.crt"):
-        server.reload(broken)
+        server.reload(exporter_settings(broken))
     assert server.url.startswith("http://")  # the running settings stayed
     assert http_get(server.url + "/metrics", user="prom", password="rotated-password-2").status == 200
 
@@ -197,7 +204,7 @@ def test_password_file_reload_and_broken_reload(servers: list[ExporterServer], t
 ])
 def test_config_errors_name_the_key(section: dict[str, object], message: str) -> None:
     with pytest.raises(ExporterConfigError, match=message):
-        load_security(section, environ={})
+        load_security(exporter_settings(section), environ={})
 
 
 def test_cardinality_cap_per_metric(servers: list[ExporterServer]) -> None:

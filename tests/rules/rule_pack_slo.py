@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from tests.support.settings import settings_of
 from watchdog.engines.canonical import dump_rule_yaml
 from watchdog.engines.slo import slo_rule_groups
 
@@ -78,7 +79,7 @@ def default_rule(rule: dict[str, Any]) -> dict[str, Any]:
 
 def default_slo_groups() -> list[dict[str, Any]]:
     """The rule groups of ``rules/serving-slo.yaml``."""
-    groups = slo_rule_groups(default_slo_config(), warn=False)
+    groups = slo_rule_groups(settings_of(default_slo_config()), warn=False)
     slo = next(g for g in groups if g["name"] == "engine-slo")
     return [{"name": GROUP_NAME, "rules": [default_rule(r) for r in slo["rules"]]}]
 

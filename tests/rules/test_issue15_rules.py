@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from tests.support.alert_names import ISSUE_15_ALERTS
-from watchdog.config import load_config, load_config_text
+from watchdog.config import load_config_text, load_settings
+from watchdog.config.settings import settings_from_config
 from watchdog.engines.forecast import GROUP_NAME, forecast_rule_groups, render_forecast_rules
 from watchdog.promtool.runner import run_test_file
 from watchdog.rules.loader import load_rule_files, load_ruleset
@@ -82,19 +83,19 @@ def test_groups_are_apart_from_the_pack() -> None:
 
 
 def test_generated_example_matches_the_generator() -> None:
-    config = load_config(str(GENERATED / "forecast_example_config.yaml"))
-    assert (GENERATED / "forecast_example_rules.yaml").read_text(encoding="utf-8") == render_forecast_rules(config)
+    settings = load_settings(str(GENERATED / "forecast_example_config.yaml"))
+    assert (GENERATED / "forecast_example_rules.yaml").read_text(encoding="utf-8") == render_forecast_rules(settings)
 
 
 def test_configured_horizon_is_in_the_node_rule_set() -> None:
-    config = load_config_text("""
+    settings = settings_from_config(load_config_text("""
 engines:
   - {job: v, url: "http://127.0.0.1:8000/metrics"}
 forecast: {kv_exhaustion_horizon_seconds: 120}
 rules: {paths: []}
-""")
-    groups = {g.name: g for g in load_ruleset(config).groups}
+"""))
+    groups = {g.name: g for g in load_ruleset(settings).groups}
     assert groups[GROUP_NAME].rules[0].expr == "vector(120)"
-    default = load_config_text('engines: [{job: v, url: "http://127.0.0.1:8000/metrics"}]\n')
+    default = settings_from_config(load_config_text('engines: [{job: v, url: "http://127.0.0.1:8000/metrics"}]\n'))
     assert forecast_rule_groups(default)[0]["rules"][0]["expr"] == "vector(600)"
-    assert forecast_rule_groups(load_config_text("{}")) == []
+    assert forecast_rule_groups(settings_from_config(load_config_text("{}"))) == []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from watchdog.config import load_config_text
+from tests.support.settings import settings_of
 from watchdog.rules.loader import (
     AlertingRule,
     RecordingRule,
@@ -182,11 +182,11 @@ def test_render_is_one_valid_rule_file(tmp_path: Path) -> None:
 
 def test_load_ruleset_adds_generated_slo_groups(tmp_path: Path) -> None:
     rules = write(tmp_path, GOOD)
-    config = load_config_text(yaml.safe_dump({
+    config = settings_of(yaml.safe_dump({
         "rules": {"paths": [str(rules)]},
         "engines": [{"url": "http://127.0.0.1:8000/metrics", "job": "v", "kind": "vllm",
                      "models": [{"model": "m", "ttft_seconds": 0.5}]}],
-    }), "<test>")
+    }))
     ruleset = load_ruleset(config)
     names = [g.name for g in ruleset.groups]
     assert names[:2] == ["engines", "second"] and len(names) > 2

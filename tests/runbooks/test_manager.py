@@ -14,11 +14,12 @@ import yaml
 
 from tests.loopback import serving
 from watchdog.config import load_config_text
+from watchdog.config.settings import settings_document, settings_from_config
 from watchdog.infra.logs import register_secret
 from watchdog.infra.state import StateDB
 from watchdog.model import metric
 from watchdog.rules.alert import Alert, AlertState
-from watchdog.runbooks.catalogue import load_catalogue
+from watchdog.runbooks.catalogue import catalogue_from_settings, load_catalogue
 from watchdog.runbooks.events import RunbookEvent
 from watchdog.runbooks.executors import ExecResult, default_executors
 from watchdog.runbooks.manager import RunbookManager
@@ -65,6 +66,15 @@ class Clock:
         return self.ms / 1000
 
 
+def manager_for(config: dict[str, Any], db: StateDB, store: Store, *args: Any, **kw: Any) -> RunbookManager:
+    """A manager as the agent builds it from a config document: its remediation section, the whole
+    document for templates, the node name."""
+    settings = settings_from_config(load_config_text(yaml.safe_dump(config)))  # validated and defaulted
+    kw.setdefault("catalogue", catalogue_from_settings(settings.runbooks))
+    return RunbookManager(settings.remediation, db, store, *args, template_config=settings_document(settings),
+                          node=settings.node or None, **kw)
+
+
 class Harness:
     """One manager over a runbook directory and a state file; ``restart()`` makes a fresh manager."""
 
@@ -88,8 +98,8 @@ class Harness:
 
     def _build(self) -> RunbookManager:
         self.db = StateDB(self.db_path)
-        return RunbookManager(self.config, self.db, self.store, self.clock, self.recorders,
-                              catalogue=load_catalogue([self.rb_dir]), conditions=self.conditions)
+        return manager_for(self.config, self.db, self.store, self.clock, self.recorders,
+                           catalogue=load_catalogue([self.rb_dir]), conditions=self.conditions)
 
     def restart(self) -> None:
         self.manager.wait_idle()
@@ -367,8 +377,8 @@ def test_a_step_interrupted_by_a_restart_escalates(tmp_path: Path, auto_policy: 
     h.manager.on_alerts([alert], h.clock.ms)
     assert h.decisions("restart") == ["started"]
     h.manager.close()  # the agent dies with the step in flight
-    fresh = RunbookManager(h.config, StateDB(h.db_path), h.store, h.clock, {"command": Blocking()},
-                           catalogue=load_catalogue([h.rb_dir]))
+    fresh = manager_for(h.config, StateDB(h.db_path), h.store, h.clock, {"command": Blocking()},
+                        catalogue=load_catalogue([h.rb_dir]))
     release.set()
     events = fresh.on_alerts([alert], h.clock.ms + 1000)
     assert h.decisions("restart") == ["started", "escalated"]
@@ -532,7 +542,7 @@ def test_registered_secrets_in_output_are_redacted(tmp_path: Path) -> None:
 def test_manager_builds_from_config_alone(tmp_path: Path) -> None:
     config = load_config_text(yaml.safe_dump({"runbooks": {"paths": [str(tmp_path)]}}))
     (tmp_path / "engine-down.yaml").write_text(yaml.safe_dump(RUNBOOK))
-    manager = RunbookManager(config, StateDB(tmp_path / "s.db"), Store())
+    manager = manager_for(config, StateDB(tmp_path / "s.db"), Store())
     try:
         assert manager.catalogue.for_alert("EngineDown") is not None
         resolved = make_alert(state=AlertState.INACTIVE)
@@ -607,8 +617,8 @@ def test_gateway_call_and_unit_restart_through_the_manager(tmp_path: Path) -> No
         h.config["engines"] = [{"job": "vllm", "url": "http://127.0.0.1:8000/metrics", "unit": "vllm.service"}]
         h.manager.close()
         executors = {kind: rec for kind, rec in h.recorders.items() if kind != "systemd"}
-        h.manager = RunbookManager(h.config, h.db, h.store, h.clock, executors,
-                                   catalogue=load_catalogue([h.rb_dir]), runner=runner)
+        h.manager = manager_for(h.config, h.db, h.store, h.clock, executors,
+                                catalogue=load_catalogue([h.rb_dir]), runner=runner)
         alert = make_alert()
         h.tick([alert])
         h.tick([alert])

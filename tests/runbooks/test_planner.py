@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from watchdog.config.settings import RemediationSettings, section_settings
 from watchdog.runbooks.planner import (
     DAY_MS,
     Condition,
@@ -27,7 +28,15 @@ RESTART = parse_step({"name": "restart", "systemd": {"unit": "vllm.service"}, "a
                       "cooldown": "30m", "max_per_day": 2}, diagnose=False)
 MANUAL = parse_step({"name": "reset", "command": ["nvidia-smi", "-r", "-i", "0"]}, diagnose=False)
 ACTION = RenderedAction("systemd", unit="vllm.service", verb="restart")
-AUTO = Policy(mode="auto", allow_units=("vllm.service",), allow_commands=("nvidia-smi",))
+def policy(mode: str = "suggest", dry_run: bool = False, allow_units: tuple[str, ...] = (),
+           allow_commands: tuple[str, ...] = ()) -> Policy:
+    """The policy of a ``remediation`` section, with the config schema's defaults for the rest."""
+    allow = {"units": list(allow_units), "commands": list(allow_commands)}
+    section = {"mode": mode, "dry_run": dry_run, "allow": allow}
+    return Policy.from_settings(section_settings(RemediationSettings, "remediation", section))
+
+
+AUTO = policy(mode="auto", allow_units=("vllm.service",), allow_commands=("nvidia-smi",))
 
 
 NO_HISTORY = TargetHistory()
@@ -38,16 +47,16 @@ def decide(step=RESTART, action=ACTION, policy=AUTO, history=NO_HISTORY, **kw): 
 
 
 @pytest.mark.parametrize(("policy", "kw", "verdict", "words"), [
-    (Policy(), {}, Verdict.SUGGEST, "mode is suggest"),
-    (Policy(mode="off", allow_units=("vllm.service",)), {}, Verdict.SKIP, "mode is off"),
-    (Policy(mode="approve", allow_units=("vllm.service",)), {}, Verdict.AWAIT_APPROVAL, "approve"),
-    (Policy(mode="auto"), {}, Verdict.SKIP, "not in remediation.allow.units"),
-    (Policy(mode="approve"), {"approved": True}, Verdict.SKIP, "not in remediation.allow.units"),
+    (policy(), {}, Verdict.SUGGEST, "mode is suggest"),
+    (policy(mode="off", allow_units=("vllm.service",)), {}, Verdict.SKIP, "mode is off"),
+    (policy(mode="approve", allow_units=("vllm.service",)), {}, Verdict.AWAIT_APPROVAL, "approve"),
+    (policy(mode="auto"), {}, Verdict.SKIP, "not in remediation.allow.units"),
+    (policy(mode="approve"), {"approved": True}, Verdict.SKIP, "not in remediation.allow.units"),
     (AUTO, {}, Verdict.RUN, "auto"),
     (AUTO, {"escalated": True}, Verdict.AWAIT_APPROVAL, "escalated"),
     (AUTO, {"escalated": True, "approved": True}, Verdict.RUN, "approved"),
-    (Policy(mode="approve", allow_units=("vllm.service",)), {"approved": True}, Verdict.RUN, "approved"),
-    (Policy(mode="auto", dry_run=True, allow_units=("vllm.service",)), {}, Verdict.DRY_RUN, "dry_run"),
+    (policy(mode="approve", allow_units=("vllm.service",)), {"approved": True}, Verdict.RUN, "approved"),
+    (policy(mode="auto", dry_run=True, allow_units=("vllm.service",)), {}, Verdict.DRY_RUN, "dry_run"),
     (AUTO, {"requires": Condition(False, "empty result")}, Verdict.SKIP, "requires not met"),
     (AUTO, {"requires": Condition(True, "1 series")}, Verdict.RUN, "auto"),
 ])
@@ -107,7 +116,7 @@ def test_requires_is_only_evaluated_when_the_step_would_run() -> None:
         asked.append(expr)
         return Condition(False, "empty result")
 
-    d = plan_step(step, rendered, Policy(), lambda key: TargetHistory(), NOW, check=check)
+    d = plan_step(step, rendered, policy(), lambda key: TargetHistory(), NOW, check=check)
     assert d.verdict is Verdict.SUGGEST and asked == []
     d = plan_step(step, rendered, AUTO, lambda key: TargetHistory(), NOW, check=check)
     assert d.verdict is Verdict.SKIP and d.requires_not_met
@@ -138,15 +147,16 @@ def test_unit_allowlist_globs() -> None:
 
 
 def test_diagnostics_are_limited_to_read_only_tools() -> None:
-    policy = Policy.from_config({})
+    defaults = policy()
+
     def command(*argv: str) -> str:
-        return diagnostic_problem(RenderedAction("command", argv=argv), policy)
+        return diagnostic_problem(RenderedAction("command", argv=argv), defaults)
 
     assert command("nvidia-smi", "-q") == ""
     assert "not in" in command("/usr/bin/rm", "-rf", "/")
     assert command("systemctl", "status", "x.service") == ""
     assert "limited" in command("systemctl", "restart", "x")
     get = RenderedAction("http", method="GET", url="http://127.0.0.1:8000/metrics")
-    assert diagnostic_problem(get, policy) == ""
+    assert diagnostic_problem(get, defaults) == ""
     far = RenderedAction("http", method="GET", url="http://10.1.1.1:8000/metrics")
-    assert "not under" in diagnostic_problem(far, policy)
+    assert "not under" in diagnostic_problem(far, defaults)

@@ -9,6 +9,7 @@ import pytest
 
 from tests.support.alert_names import ISSUE_5_ALERTS, ISSUE_15_ALERTS
 from watchdog.config import load_config_text
+from watchdog.config.settings import settings_from_config
 from watchdog.runbooks.catalogue import Catalogue, Runbook, load_catalogue
 from watchdog.runbooks.planner import Policy, diagnostic_problem, render_step
 from watchdog.runbooks.templating import TemplateContext
@@ -69,7 +70,7 @@ def test_markdown_has_every_section(runbook: Runbook) -> None:
 def test_every_step_renders_for_a_typical_alert(runbook: Runbook) -> None:
     ctx = TemplateContext(labels={"alertname": runbook.alerts[0], **SAMPLE_LABELS}, config=CONFIG,
                           vars=CONFIG["remediation"]["vars"], node="gpu-node-1")
-    policy = Policy.from_config(CONFIG)
+    policy = Policy.from_settings(settings_from_config(CONFIG).remediation)
     for step in runbook.diagnose:
         rendered = render_step(step, ctx)
         assert rendered.action is not None, (step.name, rendered.error)

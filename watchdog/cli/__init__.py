@@ -24,6 +24,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "xid",
     "runbooks",
     "config",
+    "plan",
+    "loadtest",
 )
 
 

@@ -21,18 +21,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     from watchdog.check import run_check
-    from watchdog.config import ConfigError, load_config
+    from watchdog.config import ConfigError, load_settings
 
     try:
-        config = load_config(args.config)
-        report = run_check(config, interval_seconds=args.interval)
+        settings = load_settings(args.config)
+        report = run_check(settings, interval_seconds=args.interval)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.digest:
         from watchdog.engines.config_audit import config_digest
 
-        sys.stdout.write(config_digest(report.alerts, config.get("node") or "this node"))
+        sys.stdout.write(config_digest(report.alerts, settings.node or "this node"))
         return report.exit_code
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2)

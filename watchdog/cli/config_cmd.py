@@ -28,10 +28,10 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from watchdog.config import ConfigError, load_config
+    from watchdog.config import ConfigError, load_settings
 
     try:
-        load_config(args.path)
+        load_settings(args.path)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -174,7 +174,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from watchdog.config import ConfigError, load_config
+    from watchdog.config import ConfigError, load_settings
     from watchdog.rules.loader import RuleLoadError, load_ruleset
     from watchdog.rules.render import render_ruleset
 
@@ -184,8 +184,7 @@ def _render(args: argparse.Namespace) -> int:
 
         path = str(DEFAULT_CONFIG_PATH) if os.path.exists(DEFAULT_CONFIG_PATH) else None
     try:
-        config = load_config(path)
-        ruleset = load_ruleset(config)
+        ruleset = load_ruleset(load_settings(path))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

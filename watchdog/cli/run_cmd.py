@@ -21,24 +21,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
 
     from watchdog.agent import Agent
-    from watchdog.config import ConfigError, load_config
+    from watchdog.config import ConfigError, load_settings
     from watchdog.config.loader import DEFAULT_CONFIG_PATH
     from watchdog.daemon.serve import serve
     from watchdog.daemon.systemd_hooks import systemd_hooks
 
     path = args.config or (str(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else None)
     try:
-        config = load_config(path)
+        settings = load_settings(path)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        agent = Agent(config, config_path=path)
+        agent = Agent(settings, config_path=path)
     except Exception as exc:  # start-up boundary: a clear message and a non-zero exit
         log.exception("cannot start the agent")
         print(f"error: cannot start: {exc}", file=sys.stderr)
         return 2
-    listen = args.listen or config["listen"]
+    listen = args.listen or settings.listen
     log.info("agent starting", extra={"config": path or "(defaults)", "listen": listen,
                                       "collectors": [c.name for c in agent.collectors]})
     return serve(agent, listen, hooks=systemd_hooks(agent))

@@ -27,7 +27,10 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from watchdog.config.settings import Settings
 
 DEFAULT_CONFIG = Path("/etc/inference-watchdog/config.yaml")
 
@@ -66,22 +69,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
 # -- loading ----------------------------------------------------------------------------------------
 
 
-def _config(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
-    from watchdog.config import load_config
+def _config(args: argparse.Namespace) -> tuple[Settings, Path | None]:
+    from watchdog.config import load_settings
 
     path = Path(args.config) if args.config else (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
-    return load_config(path), path
+    return load_settings(path), path
 
 
-def _catalogue(args: argparse.Namespace, config: dict[str, Any], config_path: Path | None) -> Any:
-    from watchdog.runbooks.catalogue import catalogue_from_config, load_catalogue
+def _catalogue(args: argparse.Namespace, settings: Settings, config_path: Path | None) -> Any:
+    from watchdog.runbooks.catalogue import catalogue_from_settings, load_catalogue
 
     if args.path:
         return load_catalogue(args.path)
-    return catalogue_from_config(config, config_path)
+    return catalogue_from_settings(settings.runbooks, config_path)
 
 
-def _load(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None, Any] | None:
+def _load(args: argparse.Namespace) -> tuple[Settings, Path | None, Any] | None:
     from watchdog.config import ConfigError
     from watchdog.runbooks.catalogue import RunbookError
 
@@ -133,9 +136,9 @@ def _parse_labels(text: str) -> dict[str, str]:
 class _ReadOnlyState:
     """The live node's state database, opened read-only (absent or unreadable: no history)."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(self, state_dir: str) -> None:
         self.conn: sqlite3.Connection | None = None
-        path = Path(config.get("state_dir", "")) / "state.db"
+        path = Path(state_dir) / "state.db"
         if path.is_file():
             try:
                 self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -174,15 +177,15 @@ class _ReadOnlyState:
 
 
 def _suggestion(runbook: Any, labels: Mapping[str, str], fingerprint: str, source: str,
-                config: dict[str, Any], state: _ReadOnlyState, now_ms: int) -> dict[str, Any]:
+                settings: Settings, state: _ReadOnlyState, now_ms: int) -> dict[str, Any]:
+    from watchdog.config.settings import settings_document
     from watchdog.infra.logs import redact
     from watchdog.runbooks.planner import DAY_MS, Policy, TargetHistory, plan_step, render_step
     from watchdog.runbooks.templating import TemplateContext
 
-    policy = Policy.from_config(config)
-    section = config.get("remediation") or {}
-    ctx = TemplateContext(labels=labels, config=config, vars=dict(section.get("vars") or {}),
-                          node=config.get("node") or _hostname())
+    policy = Policy.from_settings(settings.remediation)
+    ctx = TemplateContext(labels=labels, config=settings_document(settings), vars=dict(settings.remediation.vars),
+                          node=settings.node or _hostname())
     escalated = state.escalated(fingerprint)
     steps = []
     for step in runbook.remediate:
@@ -199,7 +202,7 @@ def _suggestion(runbook: Any, labels: Mapping[str, str], fingerprint: str, sourc
                          else "", "error": rendered.error})
     return {"alert": labels.get("alertname", ""), "labels": dict(labels), "fingerprint": fingerprint,
             "source": source, "escalated": escalated,
-            "policy": {"mode": policy.mode, "dry_run": policy.dry_run},
+            "policy": {"mode": policy.mode.value, "dry_run": policy.dry_run},
             "steps": steps, "diagnose": diagnose}
 
 
@@ -249,7 +252,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.alert and args.alert not in runbook.alerts:
         print(f"warning: runbook {runbook.id} does not list alert {args.alert}", file=sys.stderr)
     now_ms = int(time.time() * 1000)
-    state = _ReadOnlyState(config)
+    state = _ReadOnlyState(config.state_dir)
     suggestions = []
     if args.alert or extra:
         labels = {"alertname": args.alert or runbook.alerts[0], **extra}
@@ -311,8 +314,8 @@ class _AnyLabel(dict[str, str]):
 
 
 def _check(args: argparse.Namespace) -> int:
-    from watchdog.config import ConfigError, load_config
-    from watchdog.runbooks.catalogue import RunbookError, catalogue_from_config, load_catalogue
+    from watchdog.config import ConfigError, load_settings
+    from watchdog.runbooks.catalogue import RunbookError, catalogue_from_settings, load_catalogue
     from watchdog.runbooks.conditions import check_expression
     from watchdog.runbooks.planner import render_step
     from watchdog.runbooks.templating import TemplateContext
@@ -322,7 +325,7 @@ def _check(args: argparse.Namespace) -> int:
             catalogue = load_catalogue(args.paths)
         else:
             config_path = Path(args.config) if args.config else None
-            catalogue = catalogue_from_config(load_config(config_path), config_path)
+            catalogue = catalogue_from_settings(load_settings(config_path).runbooks, config_path)
     except (ConfigError, RunbookError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

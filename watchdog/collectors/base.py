@@ -1,9 +1,9 @@
-"""The collector contract, the registry, and the isolating runner.
+"""The collector contract, the typed context factories receive, and the isolating runner.
 
 A collector is anything with a ``name`` and ``collect() -> Iterable[Sample]`` (see :class:`Collector`).
-Collectors are registered by kind (``@register("nvml")``) with a factory ``(config, context) -> list of
-collectors``; the factory receives the whole config and reads its own section, so that one section can
-yield several instances (one per engine endpoint) or none (disabled).
+Each collector module has a factory ``(settings, context) -> list of collectors`` listed by name in
+:mod:`watchdog.collectors.registry`; the factory reads its own section of the typed settings, so that one
+section can yield several instances (one per engine endpoint) or none (disabled).
 
 The runner calls each collector in a worker thread with a deadline. A collector that raises, or does not
 finish by its deadline, yields ``watchdog_collector_success{collector} 0`` and its previous series go
@@ -22,9 +22,10 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
 from watchdog.store import Store
 
@@ -46,27 +47,26 @@ class Collector(Protocol):
         ...
 
 
-Factory = Callable[[dict[str, Any], "CollectorContext"], list[Collector]]
-REGISTRY: dict[str, Factory] = {}
-
-
-@dataclass
+@dataclass(frozen=True)
 class CollectorContext:
-    """What factories may need beyond their config section: injected I/O for tests and the demo."""
+    """What factories may need beyond their settings section: shared state and injected I/O.
 
-    config: dict[str, Any] = field(default_factory=dict)
-    nvml: Any = None  # a pynvml-compatible module (real or watchdog.fakes.pynvml)
-    extra: dict[str, Any] = field(default_factory=dict)
+    Every field is optional; None means "the real thing": the state database in ``state_dir``, the
+    wall clock, the real ``pynvml`` (imported on first use), the real ``psutil``, ``processes.sysfs_root``
+    and the kernel's boot id. The agent fills in its own database and clock with :func:`dataclasses.replace`
+    (a context handed in is never mutated); tests and the demo inject fakes here.
+    """
 
+    state_db: StateDB | None = None
+    clock: Callable[[], float] | None = None
+    nvml: Any = None  # a pynvml-compatible module (the real one, or watchdog.fakes.pynvml for demo/tests)
+    psutil: Any = None  # a psutil-compatible module
+    sysfs_root: str | None = None  # replaces processes.sysfs_root (tests point it at a fixture tree)
+    boot_id: str | None = None  # replaces the kernel's boot id (tests)
 
-def register(kind: str) -> Callable[[Factory], Factory]:
-    """Class/function decorator registering a collector factory under ``kind``."""
-
-    def wrap(factory: Factory) -> Factory:
-        REGISTRY[kind] = factory
-        return factory
-
-    return wrap
+    def db_for(self, state_dir: str) -> StateDB:
+        """The shared state database, else one opened in ``state_dir``."""
+        return self.state_db if self.state_db is not None else StateDB.in_dir(state_dir)
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from watchdog.collectors.base import Collector, CollectorContext, NoData, register
-from watchdog.collectors.engine import Endpoint, target_labels
+from watchdog.collectors.base import Collector, CollectorContext, NoData
+from watchdog.collectors.engines import target_labels
+from watchdog.config.settings import Settings
 from watchdog.engines.logparse import KINDS, EngineLogEvent, parse_engine_log_line
 from watchdog.kmsg.follow import FileFollower, JournalReader, LogSource
 from watchdog.model import Sample, metric
@@ -83,16 +83,17 @@ class EngineLogCollector:
         return out
 
 
-@register("engine_logs")
-def engine_log_collectors(config: dict[str, Any], context: CollectorContext) -> list[Collector]:
+def engine_log_collectors(settings: Settings, context: CollectorContext) -> list[Collector]:
     """One :class:`EngineLogCollector` per ``engines[]`` entry with a ``log`` section."""
     del context
     out: list[Collector] = []
-    for entry in config.get("engines") or []:
-        section = entry.get("log") or {}
-        targets = target_labels(Endpoint.from_config(entry))
-        if section.get("file"):
-            out.append(EngineLogCollector(targets, file_source(str(section["file"])), str(section["file"])))
-        elif section.get("unit"):
-            out.append(EngineLogCollector(targets, journal_source(str(section["unit"]), str(config["state_dir"]))))
+    for endpoint in settings.engines:
+        section = endpoint.log
+        if section is None:
+            continue
+        targets = target_labels(endpoint)
+        if section.file:
+            out.append(EngineLogCollector(targets, file_source(section.file), section.file))
+        elif section.unit:
+            out.append(EngineLogCollector(targets, journal_source(section.unit, settings.state_dir)))
     return out

@@ -16,13 +16,13 @@ from typing import Any
 
 import psutil
 
-from watchdog.collectors.base import Collector, CollectorContext, register
+from watchdog.collectors.base import Collector, CollectorContext
 from watchdog.collectors.nvml_fields import SeriesInfo
+from watchdog.config.settings import HostSettings, Settings
 from watchdog.model import Sample, metric
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CPU_MODES = ("user", "system", "idle", "iowait", "irq", "softirq", "steal")
 PRESSURE_RESOURCES = ("cpu", "memory", "io")
 PRESSURE_WINDOWS = {"avg10": "10s", "avg60": "60s", "avg300": "300s"}
 
@@ -102,14 +102,13 @@ def cpu_samples(times: Sequence[Any], modes: Iterable[str], per_cpu: bool) -> li
 class HostCollector:
     """psutil + procfs reads; see the module docstring."""
 
-    def __init__(self, *, name: str = "host", timeout_seconds: float = 2.0, per_cpu: bool = True,
-                 cpu_modes: Iterable[str] = DEFAULT_CPU_MODES, proc_path: str | Path = "/proc",
+    def __init__(self, settings: HostSettings, *, name: str = "host",
                  psutil_module: ModuleType | Any = psutil) -> None:
         self.name = name
-        self.timeout_seconds = timeout_seconds
-        self.per_cpu = per_cpu
-        self.cpu_modes = tuple(cpu_modes)
-        self.proc_path = Path(proc_path)
+        self.timeout_seconds = settings.timeout_seconds
+        self.per_cpu = settings.per_cpu
+        self.cpu_modes = settings.cpu_modes
+        self.proc_path = Path(settings.proc_path)
         self.psutil = psutil_module
 
     def collect(self) -> list[Sample]:
@@ -151,16 +150,8 @@ class HostCollector:
             return None
 
 
-@register("host")
-def host_collectors(config: dict[str, Any], context: CollectorContext) -> list[Collector]:
+def host_collectors(settings: Settings, context: CollectorContext) -> list[Collector]:
     """Factory for the config's ``collectors.host`` section: one collector, or none when disabled."""
     del context
-    section = (config.get("collectors") or {}).get("host") or {}
-    if not section.get("enabled", True):
-        return []
-    return [HostCollector(
-        timeout_seconds=float(section.get("timeout_seconds", 2.0)),
-        per_cpu=bool(section.get("per_cpu", True)),
-        cpu_modes=section.get("cpu_modes") or DEFAULT_CPU_MODES,
-        proc_path=section.get("proc_path", "/proc"),
-    )]
+    section = settings.collectors.host
+    return [HostCollector(section)] if section.enabled else []

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from watchdog.collectors.base import CollectorContext, NoData, register
+from watchdog.collectors.base import CollectorContext, NoData
+from watchdog.config.settings import Settings
 from watchdog.infra.state import StateDB
 from watchdog.kmsg.follow import (
     KMSG_PATH,
@@ -349,27 +350,24 @@ class _DeferredNoData:
         raise NoData(self.reason)
 
 
-@register("kmsg")
-def kmsg_collectors(config: dict[str, Any], context: CollectorContext) -> list[Any]:
-    """The kernel-log collector for ``config["kmsg"]``; none when disabled.
+def kmsg_collectors(settings: Settings, context: CollectorContext) -> list[Any]:
+    """The kernel-log collector for the ``kmsg`` section; none when disabled.
 
-    Reads from ``context.extra``: ``state_db`` (a :class:`StateDB`, else one is opened in ``state_dir``),
-    ``clock`` (seconds), ``boot_id``; NVML from ``context.nvml``.
+    Uses the context's state database, clock, boot id and NVML (each None means the real one).
     """
-    section = config.get("kmsg") or {}
-    if not section.get("enabled", True):
+    section = settings.kmsg
+    if not section.enabled:
         return []
-    timeout = float(section.get("timeout_seconds", 5.0))
-    boot_id = str(context.extra.get("boot_id") or read_boot_id())
-    state_dir = config.get("state_dir", "/var/lib/inference-watchdog")
+    timeout = section.timeout_seconds
+    boot_id = context.boot_id or read_boot_id()
+    state_dir = settings.state_dir
     try:
-        source_key, factory = build_source_factory(str(section.get("source", "auto")), state_dir, boot_id)
+        source_key, factory = build_source_factory(section.source, state_dir, boot_id)
     except NoData as exc:
         return [_DeferredNoData("kmsg", str(exc), timeout)]
-    db = context.extra.get("state_db") or StateDB.in_dir(state_dir)
     return [KmsgCollector(
-        factory, db, source_key=source_key, nvml=context.nvml, boot_id=boot_id,
-        clock=context.extra.get("clock", time.time),
-        reboot_threshold=int(section.get("reboot_escalation_threshold", DEFAULT_REBOOT_THRESHOLD)),
+        factory, context.db_for(state_dir), source_key=source_key, nvml=context.nvml, boot_id=boot_id,
+        clock=context.clock or time.time,
+        reboot_threshold=section.reboot_escalation_threshold,
         timeout_seconds=timeout,
     )]

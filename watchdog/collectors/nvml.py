@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.collectors import nvml_fields as F
-from watchdog.collectors.base import Collector, CollectorContext, NoData, register, start_daemon
+from watchdog.collectors.base import Collector, CollectorContext, NoData, start_daemon
+from watchdog.config.settings import NvmlSettings, Settings, section_settings
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric
 
 log = logging.getLogger(__name__)
@@ -257,18 +258,18 @@ class FieldPlanner:
 class NvmlCollector:
     """Reads every GPU through NVML once per :meth:`collect`. See the module docstring."""
 
-    def __init__(self, nvml: Any = None, *, name: str = "nvml", timeout_seconds: float = 2.0,
-                 nvlink: bool = True, processes: bool = True, static_refresh_seconds: float = 300.0,
-                 backoff_initial_seconds: float = 1.0, backoff_max_seconds: float = 300.0,
-                 clock: Callable[[], float] = time.monotonic,
+    def __init__(self, nvml: Any = None, settings: NvmlSettings | None = None, *, name: str = "nvml",
+                 backoff_initial_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic,
                  import_module: Callable[[], Any] = import_pynvml) -> None:
+        """``settings`` default to the schema's ``collectors.nvml`` defaults."""
+        settings = settings or section_settings(NvmlSettings, "collectors.nvml")
         self.name = name
-        self.timeout_seconds = timeout_seconds
-        self.nvlink = nvlink
-        self.processes = processes
-        self.static_refresh_seconds = static_refresh_seconds
+        self.timeout_seconds = settings.timeout_seconds
+        self.nvlink = settings.nvlink
+        self.processes = settings.processes
+        self.static_refresh_seconds = settings.static_refresh_seconds
         self.backoff_initial_seconds = backoff_initial_seconds
-        self.backoff_max_seconds = backoff_max_seconds
+        self.backoff_max_seconds = settings.init_backoff_max_seconds
         self._nvml = nvml
         self._clock = clock
         self._import_module = import_module
@@ -286,7 +287,7 @@ class NvmlCollector:
         self._gone: dict[int, int] = {}
         self._inflight: dict[int, Future[tuple[list[Sample], CallStats]]] = {}
         self._labels: dict[int, tuple[str, LabelCache]] = {}
-        self.gpu_deadline_seconds = 0.8 * timeout_seconds
+        self.gpu_deadline_seconds = 0.8 * self.timeout_seconds
         self.last_stats = CallStats()
 
     @property
@@ -761,35 +762,13 @@ def gpu_processes(nvml: Any) -> dict[int, list[tuple[int, int | None]]]:
         nvml.nvmlShutdown()
 
 
-def resolve_nvml(config: dict[str, Any], context: CollectorContext) -> Any | None:
-    """The NVML module this node uses: ``context.nvml`` if set, else a fake over ``collectors.nvml.
-    fake_profile`` (stored into ``context.nvml`` so that every collector sees the same GPUs), else None
-    (the real ``pynvml``, imported on first use)."""
-    if context.nvml is None:
-        profile = ((config.get("collectors") or {}).get("nvml") or {}).get("fake_profile")
-        if profile:
-            from watchdog.fakes.pynvml import FakeNvml
-
-            context.nvml = FakeNvml.from_profile(str(profile))
-    return context.nvml
-
-
-@register("nvml")
-def nvml_collectors(config: dict[str, Any], context: CollectorContext) -> list[Collector]:
+def nvml_collectors(settings: Settings, context: CollectorContext) -> list[Collector]:
     """Factory for the config's ``collectors.nvml`` section: one collector, or none when disabled.
 
-    NVML comes from ``context.nvml`` (tests, demo), else from ``fake_profile`` (a fake over that GPU
-    profile), else the real ``pynvml`` imported on first use.
+    NVML comes from ``context.nvml`` (the demo, ``gpu-smoke --fake`` and tests inject the fake there),
+    else the real ``pynvml`` imported on first use.
     """
-    section = (config.get("collectors") or {}).get("nvml") or {}
-    if not section.get("enabled", True):
+    section = settings.collectors.nvml
+    if not section.enabled:
         return []
-    collector = NvmlCollector(
-        resolve_nvml(config, context),
-        timeout_seconds=float(section.get("timeout_seconds", 2.0)),
-        nvlink=bool(section.get("nvlink", True)),
-        processes=bool(section.get("processes", True)),
-        static_refresh_seconds=float(section.get("static_refresh_seconds", 300.0)),
-        backoff_max_seconds=float(section.get("init_backoff_max_seconds", 300.0)),
-    )
-    return [collector]
+    return [NvmlCollector(context.nvml, section)]

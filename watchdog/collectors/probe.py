@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from watchdog.collectors.base import Collector, CollectorContext, register, start_daemon
-from watchdog.collectors.engine import Endpoint, target_labels
+from watchdog.collectors.base import Collector, CollectorContext, start_daemon
+from watchdog.collectors.engines import target_labels
+from watchdog.config.settings import EngineProbeSettings, EngineSettings, Settings
 from watchdog.infra.state import StateDB
 from watchdog.model import Sample, make_labels
 
@@ -63,16 +64,13 @@ class ProbeSpec:
     tpot_slo_seconds: float = 0.2
 
     @classmethod
-    def from_config(cls, entry: Mapping[str, Any]) -> ProbeSpec:
-        """Build from one (schema-defaulted) ``engines[]`` entry that has a ``probe`` section."""
-        probe = entry["probe"]
+    def from_settings(cls, endpoint: EngineSettings, probe: EngineProbeSettings) -> ProbeSpec:
+        """Build from one ``engines[]`` entry and its ``probe`` section."""
         return cls(
-            url=str(probe["url"]), model=str(probe["model"]), targets=target_labels(Endpoint.from_config(entry)),
-            prompt=str(probe.get("prompt", DEFAULT_PROMPT)), max_tokens=int(probe.get("max_tokens", 8)),
-            seed=int(probe.get("seed", 1234)), interval_seconds=float(probe.get("interval_seconds", 15)),
-            timeout_seconds=float(probe.get("timeout_seconds", 10)),
-            ttft_slo_seconds=float(probe.get("ttft_slo_seconds", 1.0)),
-            tpot_slo_seconds=float(probe.get("tpot_slo_seconds", 0.2)),
+            url=probe.url, model=probe.model, targets=target_labels(endpoint), prompt=probe.prompt,
+            max_tokens=probe.max_tokens, seed=probe.seed, interval_seconds=probe.interval_seconds,
+            timeout_seconds=probe.timeout_seconds, ttft_slo_seconds=probe.ttft_slo_seconds,
+            tpot_slo_seconds=probe.tpot_slo_seconds,
         )
 
     def request_body(self) -> bytes:
@@ -310,16 +308,14 @@ def _labels(name: str, base: Mapping[str, str], **extra: str) -> Any:
     return make_labels({**base, **extra, "__name__": name})
 
 
-@register("probes")
-def probe_collectors(config: dict[str, Any], context: CollectorContext) -> list[Collector]:
+def probe_collectors(settings: Settings, context: CollectorContext) -> list[Collector]:
     """One :class:`ProbeCollector` per ``engines[]`` entry with a ``probe`` section."""
-    entries = [e for e in config.get("engines") or [] if e.get("probe")]
-    if not entries:
+    probed = [(e, e.probe) for e in settings.engines if e.probe is not None]
+    if not probed:
         return []
-    db = context.extra.get("state_db")
-    baselines = ProbeBaselines(db) if isinstance(db, StateDB) else None
-    clock = context.extra.get("clock") or time.time
-    return [ProbeCollector(ProbeSpec.from_config(e), baselines, clock=clock) for e in entries]
+    baselines = ProbeBaselines(context.db_for(settings.state_dir))
+    clock = context.clock or time.time
+    return [ProbeCollector(ProbeSpec.from_settings(e, p), baselines, clock=clock) for e, p in probed]
 
 
 __all__ = ["ProbeBaselines", "ProbeCollector", "ProbeError", "ProbeOutcome", "ProbeSpec", "parse_stream",

@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from watchdog.collectors.base import CollectorContext, register
+from watchdog.collectors.base import CollectorContext
+from watchdog.collectors.engines import scrape_instance
+from watchdog.config.settings import EngineSettings, Settings
 from watchdog.engines.engine_args import engine_arg_samples, parse_engine_args
 from watchdog.infra.state import StateDB
 from watchdog.kmsg.pci import GpuRef, InitialisedNvml, sysfs_pci_address
@@ -59,26 +61,15 @@ class EngineTarget:
     match: re.Pattern[str] | None
 
 
-def _instance(url: str) -> str:
-    """``host:port`` of the URL, as the engine scrape labels it (scheme default port when absent)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
-
-
-def engine_targets(engines: Iterable[Mapping[str, Any]]) -> list[EngineTarget]:
+def engine_targets(engines: Iterable[EngineSettings]) -> list[EngineTarget]:
     """One :class:`EngineTarget` per ``engines[]`` entry (port from ``process.port``, else from the URL)."""
     targets: list[EngineTarget] = []
     for entry in engines:
-        url = str(entry.get("url", ""))
-        process = entry.get("process") or {}
-        port = process.get("port") or urlsplit(url).port
-        pattern = process.get("match")
+        port = entry.process.port or urlsplit(entry.url).port
+        pattern = entry.process.match
         targets.append(EngineTarget(
-            job=str(entry.get("job") or entry.get("name") or ""),
-            instance=_instance(url) if url else "",
+            job=entry.job,
+            instance=scrape_instance(entry.url),
             port=int(port) if port else None,
             match=re.compile(pattern) if pattern else None,
         ))
@@ -378,20 +369,16 @@ class ProcessCollector:
         return engine_arg_samples(ids, parse_engine_args(argv, environ))
 
 
-@register("processes")
-def process_collectors(config: dict[str, Any], context: CollectorContext) -> list[Any]:
+def process_collectors(settings: Settings, context: CollectorContext) -> list[Any]:
     """The engine-process collector when engines are configured and ``processes.enabled``.
 
-    Reads from ``context.extra``: ``state_db``, ``psutil`` (a psutil-like module), ``sysfs_root``.
+    Uses the context's state database, psutil, NVML and sysfs root (each None means the real one).
     """
-    section = config.get("processes") or {}
-    engines = config.get("engines") or []
-    if not section.get("enabled", True) or not engines:
+    section = settings.processes
+    if not section.enabled or not settings.engines:
         return []
-    state_dir = config.get("state_dir", "/var/lib/inference-watchdog")
-    db = context.extra.get("state_db") or StateDB.in_dir(state_dir)
     return [ProcessCollector(
-        engine_targets(engines), db, ps=context.extra.get("psutil"), nvml=context.nvml,
-        sysfs_root=context.extra.get("sysfs_root") or section.get("sysfs_root", "/sys"),
-        timeout_seconds=float(section.get("timeout_seconds", 5.0)),
+        engine_targets(settings.engines), context.db_for(settings.state_dir), ps=context.psutil,
+        nvml=context.nvml, sysfs_root=context.sysfs_root or section.sysfs_root,
+        timeout_seconds=section.timeout_seconds,
     )]

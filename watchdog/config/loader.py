@@ -82,6 +82,30 @@ def _apply_defaults(node: Any, sub: dict[str, Any], root: dict[str, Any]) -> Any
     return node
 
 
+def _subschema(key_path: str) -> dict[str, Any]:
+    """The schema of ``key_path`` (``"notifiers.slack"``; ``"engines[]"`` for an item of a list)."""
+    root = schema()
+    sub: dict[str, Any] = root
+    for part in [p for p in key_path.split(".") if p]:
+        items = part.endswith("[]")
+        name = part[:-2] if items else part
+        if "$ref" in sub:
+            sub = root["$defs"][sub["$ref"].split("/")[-1]]
+        sub = sub["properties"][name]
+        if items:
+            sub = sub["items"]
+    if "$ref" in sub:
+        sub = root["$defs"][sub["$ref"].split("/")[-1]]
+    return sub
+
+
+def apply_section_defaults(key_path: str, partial: dict[str, Any]) -> dict[str, Any]:
+    """``partial`` (one section of a config, not validated) with the schema's defaults of that section."""
+    root = schema()
+    result: dict[str, Any] = _apply_defaults(copy.deepcopy(partial), _subschema(key_path), root)
+    return result
+
+
 class _StrKeyLoader(yaml.SafeLoader):
     """SafeLoader whose mapping keys are always strings (``0:`` and ``yes:`` name keys, as in JSON)."""
 

@@ -37,7 +37,7 @@ def build_exporter(agent: Agent, listen: str) -> ExporterServer:
     """An exporter serving the agent's store and self-metrics on ``listen`` (TLS, auth and caps from the
     config's ``exporter`` section; raises ExporterConfigError when that section is unusable)."""
     return exporter_for_store(agent.store, listen, ready=lambda: agent.ready,
-                              section=agent.config.get("exporter"), clock=agent.clock)
+                              section=agent.settings.exporter, clock=agent.clock)
 
 
 def reload_agent(agent: Agent, exporter: ExporterServer) -> bool:
@@ -47,7 +47,7 @@ def reload_agent(agent: Agent, exporter: ExporterServer) -> bool:
     if not ok:
         return False
     try:
-        exporter.reload(agent.config.get("exporter"))
+        exporter.reload(agent.settings.exporter)
     except ExporterConfigError as exc:
         log.error("reload failed for the exporter; keeping its running TLS/auth settings",
                   extra={"error": str(exc)})
@@ -79,7 +79,7 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
 
-    scheduler = TickScheduler(agent, float(agent.config["tick_interval_seconds"]))
+    scheduler = TickScheduler(agent, agent.settings.tick_interval_seconds)
     scheduler.start()
     deadline = time.monotonic() + duration_seconds if duration_seconds else None
     ready_sent = False

@@ -1,10 +1,14 @@
-"""A simulated inference engine: a real HTTP server serving vLLM V1 (or SGLang) `/metrics`.
+"""A simulated inference engine: a real HTTP server serving vLLM V1 (or SGLang) `/metrics` and an OpenAI API.
 
 The simulator turns a scenario's knob timelines (arrival rate, TTFT, KV usage, ...) into the series a
 real engine exposes, with the engine's own metric names, labels and histogram buckets, rendered by
 prometheus-client in the same exposition format the engines use (they use prometheus-client too).
 Each simulated second it "finishes" ``arrival_rate`` requests, observes their TTFT/TPOT/E2E/queue time
 (a fixed spread around the knob medians, so runs are reproducible), and advances the token counters.
+
+It also answers streaming ``/v1/completions`` and ``/v1/chat/completions`` with latencies from a
+load model with a known knee (:mod:`watchdog.demo.openai_sim`: ``max_num_seqs`` slots, the ``ttft`` knob
+as prefill, the ``tpot`` knob per token), so ``inference-watchdog loadtest`` has something to measure.
 
 Run one per engine as its own process (so the agent sees a real process tree listening on a port):
 ``python -m watchdog.demo.engine_sim --scenario PATH --job NAME --port PORT --start EPOCH``.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from watchdog.demo.openai_sim import OPENAI_PATHS, LoadModel, RequestError, SimulatedOpenAI, write_chunked
 from watchdog.demo.scenario import ENGINE_KNOBS, EngineSpec, Scenario, knob_value, load_scenario
 from watchdog.engines.buckets import bounds_of, buckets_1_2_5
 
@@ -190,6 +196,10 @@ class EngineServer:
         self.start = start
         self.clock = clock
         self._lock = threading.Lock()
+        # The OpenAI API's load model: slots, prefill (the ttft knob) and TPOT, as at the start.
+        self.openai = SimulatedOpenAI(LoadModel(slots=max(1, int(self.model.knob("max_num_seqs"))),
+                                                prefill_seconds=self.model.knob("ttft"),
+                                                tpot_seconds=self.model.knob("tpot")))
         self.httpd = ThreadingHTTPServer((host, port), self._handler())
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
@@ -210,6 +220,30 @@ class EngineServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # chunked streaming of completions needs it
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.path.split("?")[0] not in OPENAI_PATHS:
+                    self.send_error(404)
+                    return
+                try:
+                    chat, model, prompt_tokens, max_tokens, usage = server.openai.parse(self.path, raw)
+                except RequestError as exc:
+                    body = json.dumps({"error": {"message": str(exc), "type": "BadRequestError"}}).encode()
+                    self.send_response(400)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client hung up
+                    write_chunked(self.wfile, server.openai.stream(chat, model, prompt_tokens, max_tokens, usage))
+
             def do_GET(self) -> None:
                 if self.path.split("?")[0] != "/metrics":
                     self.send_error(404)

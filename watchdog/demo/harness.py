@@ -18,9 +18,9 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from watchdog.collectors.base import CollectorContext
+from watchdog.config.settings import Settings
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
 from watchdog.demo.scenario import Scenario, load_scenario
 from watchdog.notify.incidents import engine_gpus_in
@@ -54,11 +54,11 @@ def run_scenario(
     stop_when: Callable[[ScenarioResult], bool] | None = None,
     workdir: Path | None = None,
     watch: Mapping[str, str] | None = None,
-    configure: Callable[[dict[str, Any]], None] | None = None,
+    configure: Callable[[Settings], Settings] | None = None,
 ) -> ScenarioResult:
     """Run ``scenario`` (object, name or path) on simulated time; see the module docstring.
 
-    ``configure`` may change the agent's config before it starts (a test adding a notifier).
+    ``configure`` may replace the agent's settings before it starts (a test adding a notifier).
     """
     from watchdog.agent import Agent
     from watchdog.demo.gpu_driver import GpuSimulator
@@ -80,9 +80,8 @@ def run_scenario(
                                 engine_pids={e.job: e.process.pid for e in engines})
             config = demo_config(scenario, engines, base, "127.0.0.1:0", host_collector=False)
             if configure is not None:
-                configure(config)
-            agent = Agent(config, clock=lambda: now[0],
-                          context=CollectorContext(config=config, nvml=gpus.nvml))
+                config = configure(config)
+            agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=gpus.nvml))
             agent.before_tick.append(gpus.advance)
             steps = int(duration / scenario.interval_seconds)
             for step in range(steps + 1):

@@ -26,6 +26,7 @@ import yaml
 
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_config_text
+from watchdog.config.settings import Settings, settings_from_config
 from watchdog.demo.scenario import Scenario
 from watchdog.infra.paths import asset_dir
 
@@ -77,7 +78,7 @@ def stop_engines(engines: list[EngineProcess]) -> None:
 
 
 def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path, listen: str,
-                alertmanager_urls: list[str] | None = None, host_collector: bool = True) -> dict[str, Any]:
+                alertmanager_urls: list[str] | None = None, host_collector: bool = True) -> Settings:
     """The agent config of a demo run: loopback engines, fake NVML, a kmsg file, suggest-only runbooks.
 
     ``host_collector=False`` leaves out this machine's real CPU and memory (the harness does, so that a
@@ -113,7 +114,7 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
     }
     if runbooks_dir:
         doc["runbooks"] = {"paths": [str(runbooks_dir)]}
-    return load_config_text(yaml.safe_dump(doc), "<demo config>")
+    return settings_from_config(load_config_text(yaml.safe_dump(doc), "<demo config>"))
 
 
 def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
@@ -133,7 +134,7 @@ def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
             gpus = GpuSimulator(scenario, workdir / "kmsg.log", start,
                                 engine_pids={e.job: e.process.pid for e in engines})
             config = demo_config(scenario, engines, workdir, listen, alertmanager_urls)
-            agent = Agent(config, context=CollectorContext(config=config, nvml=gpus.nvml))
+            agent = Agent(config, context=CollectorContext(nvml=gpus.nvml))
             agent.before_tick.append(gpus.advance)
             log.info("demo started", extra={
                 "scenario": scenario.name, "listen": listen, "duration_seconds": duration,

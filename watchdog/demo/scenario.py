@@ -55,6 +55,7 @@ ENGINE_KNOBS: dict[str, float] = {
     "abort_ratio": 0.0,  # share of finished requests that were aborted (client gave up)
     "generation_stall": 0.0,  # 1 = no tokens generated although requests run (collective hang)
     "up": 1.0,  # 0 = the endpoint refuses scrapes
+    "max_num_seqs": 64.0,  # requests the simulated OpenAI API decodes at once (read at start)
 }
 GPU_KNOBS = ("utilization", "memory_utilization", "temperature", "memory_temperature", "power",
              "memory_used_ratio", "sm_clock_ratio")

@@ -260,6 +260,26 @@ def capacity_rules() -> list[dict[str, Any]]:
     ]
 
 
+def plan_rules() -> list[dict[str, Any]]:
+    """The capacity planner's live figures (``engines`` group, part 4; docs/capacity.md, "The loop")."""
+    request_level = "sum without (model_name, pid)"
+    p90 = "histogram_quantile(0.9, {agg} (rate(engine:request_{kind}_tokens_bucket[5m])))"
+    return [
+        # P90 prompt plus P90 output tokens: at least the P90 of the total, so B_max errs safe.
+        {"record": "engine:request_tokens:p90_5m",
+         "expr": (p90.format(agg=request_level, kind="prompt") + "\n+ "
+                  + p90.format(agg=request_level, kind="generation"))},
+        # Requests of P90 length the KV pool holds at once (`inference-watchdog plan`'s B_max at P90).
+        {"record": "engine:b_max_p90",
+         "expr": "floor(engine:kv_cache_capacity_tokens:sum / engine:request_tokens:p90_5m)"},
+        # Seconds until the requests in flight (Little's law) reach B_max at P90 if the last 15 minutes'
+        # trend holds; 0 once there; absent while the trend is flat or falling.
+        {"record": "engine:memory_bound_eta_seconds",
+         "expr": ("clamp_min(engine:b_max_p90 - engine:requests_in_flight:littles_law_5m, 0)"
+                  "\n/ (deriv(engine:requests_in_flight:littles_law_5m[15m]) > 0)")},
+    ]
+
+
 HEADER = """\
 # Engine-neutral signals: the canonical engine:* series (docs/engines.md) over vLLM (V0, V1 0.7 to
 # current) and SGLang (0.3 to current), plus rates, predicted queue wait and live capacity headroom.
@@ -273,7 +293,7 @@ def render_rule_file() -> dict[str, Any]:
     # One group: Prometheus evaluates the rules of a group in order at the same timestamp, so derived
     # rules see this evaluation's canonical series. (Groups run independently of each other.)
     return {"groups": [
-        {"name": "engines", "rules": canonical_rules() + derived_rules() + capacity_rules()},
+        {"name": "engines", "rules": canonical_rules() + derived_rules() + capacity_rules() + plan_rules()},
     ]}
 
 

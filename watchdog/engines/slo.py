@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from watchdog.config.settings import ModelSloSettings, Settings, SloSettings
 from watchdog.engines.buckets import boundary_at_or_below, layouts_for, le_spellings
 from watchdog.engines.canonical import dump_rule_yaml
 
@@ -38,7 +39,6 @@ GOODPUT_WINDOW = "5m"
 # Aggregated away: vLLM's data-parallel rank and SGLang's per-scheduler rank labels (SLOs are per model
 # and endpoint). Configured target labels and model_name survive.
 AGGREGATE_WITHOUT = "without (engine, engine_type, tp_rank, pp_rank, moe_ep_rank, dp_rank, pid)"
-DEFAULT_OBJECTIVE = 0.99
 
 log = logging.getLogger(__name__)
 
@@ -57,36 +57,41 @@ class SloTarget:
     excluded_models: tuple[str, ...] = ()  # for '*': models of this endpoint with their own entry
 
 
-def slo_targets(config: Mapping[str, Any]) -> list[SloTarget]:
+def _target(entry: ModelSloSettings | None, defaults: SloSettings, signal: str) -> float | None:
+    key = f"{signal}_seconds"
+    own = getattr(entry, key) if entry is not None else None
+    return own if own is not None else getattr(defaults, key)
+
+
+def slo_targets(settings: Settings) -> list[SloTarget]:
     """Every configured target; ``slo`` defaults fill what a model entry leaves out (see docs/slo.md)."""
-    defaults = config.get("slo") or {}
-    objective_default = float(defaults.get("objective", DEFAULT_OBJECTIVE))
+    defaults = settings.slo
     out: list[SloTarget] = []
-    for index, engine in enumerate(config.get("engines") or []):
-        models = list(engine.get("models") or [])
-        if not models and any(f"{s}_seconds" in defaults for s in SIGNALS):
-            models = [{"model": "*"}]
-        named = tuple(str(m["model"]) for m in models if m["model"] != "*")
+    for index, engine in enumerate(settings.engines):
+        models: tuple[ModelSloSettings | None, ...] = engine.models
+        if not models and any(_target(None, defaults, s) is not None for s in SIGNALS):
+            models = (None,)  # the endpoint's every model ('*') under the slo defaults
+        named = tuple(m.model for m in engine.models if m.model != "*")
         for entry in models:
-            model = str(entry["model"])
+            model = entry.model if entry is not None else "*"
             for signal in SIGNALS:
-                key = f"{signal}_seconds"
-                target = entry.get(key, defaults.get(key))
+                target = _target(entry, defaults, signal)
                 if target is None:
                     continue
+                objective = entry.objective if entry is not None and entry.objective is not None else None
                 out.append(SloTarget(
-                    index=index, job=str(engine["job"]), kind=str(engine.get("kind", "auto")), model=model,
+                    index=index, job=engine.job, kind=engine.kind.value, model=model,
                     signal=signal, target_seconds=float(target),
-                    objective=float(entry.get("objective", objective_default)),
+                    objective=objective if objective is not None else defaults.objective,
                     excluded_models=named if model == "*" else (),
                 ))
     return out
 
 
-def slo_warnings(config: Mapping[str, Any]) -> list[str]:
+def slo_warnings(settings: Settings) -> list[str]:
     """One line per (target, known bucket layout) where the target is not a bucket boundary."""
     warnings: list[str] = []
-    for t in slo_targets(config):
+    for t in slo_targets(settings):
         for layout in layouts_for(t.signal, t.kind):
             if any(abs(b - t.target_seconds) <= 1e-12 for b in layout.bounds):
                 continue
@@ -236,41 +241,41 @@ def _goodput_rules(targets: Sequence[SloTarget]) -> list[dict[str, Any]]:
     return rules
 
 
-def slo_rule_groups(config: Mapping[str, Any], *, warn: bool = True) -> list[dict[str, Any]]:
+def slo_rule_groups(settings: Settings, *, warn: bool = True) -> list[dict[str, Any]]:
     """The generated rule groups: latency quantiles (when engines are configured) and per-target SLO rules.
 
     With ``warn`` (default), every :func:`slo_warnings` line is also logged at WARNING, so the rule set's
     load, reload and ``rules render`` all say which targets fall between bucket boundaries.
     """
     if warn:
-        for warning in slo_warnings(config):
+        for warning in slo_warnings(settings):
             log.warning("SLO target is not a histogram bucket boundary: %s", warning)
     groups: list[dict[str, Any]] = []
-    if config.get("engines"):
+    if settings.engines:
         groups.append({"name": "engine-latency-quantiles", "rules": quantile_rules()})
-    targets = slo_targets(config)
+    targets = slo_targets(settings)
     if targets:
         groups.append({"name": "engine-slo", "rules": target_rules(targets)})
     return groups
 
 
-def render_slo_rules(config: Mapping[str, Any]) -> str:
+def render_slo_rules(settings: Settings) -> str:
     """The generated groups as one Prometheus rule file (YAML text); ``groups: []`` when nothing applies."""
     header = "# GENERATED from the config's SLO targets by watchdog.engines.slo (docs/slo.md).\n"
-    return header + dump_rule_yaml({"groups": slo_rule_groups(config, warn=False)})
+    return header + dump_rule_yaml({"groups": slo_rule_groups(settings, warn=False)})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m watchdog.engines.slo CONFIG``: print the rendered rules, warnings to stderr."""
     import sys
 
-    from watchdog.config import load_config
+    from watchdog.config import load_settings
 
     args = list(sys.argv[1:] if argv is None else argv)
-    config = load_config(args[0] if args else None)
-    for warning in slo_warnings(config):
+    settings = load_settings(args[0] if args else None)
+    for warning in slo_warnings(settings):
         print(f"warning: {warning}", file=sys.stderr)
-    sys.stdout.write(render_slo_rules(config))
+    sys.stdout.write(render_slo_rules(settings))
     return 0
 
 

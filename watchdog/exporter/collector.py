@@ -22,13 +22,15 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from watchdog.config.settings import ExporterSettings, section_settings
 from watchdog.exporter.catalogue import load_catalogue
 from watchdog.model import METRIC_NAME, Labels, Sample, label_value, metric, metric_name
 from watchdog.store import Store
 
 SampleProvider = Callable[[], Iterable[Sample]]
-DEFAULT_MAX_SERIES_PER_METRIC = 10_000
-DEFAULT_MAX_SERIES_PER_JOB = 50_000
+_SCHEMA_DEFAULTS = section_settings(ExporterSettings, "exporter")  # the config schema is the one source
+DEFAULT_MAX_SERIES_PER_METRIC = _SCHEMA_DEFAULTS.max_series_per_metric
+DEFAULT_MAX_SERIES_PER_JOB = _SCHEMA_DEFAULTS.max_series_per_job
 LIMITS = ("per_metric", "per_job")
 
 

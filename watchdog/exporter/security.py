@@ -20,8 +20,8 @@ import ssl
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from watchdog.config.settings import BasicAuthSettings, ExporterSettings, TlsSettings
 from watchdog.infra.secrets import SecretError, read_secret
 
 PBKDF2_ITERATIONS = 50_000
@@ -93,24 +93,24 @@ class ExporterSecurity:
         return "https" if self.tls is not None else "http"
 
 
-def load_tls(section: Mapping[str, Any]) -> ssl.SSLContext | None:
+def load_tls(section: TlsSettings) -> ssl.SSLContext | None:
     """A server SSL context from ``exporter.tls``, or None when no certificate is configured."""
-    cert = str(section.get("cert_file") or "")
-    key = str(section.get("key_file") or "")
+    cert = section.cert_file
+    key = section.key_file
     if not cert and not key:
         return None
     if not cert or not key:
         missing = "cert_file" if not cert else "key_file"
         raise ExporterConfigError(f"exporter.tls.{missing}: required when the other of cert_file/key_file is set")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = _TLS_VERSIONS[str(section.get("min_version") or "TLS1.2")]
+    context.minimum_version = _TLS_VERSIONS[section.min_version]
     try:
         context.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as exc:
         raise ExporterConfigError(
             f"exporter.tls: cannot load certificate {cert} with key {key}: {getattr(exc, 'strerror', None) or exc}"
         ) from None
-    client_ca = str(section.get("client_ca_file") or "")
+    client_ca = section.client_ca_file
     if client_ca:
         try:
             context.load_verify_locations(cafile=client_ca)
@@ -120,11 +120,11 @@ def load_tls(section: Mapping[str, Any]) -> ssl.SSLContext | None:
     return context
 
 
-def load_basic_auth(section: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> BasicAuth | None:
+def load_basic_auth(section: BasicAuthSettings, environ: Mapping[str, str] | None = None) -> BasicAuth | None:
     """Basic auth from ``exporter.basic_auth``, or None when no username is configured."""
-    username = str(section.get("username") or "")
-    env_name = str(section.get("password_env") or "")
-    file_path = str(section.get("password_file") or "")
+    username = section.username
+    env_name = section.password_env
+    file_path = section.password_file
     if not username:
         if env_name or file_path:
             raise ExporterConfigError("exporter.basic_auth.username: required when a password is configured")
@@ -143,10 +143,6 @@ def load_basic_auth(section: Mapping[str, Any], environ: Mapping[str, str] | Non
     return BasicAuth.from_password(username, password)
 
 
-def load_security(section: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None) -> ExporterSecurity:
-    """TLS and basic auth from the ``exporter`` config section (all-or-nothing)."""
-    section = section or {}
-    return ExporterSecurity(
-        tls=load_tls(section.get("tls") or {}),
-        auth=load_basic_auth(section.get("basic_auth") or {}, environ),
-    )
+def load_security(section: ExporterSettings, environ: Mapping[str, str] | None = None) -> ExporterSecurity:
+    """TLS and basic auth from the ``exporter`` settings (all-or-nothing)."""
+    return ExporterSecurity(tls=load_tls(section.tls), auth=load_basic_auth(section.basic_auth, environ))

@@ -23,15 +23,15 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
+from watchdog.config.settings import ExporterSettings, section_settings
 from watchdog.exporter.collector import (
-    DEFAULT_MAX_SERIES_PER_JOB,
-    DEFAULT_MAX_SERIES_PER_METRIC,
     SeriesLimiter,
     StoreCollector,
 )
@@ -158,16 +158,18 @@ class ExporterServer:
                         extra={"scheme": security.scheme})
         self.security = security
 
-    def reload(self, section: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None) -> None:
-        """Re-read certificates, key and password and apply new caps from the ``exporter`` section.
+    def apply(self, prepared: PreparedExporter) -> None:
+        """Switch to settings loaded by :func:`prepare_exporter` (cannot fail)."""
+        self.reconfigure(prepared.security)
+        if self.limiter is not None:
+            self.limiter.set_limits(prepared.max_series_per_metric, prepared.max_series_per_job)
+
+    def reload(self, section: ExporterSettings, environ: Mapping[str, str] | None = None) -> None:
+        """Re-read certificates, key and password and apply new caps from the ``exporter`` settings.
 
         Everything is loaded before anything changes: on :class:`ExporterConfigError` the running
         settings stay."""
-        section = section or {}
-        security = load_security(section, environ)
-        self.reconfigure(security)
-        if self.limiter is not None:
-            self.limiter.set_limits(*_limits(section))
+        self.apply(prepare_exporter(section, environ))
 
     def render_metrics(self) -> bytes:
         """The Prometheus text exposition of the registry; times itself for the self-metric."""
@@ -245,26 +247,35 @@ class ExporterServer:
             self._server = None
 
 
+@dataclass(frozen=True)
+class PreparedExporter:
+    """The ``exporter`` settings loaded and checked (certificates, key, password read), ready to apply."""
+
+    security: ExporterSecurity
+    max_series_per_metric: int
+    max_series_per_job: int
+
+
+def prepare_exporter(section: ExporterSettings, environ: Mapping[str, str] | None = None) -> PreparedExporter:
+    """Load what the ``exporter`` settings name; raises :class:`ExporterConfigError`, changes nothing."""
+    return PreparedExporter(load_security(section, environ), section.max_series_per_metric,
+                            section.max_series_per_job)
+
+
 def exporter_for_store(
     store: Store,
     listen: str,
     ready: Callable[[], bool],
-    section: Mapping[str, Any] | None = None,
+    section: ExporterSettings | None = None,
     clock: Callable[[], float] = time.time,
     environ: Mapping[str, str] | None = None,
 ) -> ExporterServer:
-    """An exporter of ``store`` on ``listen`` configured by the ``exporter`` config section: TLS, basic
-    auth and cardinality caps; its own request and drop counters are exported too. Raises
-    :class:`watchdog.exporter.security.ExporterConfigError` on a bad section."""
-    section = section or {}
-    security = load_security(section, environ)
-    limiter = SeriesLimiter(*_limits(section))
+    """An exporter of ``store`` on ``listen`` configured by the ``exporter`` settings (None: the schema's
+    defaults): TLS, basic auth and cardinality caps; its own request and drop counters are exported too.
+    Raises :class:`watchdog.exporter.security.ExporterConfigError` on a bad section."""
+    prepared = prepare_exporter(section or section_settings(ExporterSettings, "exporter"), environ)
+    limiter = SeriesLimiter(prepared.max_series_per_metric, prepared.max_series_per_job)
     stats = ExporterStats()
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(store, providers=[stats.self_samples], clock=clock, limiter=limiter))
-    return ExporterServer(registry, listen, ready=ready, security=security, stats=stats, limiter=limiter)
-
-
-def _limits(section: Mapping[str, Any]) -> tuple[int, int]:
-    return (int(section.get("max_series_per_metric") or DEFAULT_MAX_SERIES_PER_METRIC),
-            int(section.get("max_series_per_job") or DEFAULT_MAX_SERIES_PER_JOB))
+    return ExporterServer(registry, listen, ready=ready, security=prepared.security, stats=stats, limiter=limiter)

@@ -19,6 +19,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+from watchdog.config.settings import AlertmanagerSettings
 from watchdog.infra.logs import redact
 from watchdog.notify.base import Delivered, DeliveryError, PlanContext
 from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
@@ -64,7 +65,7 @@ class AlertmanagerNotifier:
 
     def __init__(
         self,
-        config: dict[str, Any],
+        settings: AlertmanagerSettings,
         node: str,
         *,
         tick_seconds: float = 1.0,
@@ -72,12 +73,12 @@ class AlertmanagerNotifier:
         firing_source: Callable[[], list[AlertSnapshot]] = list,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.urls = [str(u).rstrip("/") for u in config.get("urls", [])]
+        self.urls = [u.rstrip("/") for u in settings.urls]
         self.node = node
-        self.timeout = float(config.get("timeout_seconds", 10))
-        self.resend_ms = int(float(config.get("resend_interval_seconds", 60)) * 1000)
+        self.timeout = settings.timeout_seconds
+        self.resend_ms = int(settings.resend_interval_seconds * 1000)
         self.ends_ahead_ms = 4 * max(self.resend_ms, int(tick_seconds * 1000))
-        self.generator_template = str(config.get("generator_url") or default_generator_url)
+        self.generator_template = settings.generator_url or default_generator_url
         self.firing_source = firing_source
         self.clock = clock
         self._last_resend_ms = 0

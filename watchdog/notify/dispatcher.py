@@ -29,16 +29,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
+from watchdog.config.settings import NotifiersSettings, RemediationMode, Settings
 from watchdog.infra.secrets import SecretError, read_secret
 from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
-from watchdog.notify.alertmanager import AlertmanagerNotifier
 from watchdog.notify.base import Notifier, PlanContext
-from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS, group_transitions
-from watchdog.notify.log import LogNotifier
+from watchdog.notify.grouping import group_transitions
 from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
 from watchdog.notify.outbox import Outbox
-from watchdog.notify.slack import SlackNotifier
+from watchdog.notify.registry import NotifierContext, build_notifiers
 from watchdog.notify.state_store import AlertStateStore
 from watchdog.notify.transitions import KnownAlert, derive_transitions
 from watchdog.notify.worker import Backoff, DeliveryWorker
@@ -74,38 +73,37 @@ def notifier_failing_alert(
     )
 
 
-def _default_generator_url(config: dict[str, Any], node: str) -> str:
-    port = str(config.get("listen", "0.0.0.0:9847")).rsplit(":", 1)[-1]
-    return f"http://{node}:{port}/alerts"
-
-
 class NotificationDispatcher:
-    """See the module docstring. ``notifiers`` overrides the ones built from config (tests)."""
+    """See the module docstring. ``notifiers`` overrides the ones built from the settings (tests)."""
 
     def __init__(
         self,
-        config: dict[str, Any],
+        settings: NotifiersSettings,
         db: StateDB,
         node: str,
         clock: Callable[[], float] = time.time,
         *,
+        remediation_mode: RemediationMode,
+        tick_seconds: float,
+        listen: str,
         notifiers: Sequence[Notifier] | None = None,
         stream: TextIO | None = None,
         runbook_title: Callable[[str], str] | None = None,
         start_threads: bool = True,
         rand: Callable[[], float] = random.random,
     ) -> None:
-        self.config = config
+        """``settings`` is the ``notifiers`` section; ``remediation_mode``, ``tick_seconds`` and
+        ``listen`` are the other settings notifiers depend on (see :func:`dispatcher_for`)."""
+        self.settings = settings
+        self.remediation_mode = remediation_mode
         self.node = node or socket.gethostname()
         self.clock = clock
         self.db = db
-        ncfg: dict[str, Any] = dict(config.get("notifiers") or {})
-        outbox_cfg: dict[str, Any] = dict(ncfg.get("outbox") or {})
-        grouping: dict[str, Any] = dict(ncfg.get("grouping") or {})
-        self.group_enabled = bool(grouping.get("enabled", True))
-        self.member_labels = tuple(grouping.get("member_labels") or DEFAULT_MEMBER_LABELS)
-        self.failing_after_ms = int(float(outbox_cfg.get("failing_alert_after_seconds", 300)) * 1000)
-        self.keep_ms = int(float(outbox_cfg.get("keep_delivered_days", 7)) * 86_400_000)
+        outbox = settings.outbox
+        self.group_enabled = settings.grouping.enabled
+        self.member_labels = settings.grouping.member_labels
+        self.failing_after_ms = int(outbox.failing_alert_after_seconds * 1000)
+        self.keep_ms = int(outbox.keep_delivered_days * 86_400_000)
         self.state_store = AlertStateStore(db)
         self.outbox = Outbox(db)
         self._lock = threading.Lock()
@@ -119,15 +117,15 @@ class NotificationDispatcher:
             if k.state == FIRING and k.snapshot.name == NOTIFIER_FAILING
         }
         self._last_gc_ms = 0
-        built = (
-            list(notifiers) if notifiers is not None else self._build_notifiers(ncfg, stream, runbook_title)
+        context = NotifierContext(
+            node=self.node, clock=clock, state_store=self.state_store, firing_source=self.firing_alerts,
+            remediation_mode=remediation_mode, tick_seconds=tick_seconds, listen=listen, stream=stream,
+            runbook_title=runbook_title,
         )
+        built = list(notifiers) if notifiers is not None else build_notifiers(settings, context)
         self.notifiers: dict[str, Notifier] = {n.name: n for n in built}
-        backoff = Backoff(
-            float(outbox_cfg.get("initial_backoff_seconds", 1)),
-            float(outbox_cfg.get("max_backoff_seconds", 300)),
-        )
-        poll = float(outbox_cfg.get("poll_interval_seconds", 1))
+        backoff = Backoff(outbox.initial_backoff_seconds, outbox.max_backoff_seconds)
+        poll = outbox.poll_interval_seconds
         self.workers = {
             name: DeliveryWorker(n, self.outbox, backoff, clock=clock, poll_seconds=poll, rand=rand)
             for name, n in self.notifiers.items()
@@ -138,59 +136,6 @@ class NotificationDispatcher:
                 worker.start()
 
     # -- construction ------------------------------------------------------------------------------
-    def _build_notifiers(
-        self, ncfg: dict[str, Any], stream: TextIO | None, runbook_title: Callable[[str], str] | None
-    ) -> list[Notifier]:
-        out: list[Notifier] = []
-        log_cfg = dict(ncfg.get("log") or {})
-        if log_cfg.get("enabled", True):
-            out.append(LogNotifier(stream, str(log_cfg.get("format", "auto"))))
-        slack_cfg = dict(ncfg.get("slack") or {})
-        if slack_cfg.get("enabled", False):
-            token = webhook = None
-            try:
-                if slack_cfg.get("mode", "bot") == "webhook":
-                    webhook = read_secret(
-                        str(slack_cfg.get("webhook_url_env", "")), str(slack_cfg.get("webhook_url_file", ""))
-                    )
-                else:
-                    token = read_secret(
-                        str(slack_cfg.get("token_env", "")), str(slack_cfg.get("token_file", ""))
-                    )
-            except SecretError as exc:
-                log.error(
-                    "slack secret unavailable; slack notifications queue until it is fixed",
-                    extra={"error": str(exc)},
-                )
-            if token is None and webhook is None:
-                log.error("slack is enabled but has no token / webhook URL; notifications will queue")
-            mode = str((self.config.get("remediation") or {}).get("mode", "suggest"))
-            out.append(
-                SlackNotifier(
-                    slack_cfg,
-                    self.state_store,
-                    self.node,
-                    token=token,
-                    webhook_url=webhook,
-                    approve_mode=mode == "approve",
-                    runbook_title=runbook_title,
-                    member_labels=self.member_labels,
-                )
-            )
-        am_cfg = dict(ncfg.get("alertmanager") or {})
-        if am_cfg.get("enabled", True) and am_cfg.get("urls"):
-            out.append(
-                AlertmanagerNotifier(
-                    am_cfg,
-                    self.node,
-                    tick_seconds=float(self.config.get("tick_interval_seconds", 1)),
-                    default_generator_url=_default_generator_url(self.config, self.node),
-                    firing_source=self.firing_alerts,
-                    clock=self.clock,
-                )
-            )
-        return out
-
     def attach_runbooks(self, manager: Any) -> bool:
         """Wire Slack's Approve / Skip buttons to ``manager`` (approve mode + app token); True if wired.
 
@@ -198,14 +143,11 @@ class NotificationDispatcher:
         if self._approvals is not None:
             self._approvals.manager = manager
             return True
-        slack_cfg = dict((self.config.get("notifiers") or {}).get("slack") or {})
-        mode = str((self.config.get("remediation") or {}).get("mode", "suggest"))
-        if not slack_cfg.get("enabled") or mode != "approve":
+        slack = self.settings.slack
+        if not slack.enabled or self.remediation_mode is not RemediationMode.APPROVE:
             return False
         try:
-            app_token = read_secret(
-                str(slack_cfg.get("app_token_env", "")), str(slack_cfg.get("app_token_file", ""))
-            )
+            app_token = read_secret(slack.app_token_env, slack.app_token_file)
         except SecretError as exc:
             log.error("slack app token unavailable; approval buttons disabled", extra={"error": str(exc)})
             return False
@@ -214,12 +156,7 @@ class NotificationDispatcher:
             return False
         from watchdog.notify.approvals import ApprovalListener
 
-        self._approvals = ApprovalListener(
-            app_token,
-            slack_cfg.get("approvers") or [],
-            manager,
-            base_url=str(slack_cfg.get("base_url", "https://slack.com/api/")),
-        )
+        self._approvals = ApprovalListener(app_token, list(slack.approvers), manager, base_url=slack.base_url)
         self._approvals.start()
         return True
 
@@ -375,3 +312,10 @@ class NotificationDispatcher:
             notifier.close()
         if self._approvals is not None:
             self._approvals.close()
+
+
+def dispatcher_for(settings: Settings, db: StateDB, node: str, clock: Callable[[], float] = time.time,
+                   **kw: Any) -> NotificationDispatcher:
+    """The dispatcher of a node's settings: its ``notifiers`` section plus what notifiers depend on."""
+    return NotificationDispatcher(settings.notifiers, db, node, clock, remediation_mode=settings.remediation.mode,
+                                  tick_seconds=settings.tick_interval_seconds, listen=settings.listen, **kw)

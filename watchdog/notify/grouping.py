@@ -9,23 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from watchdog.config.settings import GroupingSettings, section_settings
 from watchdog.notify.model import AlertSnapshot, GroupNotification, Transition
 
-DEFAULT_MEMBER_LABELS: tuple[str, ...] = (
-    "gpu",
-    "uuid",
-    "instance",
-    "pci_bus_id",
-    "minor_number",
-    "device",
-    "link",
-    "engine",
-    "rank",
-    "dp_rank",
-    "tp_rank",
-    "pid",
-    "pod",
-)
+# The schema's default of notifiers.grouping.member_labels (the config schema is the one source).
+DEFAULT_MEMBER_LABELS: tuple[str, ...] = section_settings(GroupingSettings, "notifiers.grouping").member_labels
 
 
 def cause_key(alert: AlertSnapshot, member_labels: Iterable[str]) -> tuple[tuple[str, str], ...]:

@@ -36,6 +36,7 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.web import WebClient
 from slack_sdk.webhook import WebhookClient
 
+from watchdog.config.settings import SlackSettings
 from watchdog.infra.logs import redact
 from watchdog.notify.approvals import approvable_steps
 from watchdog.notify.base import Delivered, DeliveryError, PlanContext
@@ -140,7 +141,7 @@ class SlackNotifier:
 
     def __init__(
         self,
-        config: dict[str, Any],
+        settings: SlackSettings,
         store: AlertStateStore,
         node: str,
         *,
@@ -150,31 +151,26 @@ class SlackNotifier:
         runbook_title: Callable[[str], str] | None = None,
         member_labels: tuple[str, ...] = DEFAULT_MEMBER_LABELS,
     ) -> None:
-        self.config = config
+        self.settings = settings
         self.store = store
         self.node = node
-        self.mode = str(config.get("mode", "bot"))
-        self.channel = str(config.get("channel", ""))
-        self.links = Links(str(config.get("grafana_url", "")), str(config.get("runbook_base_url", "")))
-        self.max_members = int(config.get("max_members_listed", 20))
-        self.max_chars = int(config.get("diagnostics_max_chars", 2800))
-        self.broadcast_resolved = bool(config.get("broadcast_resolved", False))
+        self.mode = settings.mode.value
+        self.channel = settings.channel
+        self.links = Links(settings.grafana_url, settings.runbook_base_url)
+        self.max_members = settings.max_members_listed
+        self.max_chars = settings.diagnostics_max_chars
+        self.broadcast_resolved = settings.broadcast_resolved
         self.approve_mode = approve_mode and self.mode == "bot"
         self.runbook_title = runbook_title or (lambda _id: "")
         self.member_labels = member_labels
-        timeout = int(config.get("timeout_seconds", 10))
-        handlers = retry_handlers(float(config.get("rate_limit_max_wait_seconds", 30)))
+        timeout = settings.timeout_seconds
+        handlers = retry_handlers(settings.rate_limit_max_wait_seconds)
         self.web: WebClient | None = None
         self.webhook: WebhookClient | None = None
         if self.mode == "webhook" and webhook_url:
             self.webhook = WebhookClient(webhook_url, timeout=timeout, retry_handlers=handlers)
         elif self.mode == "bot" and token:
-            self.web = WebClient(
-                token=token,
-                base_url=str(config.get("base_url", "https://slack.com/api/")),
-                timeout=timeout,
-                retry_handlers=handlers,
-            )
+            self.web = WebClient(token=token, base_url=settings.base_url, timeout=timeout, retry_handlers=handlers)
 
     # -- planning (pure apart from ctx) -------------------------------------------------------------
     def plan(
@@ -332,7 +328,7 @@ class SlackNotifier:
     def _client(self) -> WebClient:
         if self.web is None:
             raise DeliveryError(
-                f"slack: no bot token configured (set {self.config.get('token_env')!s} or token_file)"
+                f"slack: no bot token configured (set {self.settings.token_env} or token_file)"
             )
         return self.web
 
@@ -408,7 +404,7 @@ class SlackNotifier:
     def _send_webhook(self, row: OutboxRow) -> Delivered:
         if self.webhook is None:
             raise DeliveryError(
-                f"slack: no webhook URL configured (set {self.config.get('webhook_url_env')!s} "
+                f"slack: no webhook URL configured (set {self.settings.webhook_url_env} "
                 "or webhook_url_file)"
             )
         try:

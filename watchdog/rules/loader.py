@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from watchdog.config.settings import Settings
 from watchdog.engines.forecast import forecast_rule_groups
 from watchdog.engines.slo import slo_rule_groups
 from watchdog.infra.yamllines import line_of
@@ -418,16 +419,11 @@ def _parse_expr(expr: str, line: int, name: str, problem: Any) -> Any:
         return None
 
 
-def _generated_groups(config: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Rule groups generated from the config (SLOs, the KV forecast's horizon)."""
-    return [*slo_rule_groups(config), *forecast_rule_groups(config)]
-
-
-def load_ruleset(config: Mapping[str, Any], *, lint_duplicates: bool = True) -> RuleSet:
-    """The node's full rule set: ``rules.paths`` files, then groups generated from the config."""
-    paths = list((config.get("rules") or {}).get("paths") or [])
-    files = load_rule_files(paths, lint_duplicates=lint_duplicates)
-    generated = _generated_groups(config)
+def load_ruleset(settings: Settings, *, lint_duplicates: bool = True) -> RuleSet:
+    """The node's full rule set: ``rules.paths`` files, then groups generated from the config (SLOs, the
+    KV forecast's horizon)."""
+    files = load_rule_files(list(settings.rules.paths), lint_duplicates=lint_duplicates)
+    generated = [*slo_rule_groups(settings), *forecast_rule_groups(settings)]
     if not generated:
         return files
     return files.merged(load_rule_groups(generated, GENERATED_SOURCE, lint_duplicates=lint_duplicates))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from watchdog.infra.logs import redact
@@ -84,6 +85,40 @@ def digest(output: bytes) -> str:
     return hashlib.sha256(output).hexdigest() if output else ""
 
 
+class Decision(str, Enum):
+    """What an audit row records about a step (the ``decision`` column; a closed vocabulary)."""
+
+    SUGGESTED = "suggested"
+    AWAITING_APPROVAL = "awaiting_approval"
+    SKIPPED = "skipped"
+    REFUSED = "refused"
+    DRY_RUN = "dry_run"
+    RUN = "run"
+    STARTED = "started"
+    RAN = "ran"
+    FAILED = "failed"
+    VERIFIED = "verified"
+    ESCALATED = "escalated"
+    APPROVED = "approved"
+    APPROVE_REFUSED = "approve_refused"
+    SKIP_REFUSED = "skip_refused"
+    ACKNOWLEDGED = "acknowledged"
+    DIAGNOSED = "diagnosed"
+    DIAGNOSE_FAILED = "diagnose_failed"
+
+
+class EpisodePhase(str, Enum):
+    """How far an episode's runbook got (the ``phase`` column)."""
+
+    ACTIVE = "active"  # walking the remediation steps
+    RUNNING = "running"  # a step is executing in the pool
+    VERIFYING = "verifying"  # waiting for a step's verify condition
+    WAITING = "waiting"  # waiting for a human (approval) or a cooldown
+    DONE = "done"  # every step ran
+    ESCALATED = "escalated"  # handed to a human
+    RESOLVED = "resolved"  # the alert resolved
+
+
 @dataclass(frozen=True)
 class AuditRecord:
     """One decision about one step of one alert's runbook."""
@@ -93,7 +128,7 @@ class AuditRecord:
     alertname: str
     runbook: str
     step: str
-    decision: str
+    decision: Decision
     reason: str = ""
     actor: str = "agent"
     action: str = ""
@@ -113,7 +148,7 @@ class Episode:
     alertname: str
     runbook: str
     started_ms: int
-    phase: str = "active"  # active | running | verifying | waiting | done | escalated | resolved
+    phase: EpisodePhase = EpisodePhase.ACTIVE
     step_index: int = 0
     verify_step: str = ""
     verify_deadline_ms: int = 0
@@ -142,7 +177,7 @@ class RunbookState:
             "INSERT INTO runbook_audit (ts_ms, fingerprint, alertname, runbook, step, decision, reason, "
             "actor, action, action_key, exit_code, duration_ms, output_sha256, dry_run) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (rec.ts_ms, rec.fingerprint, rec.alertname, rec.runbook, rec.step, rec.decision,
+            (rec.ts_ms, rec.fingerprint, rec.alertname, rec.runbook, rec.step, rec.decision.value,
              redact(rec.reason), redact(rec.actor), redact(rec.action), redact(rec.action_key),
              rec.exit_code, rec.duration_ms, rec.output_sha256, int(rec.dry_run)),
         )
@@ -169,7 +204,7 @@ class RunbookState:
             "step_index = excluded.step_index, verify_step = excluded.verify_step, "
             "verify_deadline_ms = excluded.verify_deadline_ms, remediated = excluded.remediated, "
             "diagnosed = excluded.diagnosed, ended_ms = excluded.ended_ms",
-            (ep.fingerprint, ep.fired_at_ms, ep.alertname, ep.runbook, ep.started_ms, ep.phase,
+            (ep.fingerprint, ep.fired_at_ms, ep.alertname, ep.runbook, ep.started_ms, ep.phase.value,
              ep.step_index, ep.verify_step, ep.verify_deadline_ms, int(ep.remediated), int(ep.diagnosed),
              ep.ended_ms),
         )
@@ -230,7 +265,7 @@ class RunbookState:
 def _episode(row: Any) -> Episode:
     return Episode(
         fingerprint=row["fingerprint"], fired_at_ms=int(row["fired_at_ms"]), alertname=row["alertname"],
-        runbook=row["runbook"], started_ms=int(row["started_ms"]), phase=row["phase"],
+        runbook=row["runbook"], started_ms=int(row["started_ms"]), phase=EpisodePhase(row["phase"]),
         step_index=int(row["step_index"]), verify_step=row["verify_step"],
         verify_deadline_ms=int(row["verify_deadline_ms"]), remediated=bool(row["remediated"]),
         diagnosed=bool(row["diagnosed"]), ended_ms=int(row["ended_ms"]),

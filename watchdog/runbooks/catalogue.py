@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from watchdog.config.settings import RunbooksSettings
 from watchdog.infra.paths import asset_dirs
 from watchdog.infra.yamllines import path_line
 from watchdog.runbooks.steps import Step, StepError, parse_step
@@ -250,7 +251,6 @@ def load_catalogue(paths: Iterable[str | Path]) -> Catalogue:
     return build_catalogue(load_runbook_file(f) for f in _runbook_files(Path(p) for p in paths))
 
 
-def catalogue_from_config(config: dict[str, Any], config_path: str | Path | None = None) -> Catalogue:
-    """The catalogue the config's ``runbooks.paths`` (or the default search path) names."""
-    configured = list((config.get("runbooks") or {}).get("paths") or [])
-    return load_catalogue(resolve_paths(configured, config_path))
+def catalogue_from_settings(settings: RunbooksSettings, config_path: str | Path | None = None) -> Catalogue:
+    """The catalogue ``runbooks.paths`` (or the default search path) names."""
+    return load_catalogue(resolve_paths(list(settings.paths), config_path))

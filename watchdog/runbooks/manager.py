@@ -33,16 +33,16 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from watchdog.config.settings import RemediationMode, RemediationSettings, SecretSource
 from watchdog.infra.logs import redact
 from watchdog.infra.secrets import SecretError, read_secret
 from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
 from watchdog.rules.alert import Alert, AlertState
-from watchdog.runbooks.audit import AuditRecord, Episode, RunbookState, digest
-from watchdog.runbooks.catalogue import Catalogue, Runbook, catalogue_from_config
+from watchdog.runbooks.audit import AuditRecord, Decision, Episode, EpisodePhase, RunbookState, digest
+from watchdog.runbooks.catalogue import Catalogue, Runbook
 from watchdog.runbooks.conditions import ConditionCheck, StoreConditions
 from watchdog.runbooks.events import RunbookEvent
 from watchdog.runbooks.executors import ExecResult, Executor, Runner, describe, executors_from, run_argv
@@ -64,8 +64,8 @@ from watchdog.runbooks.templating import TemplateContext
 
 log = logging.getLogger(__name__)
 
+RUNS_STEPS = (RemediationMode.APPROVE, RemediationMode.AUTO)  # modes in which the agent runs steps
 MAX_EVENT_TEXT = 24_000
-RUN_STARTED = "started"
 PRUNE_EVERY_MS = 3_600_000
 MIN_EPISODE_RETENTION_MS = 7 * 86_400_000
 
@@ -109,13 +109,13 @@ class _EpisodeMemory:
     alert: Alert | None = None
 
 
-def _load_secret_vars(section: Mapping[str, Any]) -> dict[str, str]:
+def _load_secret_vars(sources: Mapping[str, SecretSource]) -> dict[str, str]:
     """``secret_vars`` values (``{env: VAR}`` or ``{file: PATH}``), registered for redaction; a file that
     cannot be read is logged and its variable left out."""
     out: dict[str, str] = {}
-    for name, source in (section or {}).items():
+    for name, source in sources.items():
         try:
-            value = read_secret(source.get("env", ""), source.get("file", ""))
+            value = read_secret(source.env or "", source.file or "")
         except SecretError as exc:
             log.warning("cannot read secret var file", extra={"var": name, "error": str(exc)})
             continue
@@ -136,34 +136,36 @@ class RunbookManager:
 
     def __init__(
         self,
-        config: dict[str, Any],
+        settings: RemediationSettings,
         state_db: StateDB,
         store: Any,
         clock: Callable[[], float] = time.time,
         executors: Mapping[str, Executor] | None = None,
         *,
-        catalogue: Catalogue | None = None,
-        config_path: str | Path | None = None,
+        catalogue: Catalogue,
+        template_config: Mapping[str, Any] | None = None,
         conditions: ConditionCheck | None = None,
         runner: Runner = run_argv,
         node: str | None = None,
     ) -> None:
-        self.config = config
-        self.policy = Policy.from_config(config)
-        section = config.get("remediation") or {}
-        diag = section.get("diagnostics") or {}
-        self.diagnostics_enabled = bool(diag.get("enabled", True))
-        self.diagnostics_timeout_s = float(diag.get("timeout_seconds", 10))
-        self.diagnostics_max_bytes = int(diag.get("max_output_bytes", 16384))
-        self.max_output_bytes = int(section.get("max_output_bytes", 16384))
-        self.vars = {**dict(section.get("vars") or {}), **_load_secret_vars(section.get("secret_vars") or {})}
+        """``settings`` is the ``remediation`` section; ``template_config`` is what runbook templates'
+        ``{{ config.PATH }}`` read (the whole config document, see :func:`settings_document`)."""
+        self.settings = settings
+        self.template_config: Mapping[str, Any] = template_config or {}
+        self.policy = Policy.from_settings(settings)
+        diag = settings.diagnostics
+        self.diagnostics_enabled = diag.enabled
+        self.diagnostics_timeout_s = diag.timeout_seconds
+        self.diagnostics_max_bytes = diag.max_output_bytes
+        self.max_output_bytes = settings.max_output_bytes
+        self.vars = {**settings.vars, **_load_secret_vars(settings.secret_vars)}
         self.state = RunbookState(state_db)
-        self.catalogue = catalogue if catalogue is not None else catalogue_from_config(config, config_path)
+        self.catalogue = catalogue
         self.executors = executors_from(executors, runner)
         self.conditions: ConditionCheck = conditions or StoreConditions(store)
         self.clock = clock
-        self.node = node or config.get("node") or socket.gethostname()
-        self._pool = ThreadPoolExecutor(max_workers=int(section.get("workers", 4)),
+        self.node = node or socket.gethostname()
+        self._pool = ThreadPoolExecutor(max_workers=settings.workers,
                                         thread_name_prefix="runbook")
         self._lock = threading.RLock()
         self._jobs: list[_Job] = []
@@ -214,7 +216,7 @@ class RunbookManager:
             if not checked.accepted:
                 return checked
             episode = self._episodes[fingerprint]
-            self._audit(episode, step, "approved", f"approved by {user}", now_ms, actor=user)
+            self._audit(episode, step, Decision.APPROVED, f"approved by {user}", now_ms, actor=user)
             self._approvals.append(_Approval(fingerprint, step, user))
             self._pending_events.append(self._event(episode, "decision", f"{step}: approved by {user}",
                                                     "It runs on the next evaluation if its guards allow.",
@@ -230,13 +232,13 @@ class RunbookManager:
                 return checked
             episode = self._episodes[fingerprint]
             why = f"skipped by {user}" + (f": {reason}" if reason else "")
-            self._audit(episode, step, "skipped", why, now_ms, actor=user)
+            self._audit(episode, step, Decision.SKIPPED, why, now_ms, actor=user)
             runbook = self.catalogue.get(episode.runbook)
-            if (runbook is not None and episode.phase == "waiting"
+            if (runbook is not None and episode.phase is EpisodePhase.WAITING
                     and episode.step_index < len(runbook.remediate)
                     and runbook.remediate[episode.step_index].name == step):
                 episode.step_index += 1
-                episode.phase = "active"
+                episode.phase = EpisodePhase.ACTIVE
                 self.state.save_episode(episode)
             self._pending_events.append(self._event(episode, "decision", f"{step}: {why}", "", now_ms))
             return ApprovalResult(True, why)
@@ -252,8 +254,8 @@ class RunbookManager:
                 return ApprovalResult(False, "this alert is not escalated")
             self.state.clear_escalation(fingerprint)
             self.state.record(AuditRecord(now_ms, fingerprint, escalation["alertname"], escalation["runbook"],
-                                          "*", "acknowledged", f"escalation cleared by {user}", actor=user))
-            self._counts[(escalation["runbook"], "*", "acknowledged")] += 1
+                                          "*", Decision.ACKNOWLEDGED, f"escalation cleared by {user}", actor=user))
+            self._counts[(escalation["runbook"], "*", Decision.ACKNOWLEDGED.value)] += 1
             return ApprovalResult(True, "escalation cleared")
 
     def self_samples(self) -> list[Sample]:
@@ -298,7 +300,7 @@ class RunbookManager:
         """Reload open episodes after a restart; a step that was running has an unknown outcome."""
         for episode in self.state.open_episodes():
             self._episodes[episode.fingerprint] = episode
-            if episode.phase == "running":
+            if episode.phase is EpisodePhase.RUNNING:
                 runbook = self.catalogue.get(episode.runbook)
                 step = (runbook.remediate[episode.step_index].name
                         if runbook and episode.step_index < len(runbook.remediate) else "*")
@@ -320,7 +322,7 @@ class RunbookManager:
             self._start_diagnostics(episode, alert, runbook, now_ms, events)
         episode.diagnosed = True
         escalation = self.state.escalation(alert.fingerprint)
-        if escalation is None and self.policy.mode in ("approve", "auto") and runbook.remediate:
+        if escalation is None and self.policy.mode in RUNS_STEPS and runbook.remediate:
             since = max(now_ms - self.policy.escalation_window_ms, self._last_ack_ms(alert.fingerprint))
             previous = self.state.remediated_episodes(alert.fingerprint, since, fired_at)
             if should_escalate_recurrence(previous, self.policy):
@@ -332,7 +334,7 @@ class RunbookManager:
         header = f"{runbook.title}\n"
         if escalation is not None:
             header += f"ESCALATED: {escalation['reason']}; automatic action stopped until acknowledged.\n"
-            episode.phase = "escalated"
+            episode.phase = EpisodePhase.ESCALATED
         if decisions:
             events.append(self._event(episode, "suggestion", f"runbook {runbook.id}: {runbook.title}",
                                       header + format_plan(decisions, self.policy), now_ms))
@@ -344,17 +346,17 @@ class RunbookManager:
         return episode
 
     def _end_episode(self, episode: Episode, now_ms: int) -> None:
-        if episode.phase == "verifying":
-            self._audit(episode, episode.verify_step, "verified", "the alert resolved", now_ms)
-        if episode.phase not in ("escalated",):
-            episode.phase = "resolved"
+        if episode.phase is EpisodePhase.VERIFYING:
+            self._audit(episode, episode.verify_step, Decision.VERIFIED, "the alert resolved", now_ms)
+        if episode.phase is not EpisodePhase.ESCALATED:
+            episode.phase = EpisodePhase.RESOLVED
         episode.ended_ms = now_ms
         self.state.save_episode(episode)
         self._episodes.pop(episode.fingerprint, None)
         self._memory.pop(episode.fingerprint, None)
         dropped = [a for a in self._approvals if a.fingerprint == episode.fingerprint]
         for approval in dropped:
-            self._audit(episode, approval.step, "skipped", "approval dropped: the alert resolved", now_ms,
+            self._audit(episode, approval.step, Decision.SKIPPED, "approval dropped: the alert resolved", now_ms,
                         actor=approval.user)
         self._approvals = [a for a in self._approvals if a.fingerprint != episode.fingerprint]
 
@@ -368,17 +370,17 @@ class RunbookManager:
 
     def _advance(self, episode: Episode, alert: Alert, runbook: Runbook, now_ms: int,
                  events: list[RunbookEvent]) -> None:
-        if episode.phase == "running":
+        if episode.phase is EpisodePhase.RUNNING:
             return
         if self._run_approved(episode, alert, runbook, now_ms, events):
             return
-        if episode.phase == "verifying":
+        if episode.phase is EpisodePhase.VERIFYING:
             self._poll_verify(episode, now_ms, events)
             return
-        if self.policy.mode != "auto" or episode.phase != "active":
+        if self.policy.mode is not RemediationMode.AUTO or episode.phase is not EpisodePhase.ACTIVE:
             return
         if self.state.escalation(episode.fingerprint) is not None:
-            episode.phase = "escalated"
+            episode.phase = EpisodePhase.ESCALATED
             self.state.save_episode(episode)
             return
         memory = self._memory.setdefault(episode.fingerprint, _EpisodeMemory())
@@ -407,10 +409,10 @@ class RunbookManager:
                 if verdict in (Verdict.SKIP, Verdict.REFUSE):
                     events.append(self._event(episode, "decision", f"{step.name}: {verdict.value}",
                                               decision.reason, now_ms))
-            episode.phase = "waiting"
+            episode.phase = EpisodePhase.WAITING
             self.state.save_episode(episode)
             return
-        episode.phase = "done"
+        episode.phase = EpisodePhase.DONE
         self.state.save_episode(episode)
 
     def _run_approved(self, episode: Episode, alert: Alert, runbook: Runbook, now_ms: int,
@@ -425,7 +427,7 @@ class RunbookManager:
                 continue
             decision = self._decide(step, alert, now_ms, escalated=False, evaluate=True, approved=True)
             if decision.verdict is Verdict.RUN:
-                walk = episode.step_index if (episode.phase == "waiting" and episode.step_index
+                walk = episode.step_index if (episode.phase is EpisodePhase.WAITING and episode.step_index
                                               < len(runbook.remediate) and runbook.remediate[
                                                   episode.step_index].name == step.name) else None
                 self._submit(episode, runbook, step, decision, alert, now_ms, actor=approval.user,
@@ -441,17 +443,17 @@ class RunbookManager:
         runbook = self.catalogue.get(episode.runbook)
         step = runbook.step(episode.verify_step) if runbook else None
         if step is None or step.guards.verify is None or alert is None:
-            episode.phase = "waiting"
+            episode.phase = EpisodePhase.WAITING
             self.state.save_episode(episode)
             return
         rendered = render_step(step, self._context(alert))
         condition = self.conditions(rendered.verify_expr, now_ms) if rendered.verify_expr else None
         if condition is not None and condition.holds:
-            self._audit(episode, step.name, "verified", f"{rendered.verify_expr} holds ({condition.detail})",
+            self._audit(episode, step.name, Decision.VERIFIED, f"{rendered.verify_expr} holds ({condition.detail})",
                         now_ms)
             events.append(self._event(episode, "decision", f"{step.name}: verified",
                                       f"{rendered.verify_expr} holds", now_ms))
-            episode.phase = "done"
+            episode.phase = EpisodePhase.DONE
             self.state.save_episode(episode)
             return
         if now_ms >= episode.verify_deadline_ms:
@@ -463,8 +465,8 @@ class RunbookManager:
     def _escalate(self, episode: Episode, step: str, reason: str, now_ms: int,
                   events: list[RunbookEvent]) -> None:
         self.state.escalate(episode.fingerprint, episode.alertname, episode.runbook, now_ms, reason)
-        self._audit(episode, step, "escalated", reason, now_ms)
-        episode.phase = "escalated"
+        self._audit(episode, step, Decision.ESCALATED, reason, now_ms)
+        episode.phase = EpisodePhase.ESCALATED
         self.state.save_episode(episode)
         events.append(self._event(episode, "decision", "escalated to a human",
                                   f"{reason}\nAutomatic action for this alert is stopped until acknowledged.",
@@ -475,7 +477,7 @@ class RunbookManager:
     # -- decisions ----------------------------------------------------------------------------------
 
     def _context(self, alert: Alert) -> TemplateContext:
-        return TemplateContext(labels=alert.labels, config=self.config, vars=self.vars, node=self.node)
+        return TemplateContext(labels=alert.labels, config=self.template_config, vars=self.vars, node=self.node)
 
     def _history(self, now_ms: int) -> Callable[[str], TargetHistory]:
         def lookup(key: str) -> TargetHistory:
@@ -494,8 +496,8 @@ class RunbookManager:
         problem = ""
         if user not in self.policy.approvers:
             problem = f"{user!r} is not in remediation.approvers"
-        elif self.policy.mode not in ("approve", "auto"):
-            problem = f"remediation.mode is {self.policy.mode}: the agent does not run remediation"
+        elif self.policy.mode not in RUNS_STEPS:
+            problem = f"remediation.mode is {self.policy.mode.value}: the agent does not run remediation"
         elif episode is None:
             problem = "no firing alert with this fingerprint"
         else:
@@ -505,7 +507,7 @@ class RunbookManager:
         if problem:
             self.state.record(AuditRecord(
                 now_ms, fingerprint, episode.alertname if episode else "", episode.runbook if episode else "",
-                step, f"{verb}_refused", problem, actor=user))
+                step, Decision(f"{verb}_refused"), problem, actor=user))
             self._counts[(episode.runbook if episode else "", step, f"{verb}_refused")] += 1
             return ApprovalResult(False, problem)
         return ApprovalResult(True, "")
@@ -520,9 +522,9 @@ class RunbookManager:
             action = rendered.action
             problem = rendered.error or (diagnostic_problem(action, self.policy) if action else "")
             if problem or action is None:
-                decision = "refused" if rendered.refused else "skipped"
+                decision = Decision.REFUSED if rendered.refused else Decision.SKIPPED
                 self._audit(episode, step.name, decision, problem, now_ms)
-                events.append(self._event(episode, "diagnostics", f"{step.name}: {decision}", problem,
+                events.append(self._event(episode, "diagnostics", f"{step.name}: {decision.value}", problem,
                                           now_ms))
                 continue
             timeout = min(step.timeout_s, self.diagnostics_timeout_s)
@@ -534,7 +536,7 @@ class RunbookManager:
                 now_ms: int, *, actor: str = "agent", walk_index: int | None = None) -> None:
         action = decision.action
         assert action is not None
-        self._audit_decision(episode, decision, now_ms, actor=actor, decision_name=RUN_STARTED)
+        self._audit_decision(episode, decision, now_ms, actor=actor, decision_name=Decision.STARTED)
         rendered = render_step(step, self._context(alert))
         future = self._pool.submit(self.executors[action.kind].execute, action, step.timeout_s,
                                    self.max_output_bytes)
@@ -542,7 +544,7 @@ class RunbookManager:
                                rendered.verify_expr, walk_index))
         if action.kind != "notify":
             episode.remediated = True
-        episode.phase = "running"
+        episode.phase = EpisodePhase.RUNNING
         if walk_index is not None:
             episode.step_index = walk_index
         self.state.save_episode(episode)
@@ -566,7 +568,7 @@ class RunbookManager:
 
     def _finish_diagnostic(self, job: _Job, result: ExecResult, now_ms: int,
                            events: list[RunbookEvent]) -> None:
-        decision = "diagnosed" if result.exit_code is not None else "diagnose_failed"
+        decision = Decision.DIAGNOSED if result.exit_code is not None else Decision.DIAGNOSE_FAILED
         self._audit(job.episode, job.step.name, decision, describe(result), now_ms, action=job.action,
                     result=result)
         body = f"$ {job.action.display}\n({describe(result)})\n"
@@ -576,39 +578,39 @@ class RunbookManager:
     def _finish_remediation(self, job: _Job, result: ExecResult, now_ms: int,
                             events: list[RunbookEvent]) -> None:
         episode, step = job.episode, job.step
-        decision = "ran" if result.ok else "failed"
+        decision = Decision.RAN if result.ok else Decision.FAILED
         self._audit(episode, step.name, decision, describe(result), now_ms, action=job.action, result=result,
                     actor=job.actor)
         if step.kind == "notify":
             events.append(self._event(episode, "decision", step.name, _text(result.output), now_ms))
         else:
             body = f"$ {job.action.display}\n({describe(result)})\n{_text(result.output)}"
-            events.append(self._event(episode, "result", f"{step.name}: {decision}", body, now_ms))
-        if not episode.open or episode.phase != "running":
+            events.append(self._event(episode, "result", f"{step.name}: {decision.value}", body, now_ms))
+        if not episode.open or episode.phase is not EpisodePhase.RUNNING:
             self.state.save_episode(episode)
             return
         if not result.ok:
             self._escalate(episode, step.name, f"step {step.name} failed: {describe(result)}", now_ms, events)
             return
         if step.guards.verify is not None and job.verify_expr:
-            episode.phase = "verifying"
+            episode.phase = EpisodePhase.VERIFYING
             episode.verify_step = step.name
             episode.verify_deadline_ms = now_ms + int(step.guards.verify.timeout_s * 1000)
         elif job.walk_index is not None:
-            episode.phase = "active"
+            episode.phase = EpisodePhase.ACTIVE
             episode.step_index = job.walk_index + 1
         else:
-            episode.phase = "waiting"
+            episode.phase = EpisodePhase.WAITING
         self.state.save_episode(episode)
 
     # -- audit and events ---------------------------------------------------------------------------
 
     def _audit_decision(self, episode: Episode, decision: StepDecision, now_ms: int, *, actor: str = "agent",
-                        decision_name: str = "") -> None:
-        self._audit(episode, decision.step.name, decision_name or decision.verdict.value, decision.reason,
+                        decision_name: Decision | None = None) -> None:
+        self._audit(episode, decision.step.name, decision_name or Decision(decision.verdict.value), decision.reason,
                     now_ms, action=decision.action, actor=actor)
 
-    def _audit(self, episode: Episode, step: str, decision: str, reason: str, now_ms: int, *,
+    def _audit(self, episode: Episode, step: str, decision: Decision, reason: str, now_ms: int, *,
                action: RenderedAction | None = None, result: ExecResult | None = None,
                actor: str = "agent") -> None:
         self.state.record(AuditRecord(
@@ -627,7 +629,7 @@ class RunbookManager:
             output_sha256=digest(result.output) if result else "",
             dry_run=self.policy.dry_run,
         ))
-        self._counts[(episode.runbook, step, decision)] += 1
+        self._counts[(episode.runbook, step, decision.value)] += 1
 
     def _event(self, episode: Episode, kind: str, title: str, text: str, now_ms: int) -> RunbookEvent:
         return RunbookEvent(

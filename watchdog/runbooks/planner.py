@@ -26,9 +26,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 from urllib.parse import urlsplit
 
+from watchdog.config.settings import RemediationMode, RemediationSettings
 from watchdog.runbooks.steps import RenderedAction, Step, StepError, format_duration, render_action
 from watchdog.runbooks.templating import TemplateContext, TemplateMissing, TemplateRefused, render
 
@@ -49,42 +49,34 @@ class Verdict(str, Enum):
 
 @dataclass(frozen=True)
 class Policy:
-    """The node's remediation policy, from the ``remediation`` config section."""
+    """The node's remediation policy: what the planner reads of the ``remediation`` settings."""
 
-    mode: str = "suggest"
-    dry_run: bool = False
-    allow_units: tuple[str, ...] = ()
-    allow_commands: tuple[str, ...] = ()
-    allow_urls: tuple[str, ...] = ()
-    approvers: tuple[str, ...] = ()
-    max_attempts_before_escalation: int = 3
-    escalation_window_ms: int = DAY_MS
-    diagnostics_commands: tuple[str, ...] = ()
-    diagnostics_urls: tuple[str, ...] = ()
+    mode: RemediationMode
+    dry_run: bool
+    allow_units: tuple[str, ...]
+    allow_commands: tuple[str, ...]
+    allow_urls: tuple[str, ...]
+    approvers: tuple[str, ...]
+    max_attempts_before_escalation: int
+    escalation_window_ms: int
+    diagnostics_commands: tuple[str, ...]
+    diagnostics_urls: tuple[str, ...]
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Policy:
-        """The policy of a loaded (defaulted) config; missing keys take the schema's defaults."""
-        section = config.get("remediation") or {}
-        allow = section.get("allow") or {}
-        diag = section.get("diagnostics") or {}
+    def from_settings(cls, settings: RemediationSettings) -> Policy:
+        """The policy of the ``remediation`` settings (defaults come from the config schema)."""
         return cls(
-            mode=section.get("mode", "suggest"),
-            dry_run=bool(section.get("dry_run", False)),
-            allow_units=tuple(allow.get("units", ())),
-            allow_commands=tuple(allow.get("commands", ())),
-            allow_urls=tuple(allow.get("urls", ())),
-            approvers=tuple(section.get("approvers", ())),
-            max_attempts_before_escalation=int(section.get("max_attempts_before_escalation", 3)),
-            escalation_window_ms=int(float(section.get("escalation_window_seconds", 86400)) * 1000),
-            diagnostics_commands=tuple(diag.get("commands", DEFAULT_DIAGNOSTIC_COMMANDS)),
-            diagnostics_urls=tuple(diag.get("urls", DEFAULT_DIAGNOSTIC_URLS)),
+            mode=settings.mode,
+            dry_run=settings.dry_run,
+            allow_units=settings.allow.units,
+            allow_commands=settings.allow.commands,
+            allow_urls=settings.allow.urls,
+            approvers=settings.approvers,
+            max_attempts_before_escalation=settings.max_attempts_before_escalation,
+            escalation_window_ms=int(settings.escalation_window_seconds * 1000),
+            diagnostics_commands=settings.diagnostics.commands,
+            diagnostics_urls=settings.diagnostics.urls,
         )
-
-
-DEFAULT_DIAGNOSTIC_COMMANDS = ("nvidia-smi", "journalctl", "dmesg", "numactl", "lspci", "lscpu", "ps",
-                               "free", "uptime", "systemctl", "nproc", "inference-watchdog")
-DEFAULT_DIAGNOSTIC_URLS = ("http://127.0.0.1:*/", "http://localhost:*/", "http://[::1]:*/")
 
 
 # -- allowlists -------------------------------------------------------------------------------------
@@ -219,22 +211,22 @@ def decide_step(
     """Decide one step. ``action`` is None when rendering failed: ``render_error`` says why and
     ``refused`` tells a hostile value (refused) from a missing one (skipped). ``requires`` is the
     evaluated ``requires`` guard (None: none, or not evaluated)."""
-    if policy.mode == "off":
+    if policy.mode is RemediationMode.OFF:
         return StepDecision(step, Verdict.SKIP, "remediation.mode is off", action)
     if action is None:
         verdict = Verdict.REFUSE if refused else Verdict.SKIP
         return StepDecision(step, verdict, render_error, None)
     problem = allowlist_problem(action, policy) if action.kind != "notify" else ""
-    if policy.mode == "suggest":
+    if policy.mode is RemediationMode.SUGGEST:
         note = f" ({problem})" if problem else ""
         return StepDecision(step, Verdict.SUGGEST, f"remediation.mode is suggest: run it by hand{note}",
                             action)
     if problem:
         return StepDecision(step, Verdict.SKIP, f"{problem}: the agent will not run it", action)
     if not approved:
-        if action.kind == "notify" and not (policy.mode == "auto" and step.guards.auto):
+        if action.kind == "notify" and not (policy.mode is RemediationMode.AUTO and step.guards.auto):
             return StepDecision(step, Verdict.SUGGEST, "text only: shown in this suggestion", action)
-        if policy.mode == "approve":
+        if policy.mode is RemediationMode.APPROVE:
             return StepDecision(step, Verdict.AWAIT_APPROVAL, "remediation.mode is approve", action)
         if not step.guards.auto:
             return StepDecision(step, Verdict.AWAIT_APPROVAL, "step is not auto: a human must approve",
@@ -340,7 +332,7 @@ def guards_text(step: Step) -> str:
 
 def format_plan(decisions: Sequence[StepDecision], policy: Policy) -> str:
     """The suggestion text: one numbered entry per remediation step with what would run and why."""
-    lines = [f"policy: mode={policy.mode}" + (", dry_run" if policy.dry_run else "")]
+    lines = [f"policy: mode={policy.mode.value}" + (", dry_run" if policy.dry_run else "")]
     for i, d in enumerate(decisions, 1):
         what = d.action.display if d.action is not None else "(not rendered)"
         lines.append(f"{i}. {d.step.name} [{d.step.kind}] {what}")

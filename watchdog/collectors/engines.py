@@ -27,19 +27,16 @@ import ssl
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlsplit
 
-from watchdog.collectors.base import Collector, CollectorContext, register
+from watchdog.collectors.base import Collector, CollectorContext
+from watchdog.config.settings import EngineKind, EngineSettings, Settings
 from watchdog.engines.config_series import config_series
 from watchdog.engines.exposition import ExpositionError, parse_exposition
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_SECONDS = 2.0
-DEFAULT_MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 ACCEPT = "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"
 USER_AGENT = "inference-watchdog"
 CHUNK_BYTES = 64 * 1024
@@ -51,38 +48,15 @@ class ScrapeError(Exception):
     """A scrape that produced no usable payload (connection, HTTP status, timeout, size, encoding)."""
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """One configured engine endpoint (a validated ``engines[]`` entry)."""
-
-    url: str
-    job: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    kind: str = "auto"
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
-    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-
-    @classmethod
-    def from_config(cls, entry: Mapping[str, Any]) -> Endpoint:
-        """Build from one (schema-defaulted) ``engines[]`` entry."""
-        return cls(
-            url=str(entry["url"]),
-            job=str(entry["job"]),
-            labels={str(k): str(v) for k, v in (entry.get("labels") or {}).items()},
-            kind=str(entry.get("kind", "auto")),
-            timeout_seconds=float(entry.get("scrape_timeout_seconds", DEFAULT_TIMEOUT_SECONDS)),
-            max_payload_bytes=int(entry.get("max_payload_bytes", DEFAULT_MAX_PAYLOAD_BYTES)),
-        )
-
-    @property
-    def instance(self) -> str:
-        """``host:port`` of the URL (the scheme's default port when none is given), like Prometheus."""
-        parts = urlsplit(self.url)
-        host = parts.hostname or ""
-        if ":" in host:  # IPv6 literal
-            host = f"[{host}]"
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        return f"{host}:{port}"
+def scrape_instance(url: str) -> str:
+    """``host:port`` of the URL (the scheme's default port when none is given), like Prometheus'
+    ``instance`` label."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{host}:{port}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -179,11 +153,11 @@ def _read_capped(conn: http.client.HTTPConnection, response: http.client.HTTPRes
 # Pure parts
 
 
-def target_labels(endpoint: Endpoint) -> dict[str, str]:
+def target_labels(endpoint: EngineSettings) -> dict[str, str]:
     """The labels a Prometheus scrape of this endpoint attaches: extra labels, ``job``, ``instance``."""
     out = dict(endpoint.labels)
     out["job"] = endpoint.job
-    out["instance"] = endpoint.instance
+    out["instance"] = scrape_instance(endpoint.url)
     return out
 
 
@@ -253,25 +227,25 @@ def parse_payload(text: str, targets: Mapping[str, str],
 class EngineCollector:
     """Scrapes one endpoint per :meth:`collect`; see the module docstring for the contract."""
 
-    def __init__(self, endpoint: Endpoint, *, fetcher: Callable[[str, float, int], str] | None = None,
+    def __init__(self, endpoint: EngineSettings, *, fetcher: Callable[[str, float, int], str] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.endpoint = endpoint
         self.name = f"engine:{endpoint.job}"
         # The runner's deadline sits a little past our own HTTP deadline, so a slow endpoint is reported
         # by us as up=0 rather than by the runner as a collector timeout.
-        self.timeout_seconds = endpoint.timeout_seconds + 1.0
+        self.timeout_seconds = endpoint.scrape_timeout_seconds + 1.0
         self.targets = target_labels(endpoint)
         self._fetch = fetcher or (lambda url, timeout, cap: fetch(url, timeout, cap))
         self._clock = clock
         self.last_error = ""
-        self.kind = endpoint.kind if endpoint.kind in KINDS else "unknown"
+        self.kind = endpoint.kind.value if endpoint.kind is not EngineKind.AUTO else "unknown"
         self._relabel_cache: dict[Labels, Labels] = {}
 
     def collect(self) -> list[Sample]:
         """Scrape once; never raises for the endpoint's faults (they become ``up 0``)."""
         started = self._clock()
         try:
-            text = self._fetch(self.endpoint.url, self.endpoint.timeout_seconds,
+            text = self._fetch(self.endpoint.url, self.endpoint.scrape_timeout_seconds,
                                self.endpoint.max_payload_bytes)
             if len(self._relabel_cache) > RELABEL_CACHE_LIMIT:  # series churn: start over
                 self._relabel_cache.clear()
@@ -282,7 +256,7 @@ class EngineCollector:
                                                     "error": self.last_error})
             return scrape_result_samples(self.targets, False, self._clock() - started, 0)
         self.last_error = ""
-        if self.endpoint.kind == "auto":
+        if self.endpoint.kind is EngineKind.AUTO:
             self.kind = detect_kind(_name_of(s.labels) for s in samples)
         scraped = len(samples)
         samples.extend(config_series(samples, self.targets))
@@ -299,15 +273,13 @@ def _name_of(labels: Labels) -> str:
     return ""
 
 
-@register("engines")
-def engine_collectors(config: dict[str, Any], context: CollectorContext) -> list[Collector]:
+def engine_collectors(settings: Settings, context: CollectorContext) -> list[Collector]:
     """One :class:`EngineCollector` per ``engines[]`` entry of the config."""
     del context  # engines need nothing injected: tests and the demo serve real HTTP on loopback
-    return [EngineCollector(Endpoint.from_config(entry)) for entry in config.get("engines") or []]
+    return [EngineCollector(endpoint) for endpoint in settings.engines]
 
 
 __all__ = [
-    "Endpoint",
     "EngineCollector",
     "ScrapeError",
     "apply_target_labels",
@@ -315,6 +287,7 @@ __all__ = [
     "engine_collectors",
     "fetch",
     "parse_payload",
+    "scrape_instance",
     "scrape_result_samples",
     "target_labels",
 ]

@@ -1,0 +1,115 @@
+"""The import layering of docs/architecture.md, enforced: each package imports only the packages below it.
+
+Read from the source with ``ast`` (no import side effects): every ``import watchdog.X`` and
+``from watchdog.X import ...`` anywhere in a module, function-level imports included.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "watchdog"
+
+# Unit -> the units it may import (besides itself). A unit is a sub-package or a top-level module.
+# Kept in the same order and with the same contents as the table in docs/architecture.md.
+ALLOWED: dict[str, set[str]] = {
+    "golang": set(),
+    "model": set(),
+    "xid": set(),
+    "fakes": set(),
+    "infra": set(),
+    "store": {"golang", "model"},
+    "config": {"infra"},
+    "kmsg": {"xid"},
+    "promql": {"golang", "model", "store"},
+    "engines": {"config", "model"},
+    "rules": {"config", "engines", "golang", "infra", "model", "promql"},
+    "collectors": {"config", "engines", "infra", "kmsg", "model", "store", "xid"},
+    "exporter": {"config", "infra", "model", "store"},
+    "runbooks": {"config", "infra", "model", "promql", "rules"},
+    "promtool": {"golang", "infra", "model", "promql", "rules", "store"},
+    "notify": {"config", "infra", "model", "rules", "runbooks"},
+    "agent": {"collectors", "config", "infra", "model", "notify", "rules", "runbooks", "store"},
+    "check": {"collectors", "config", "model", "rules", "store"},
+    "daemon": {"agent", "config", "exporter"},
+    "demo": {"agent", "collectors", "config", "daemon", "engines", "fakes", "infra", "model", "promtool",
+             "rules", "store"},
+    "cli": {"agent", "check", "collectors", "config", "daemon", "demo", "engines", "golang", "infra", "kmsg",
+            "model", "notify", "promql", "promtool", "rules", "runbooks", "store", "xid"},
+    "__main__": {"cli"},
+}
+
+
+def _unit(module: str) -> str:
+    """``watchdog.rules.loader`` -> ``rules``; ``watchdog.agent`` -> ``agent``; ``watchdog`` -> ``""``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def imports_by_unit(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Every unit of ``package`` and the other units its modules import."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package.parent).with_suffix("")
+        parts = list(relative.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        source = _unit(".".join(parts))
+        if not source:
+            continue
+        edges.setdefault(source, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] if node.module != "watchdog" else [f"watchdog.{a.name}" for a in node.names]
+            for target in targets:
+                if target.split(".")[0] == "watchdog" and _unit(target) not in ("", "__version__", source):
+                    edges[source].add(_unit(target))
+    return edges
+
+
+def test_every_unit_has_a_place_in_the_layering() -> None:
+    assert set(imports_by_unit()) <= set(ALLOWED), set(imports_by_unit()) - set(ALLOWED)
+
+
+def test_no_package_imports_above_its_layer() -> None:
+    violations = [f"{source} imports {target}" for source, targets in sorted(imports_by_unit().items())
+                  for target in sorted(targets - ALLOWED.get(source, set()))]
+    assert violations == []
+
+
+def test_the_layering_has_no_cycles() -> None:
+    seen: dict[str, int] = {}
+
+    def visit(unit: str, path: tuple[str, ...]) -> None:
+        assert unit not in path, " -> ".join((*path, unit))
+        if seen.get(unit):
+            return
+        for target in sorted(ALLOWED[unit]):
+            visit(target, (*path, unit))
+        seen[unit] = 1
+
+    for unit in ALLOWED:
+        visit(unit, ())
+
+
+def test_fakes_reach_production_only_through_the_demo() -> None:
+    importers = {source for source, targets in imports_by_unit().items() if "fakes" in targets}
+    assert importers <= {"demo"}, importers
+
+
+def test_the_check_itself_sees_violations(tmp_path: Path) -> None:
+    """The AST reading catches function-level imports too (what a lazy import would hide)."""
+    rules = tmp_path / "watchdog" / "rules"
+    rules.mkdir(parents=True)
+    (rules / "__init__.py").write_text("")
+    (rules / "sneaky.py").write_text(
+        "from watchdog.promql import parse_query\n"
+        "def f():\n    from watchdog.agent import Agent\n    import watchdog.fakes.pynvml\n")
+    edges = imports_by_unit(tmp_path / "watchdog")
+    assert edges == {"rules": {"promql", "agent", "fakes"}}
+    assert edges["rules"] - ALLOWED["rules"] == {"agent", "fakes"}

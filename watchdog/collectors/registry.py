@@ -1,0 +1,35 @@
+"""The collector registry: every collector kind by name, and :func:`build_collectors`.
+
+Contract: the name is the config section's name and the kind in logs; a factory gets the typed settings
+and the :class:`~watchdog.collectors.base.CollectorContext` and returns zero or more collectors (none when
+its section is disabled, one per endpoint for ``engines``). Adding a collector: a module with a factory,
+one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from watchdog.collectors import engine_logs, engines, host, kmsg, nvml, probe, processes
+from watchdog.collectors.base import Collector, CollectorContext
+from watchdog.config.settings import Settings
+
+Factory = Callable[[Settings, CollectorContext], list[Collector]]
+
+FACTORIES: dict[str, Factory] = {
+    "engine_logs": engine_logs.engine_log_collectors,
+    "engines": engines.engine_collectors,
+    "host": host.host_collectors,
+    "kmsg": kmsg.kmsg_collectors,
+    "nvml": nvml.nvml_collectors,
+    "probes": probe.probe_collectors,
+    "processes": processes.process_collectors,
+}
+
+
+def build_collectors(settings: Settings, context: CollectorContext) -> list[Collector]:
+    """Every collector the settings enable, in registry-name order."""
+    collectors: list[Collector] = []
+    for _name, factory in sorted(FACTORIES.items()):
+        collectors.extend(factory(settings, context))
+    return collectors
