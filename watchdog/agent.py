@@ -4,8 +4,12 @@ Contract:
 - :meth:`Agent.tick` never raises for a component's fault: each stage is the boundary that owns its
   unit, logs the failure and counts it (``watchdog_tick_stage_failures_total{stage}``), and the later
   stages still run on what is there.
-- :meth:`Agent.reload` builds the new config, rule set and runbooks completely before swapping them in;
-  a broken file leaves the running set untouched and ``watchdog_config_reload_success`` at 0.
+- :meth:`Agent.reload` (SIGHUP) builds everything a new config file describes before changing anything:
+  settings, rule set, runbooks, collectors, notifiers, plus what the caller prepares (the daemon: the
+  exporter's TLS/auth/caps and the tick interval). All of it is swapped in together; any error keeps
+  every running setting and sets ``watchdog_config_reload_success`` to 0. The keys in
+  :data:`RESTART_KEYS` keep their running value until a restart, and the reload log line names the
+  ones that changed.
 - Time comes from the injected ``clock`` (seconds); the demo and tests pass their own.
 """
 
@@ -17,24 +21,24 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from watchdog import __version__
-from watchdog.collectors.base import CollectorContext, CollectorRunner, ingest_results
+from watchdog.collectors.base import Collector, CollectorContext, CollectorRunner, ingest_results
 from watchdog.collectors.registry import build_collectors
 from watchdog.config import load_settings
 from watchdog.config.settings import Settings, settings_document
 from watchdog.infra.state import StateDB
-from watchdog.model import Sample, metric
+from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.notify.dispatcher import dispatcher_for
 from watchdog.notify.incidents import incident_causes
-from watchdog.notify.state_store import AlertStateStore
-from watchdog.rules.alert import Alert, AlertState
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_ruleset
+from watchdog.rules.queries import engine_gpus_in
+from watchdog.rules.state_store import RuleStateStore
 from watchdog.runbooks.catalogue import catalogue_from_settings
 from watchdog.runbooks.manager import RunbookManager
 from watchdog.store import Store
@@ -42,6 +46,41 @@ from watchdog.store import Store
 log = logging.getLogger(__name__)
 
 GC_EVERY_TICKS = 30
+
+# Settings a reload cannot apply: the node name (in labels already sent), the state database, the
+# exporter's socket, and the store's ring sizes. They keep their running value until a restart.
+RESTART_KEYS = ("node", "state_dir", "listen", "retention_seconds", "max_series")
+
+# What a reload caller prepares from the new settings: load and check (may raise), return the apply step.
+Preparer = Callable[[Settings], Callable[[], None]]
+
+
+def changed_keys(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted paths of the settings that differ (down to leaf fields; lists of sections as a whole)."""
+    if not (dataclasses.is_dataclass(old) and dataclasses.is_dataclass(new)) or type(old) is not type(new):
+        return [prefix] if old != new else []
+    out: list[str] = []
+    for f in dataclasses.fields(old):
+        out.extend(changed_keys(getattr(old, f.name), getattr(new, f.name), f"{prefix}.{f.name}" if prefix
+                                else f.name))
+    return out
+
+
+@dataclass
+class PreparedReload:
+    """Everything a new config describes, built and checked but not yet in use."""
+
+    settings: Settings
+    rule_engine: RuleEngine
+    runbooks: RunbookManager
+    collectors: list[Collector]
+    apply_steps: list[Callable[[], None]]
+    changed: list[str]
+    needs_restart: list[str]
+
+    def discard(self) -> None:
+        """Release what was built (the runbook manager's worker pool)."""
+        self.runbooks.close()
 
 
 @dataclass
@@ -83,7 +122,7 @@ class Agent:
         self.db = db if db is not None else StateDB.in_dir(settings.state_dir)
         given = context or CollectorContext()
         self.context = dataclasses.replace(given, state_db=given.state_db or self.db, clock=given.clock or clock)
-        self.alert_state = AlertStateStore(self.db)
+        self.rule_state = RuleStateStore(self.db)
         self.collectors = build_collectors(settings, self.context)
         self.runner = CollectorRunner(self.collectors)
         self._lock = threading.RLock()
@@ -91,7 +130,7 @@ class Agent:
         self.before_tick: list[Callable[[float], None]] = []
         self.after_tick: list[Callable[[], None]] = []
         self.history_fired: list[Alert] = []
-        self.rule_engine = self._build_rule_engine(settings, restored=self.alert_state.load_rule_state())
+        self.rule_engine = self._build_rule_engine(settings, restored=self.rule_state.load())
         self.runbooks = self._build_runbooks(settings)
         self.dispatcher = dispatcher_for(settings, self.db, self.node, clock=clock)
         self.dispatcher.attach_runbooks(self.runbooks)
@@ -138,7 +177,8 @@ class Agent:
                 self._reconciled = True
                 self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))
             events = self._stage("runbooks", lambda: self.runbooks.on_alerts(alerts, now_ms), [])
-            causes = self._stage("incidents", lambda: incident_causes(alerts, self.store, now_ms), {})
+            causes = self._stage("incidents",
+                                 lambda: incident_causes(alerts, engine_gpus_in(self.store, now_ms)), {})
             self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms, causes=causes))
             self._stage("persist", lambda: self._persist_alert_state(now_ms))
             self.stats.ticks_total += 1
@@ -156,7 +196,7 @@ class Agent:
         return alerts
 
     def _persist_alert_state(self, now_ms: int) -> None:
-        self.alert_state.save_rule_state(self.rule_engine.export_state(), now_ms)
+        self.rule_state.save(self.rule_engine.export_state(), now_ms)
 
     def note_overrun(self) -> None:
         """Called by the scheduler when a tick was due while the previous one still ran."""
@@ -194,32 +234,56 @@ class Agent:
 
     # -- reload and shutdown ------------------------------------------------------------------------
 
-    def reload(self) -> bool:
-        """Re-read config, rules and runbooks; swap only if all load. Returns success."""
+    def _prepare_reload(self, also: Sequence[Preparer]) -> PreparedReload:
+        """Build everything the config file now describes; raises on the first problem, changing nothing."""
+        loaded = load_settings(self.config_path) if self.config_path else self.settings
+        changed = changed_keys(self.settings, loaded)
+        needs_restart = [key for key in changed if key.split(".")[0] in RESTART_KEYS]
+        settings = dataclasses.replace(loaded, **{key: getattr(self.settings, key) for key in RESTART_KEYS})
+        rule_engine = self._build_rule_engine(settings, restored=self.rule_engine.export_state())
+        runbooks = self._build_runbooks(settings)
         try:
-            settings = load_settings(self.config_path) if self.config_path else self.settings
-            rule_engine = self._build_rule_engine(settings, restored=self.rule_engine.export_state())
-            runbooks = self._build_runbooks(settings)
             collectors = build_collectors(settings, self.context)
+            apply_steps = [self.dispatcher.reconfigure(settings.notifiers, remediation_mode=settings.remediation.mode,
+                                                       tick_seconds=settings.tick_interval_seconds,
+                                                       listen=settings.listen)]
+            apply_steps.extend(prepare(settings) for prepare in also)
+        except BaseException:
+            runbooks.close()
+            raise
+        return PreparedReload(settings, rule_engine, runbooks, collectors, apply_steps,
+                              [key for key in changed if key not in needs_restart], needs_restart)
+
+    def reload(self, also: Sequence[Preparer] = ()) -> bool:
+        """SIGHUP: re-read the config file and everything it names, then apply all of it or nothing (see
+        the module docstring). ``also`` prepares the caller's own parts. Returns success."""
+        try:
+            prepared = self._prepare_reload(also)
         except Exception as exc:  # reload boundary: report, keep the last good set
             where = {key: getattr(exc, key) for key in ("file", "line") if getattr(exc, key, None)}
             log.error("reload failed; keeping the running configuration", extra={"error": str(exc), **where})
             self.stats.reload_success = False
             return False
         with self._lock:
-            self.settings = settings
+            self.settings = prepared.settings
             self.rule_engine.retire(int(self.clock() * 1000))
-            self.rule_engine = rule_engine
-            old_runbooks, self.runbooks = self.runbooks, runbooks
+            self.rule_engine = prepared.rule_engine
+            old_runbooks, self.runbooks = self.runbooks, prepared.runbooks
             old_runner = self.runner
-            self.collectors = collectors
-            self.runner = CollectorRunner(collectors)
-            self.dispatcher.attach_runbooks(runbooks)
+            self.collectors = prepared.collectors
+            self.runner = CollectorRunner(prepared.collectors)
+            for apply in prepared.apply_steps:
+                apply()
+            self.dispatcher.attach_runbooks(prepared.runbooks)
             self.stats.reload_success = True
             self.stats.last_reload_seconds = self.clock()
         old_runbooks.close()
         old_runner.close()
-        log.info("reloaded configuration, rules and runbooks")
+        if prepared.needs_restart:
+            log.warning("reloaded configuration; restart needed to apply: " + ", ".join(prepared.needs_restart),
+                        extra={"changed": prepared.changed, "needs_restart": prepared.needs_restart})
+        else:
+            log.info("reloaded configuration, rules and runbooks", extra={"changed": prepared.changed})
         return True
 
     def close(self, timeout_seconds: float = 10.0) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from watchdog.collectors.base import CollectorContext, CollectorRunner, CollectResult, ingest_results
 from watchdog.collectors.registry import build_collectors
 from watchdog.config.settings import Settings
-from watchdog.rules.alert import Alert, AlertState
+from watchdog.model import Alert, AlertState
 from watchdog.store import Store
 
 EXIT_CODES = {"ok": 0, "warning": 1, "critical": 2}

@@ -1,4 +1,4 @@
-"""Plain data shared by every stage: labels, samples and the staleness marker.
+"""Plain data shared by every stage: labels, samples, the staleness marker, and the alert hand-off type.
 
 Labels are an immutable, sorted tuple of ``(name, value)`` pairs that include ``__name__``; they are
 hashable, cheap to compare, and identical for identical label sets. Timestamps are integer
@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import NamedTuple
 
 Labels = tuple[tuple[str, str], ...]
@@ -74,3 +76,49 @@ class Sample(NamedTuple):
 def now_ms(seconds: float) -> int:
     """Seconds since the epoch (float) to integer milliseconds."""
     return round(seconds * 1000)
+
+
+# -- the hand-off type from the rule engine to everything downstream (runbooks, notifiers, check) -------
+
+
+class AlertState(str, Enum):
+    """Prometheus' alert states. ``inactive`` alerts with ``resolved_at_ms`` set are resolved ones."""
+
+    INACTIVE = "inactive"
+    PENDING = "pending"
+    FIRING = "firing"
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert instance (one label set of one alerting rule) at one evaluation.
+
+    ``labels`` include ``alertname`` and the rule's extra labels (never ``__name__``); ``annotations`` are
+    rendered. ``fingerprint`` is a stable hex digest of the sorted labels (same labels, same fingerprint,
+    across restarts). Timestamps are int milliseconds; ``fired_at_ms`` is 0 until firing and
+    ``resolved_at_ms`` is 0 until resolved. ``value`` is the expression's value at the last evaluation.
+    """
+
+    name: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    state: AlertState
+    value: float
+    fingerprint: str
+    active_at_ms: int
+    fired_at_ms: int = 0
+    resolved_at_ms: int = 0
+    keep_firing_since_ms: int = 0
+    last_eval_ms: int = 0
+    rule_group: str = ""
+    generator: str = field(default="", compare=False)  # the rule's expr, for generatorURL
+
+    @property
+    def severity(self) -> str:
+        """The ``severity`` label (``info``, ``warning``, ``critical``), or "" when absent."""
+        return self.labels.get("severity", "")
+
+    @property
+    def is_resolved(self) -> bool:
+        """True for an alert that fired and has since resolved."""
+        return self.state is AlertState.INACTIVE and self.resolved_at_ms > 0

@@ -11,8 +11,7 @@ from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_settings
 from watchdog.fakes.pynvml import FakeNvml
-from watchdog.model import metric_name
-from watchdog.rules.alert import AlertState
+from watchdog.model import AlertState, metric_name
 
 RULE = """
 groups:

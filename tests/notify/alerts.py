@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from watchdog.rules.alert import Alert, AlertState
+from watchdog.model import Alert, AlertState
 
 
 def fingerprint(labels: dict[str, str]) -> str:

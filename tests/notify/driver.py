@@ -22,8 +22,8 @@ from watchdog.config import load_config_text
 from watchdog.config.settings import settings_from_config
 from watchdog.infra.logs import setup_logging
 from watchdog.infra.state import StateDB
+from watchdog.model import Alert
 from watchdog.notify.dispatcher import dispatcher_for
-from watchdog.rules.alert import Alert
 
 BASE_MS = 1_790_000_000_000  # fixed fired_at: the same alert is the same episode across restarts
 

@@ -169,19 +169,6 @@ def test_close_during_an_outage_returns_and_keeps_rows_queued(
     assert d.outbox.pending_counts().get("slack") == 1
 
 
-def test_rule_engine_state_round_trips_and_is_written_only_on_change(tmp_path: Path) -> None:
-    db = StateDB.in_dir(tmp_path)
-    store = AlertStateStore(db)
-    state = [{"rule": "GpuHot", "labels": {"gpu": "1"}, "active_at_ms": 5, "fired_at_ms": 9}]
-    assert store.save_rule_state(state, NOW) is True
-    assert store.save_rule_state(state, NOW + 1) is False
-    db.close()
-    fresh = AlertStateStore(StateDB.in_dir(tmp_path))
-    assert fresh.save_rule_state(state) is False  # a new instance compares with the stored digest
-    assert fresh.load_rule_state() == state
-    assert fresh.save_rule_state([*state, {"rule": "EngineDown"}]) is True
-
-
 class RecordingManager:
     """Stands in for RunbookManager: records approve/skip calls."""
 

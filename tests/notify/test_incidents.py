@@ -18,8 +18,8 @@ from tests.support.alertmanager import BINARY, CONFIG, RealAlertmanager
 from tests.support.polling import wait_until
 from watchdog.config.settings import Settings, SlackSettings, section_settings
 from watchdog.demo.harness import run_scenario
+from watchdog.model import Alert, AlertState
 from watchdog.notify.incidents import Incident, correlate, inhibit_rules, render_incident
-from watchdog.rules.alert import Alert, AlertState
 
 
 def alert(name: str, severity: str = "warning", at_s: float = 0.0, **labels: str) -> Alert:

@@ -6,8 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from watchdog.model import label_value, metric_name
-from watchdog.rules.alert import AlertState
+from watchdog.model import AlertState, label_value, metric_name
 from watchdog.rules.alerting import (
     RESOLVED_RETENTION_MS,
     AlertEvaluationError,

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from watchdog.model import Sample, metric, metric_name
+from watchdog.model import AlertState, Sample, metric, metric_name
 from watchdog.promql import evaluate
-from watchdog.rules.alert import AlertState
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_rule_text
 from watchdog.store import Store

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
+from watchdog.model import AlertState
 from watchdog.promql import evaluate
 from watchdog.promtool.runner import InputSeries, LazySeries, load_input_series, run_test_file
-from watchdog.rules.alert import AlertState
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_rule_files
 from watchdog.store import Store

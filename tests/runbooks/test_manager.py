@@ -17,8 +17,7 @@ from watchdog.config import load_config_text
 from watchdog.config.settings import settings_document, settings_from_config
 from watchdog.infra.logs import register_secret
 from watchdog.infra.state import StateDB
-from watchdog.model import metric
-from watchdog.rules.alert import Alert, AlertState
+from watchdog.model import Alert, AlertState, metric
 from watchdog.runbooks.catalogue import catalogue_from_settings, load_catalogue
 from watchdog.runbooks.events import RunbookEvent
 from watchdog.runbooks.executors import ExecResult, default_executors

@@ -48,6 +48,15 @@ class TickScheduler:
             next_run_time=datetime.now(self._scheduler.timezone),
         )
 
+    def set_interval(self, interval_seconds: float) -> None:
+        """Tick every ``interval_seconds`` from now on (a reload that changed ``tick_interval_seconds``)."""
+        if interval_seconds == self.interval_seconds:
+            return
+        self.interval_seconds = interval_seconds
+        if self._scheduler.running:
+            self._scheduler.reschedule_job(TICK_JOB_ID, trigger=IntervalTrigger(seconds=interval_seconds))
+        log.info("tick interval changed", extra={"tick_interval_seconds": interval_seconds})
+
     def stop(self, wait: bool = True) -> None:
         """Stop scheduling; with ``wait`` the tick in progress finishes first."""
         if self._scheduler.running:

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from watchdog.agent import Agent
+from watchdog.config.settings import Settings
 from watchdog.daemon.scheduler import TickScheduler
 from watchdog.exporter.security import ExporterConfigError
-from watchdog.exporter.server import ExporterServer, exporter_for_store
+from watchdog.exporter.server import ExporterServer, exporter_for_store, prepare_exporter
 
 log = logging.getLogger("watchdog.daemon")  # the name its log lines have always had
 
@@ -40,20 +41,18 @@ def build_exporter(agent: Agent, listen: str) -> ExporterServer:
                               section=agent.settings.exporter, clock=agent.clock)
 
 
-def reload_agent(agent: Agent, exporter: ExporterServer) -> bool:
-    """SIGHUP: reload config, rules and runbooks, then the exporter's certificates, password and caps.
-    A broken exporter section keeps the exporter's running settings and reports the reload as failed."""
-    ok = agent.reload()
-    if not ok:
-        return False
-    try:
-        exporter.reload(agent.settings.exporter)
-    except ExporterConfigError as exc:
-        log.error("reload failed for the exporter; keeping its running TLS/auth settings",
-                  extra={"error": str(exc)})
-        agent.stats.reload_success = False
-        return False
-    return True
+def reload_agent(agent: Agent, exporter: ExporterServer, scheduler: TickScheduler | None = None) -> bool:
+    """SIGHUP: the agent's reload plus the exporter's certificates, password and caps and the tick interval,
+    all or nothing: a broken exporter section keeps every running setting, the agent's too."""
+
+    def prepare_exporter_reload(settings: Settings) -> Callable[[], None]:
+        prepared = prepare_exporter(settings.exporter)  # raises ExporterConfigError naming the key
+        return lambda: exporter.apply(prepared)
+
+    def prepare_interval(settings: Settings) -> Callable[[], None]:
+        return lambda: scheduler.set_interval(settings.tick_interval_seconds) if scheduler is not None else None
+
+    return agent.reload(also=(prepare_exporter_reload, prepare_interval))
 
 
 def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
@@ -93,7 +92,7 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
                 reload_requested.clear()
                 for reloading_hook in hooks.on_reloading:
                     reloading_hook()
-                ok = reload_agent(agent, exporter)
+                ok = reload_agent(agent, exporter, scheduler)
                 for reload_hook in hooks.on_reload:
                     reload_hook(ok)
             if deadline is not None and time.monotonic() >= deadline:

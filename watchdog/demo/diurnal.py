@@ -26,8 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from watchdog.engines.buckets import buckets_1_2_5
-from watchdog.model import Sample, metric, metric_name
-from watchdog.rules.alert import AlertState
+from watchdog.model import AlertState, Sample, metric, metric_name
 
 DAY_SECONDS = 86_400.0
 TOKEN_BUCKETS = buckets_1_2_5(32768)
@@ -168,9 +167,9 @@ ALERT = "EngineKvExhaustionPredicted"
 def replay_forecast(steps: Iterator[tuple[float, list[Sample]]], rule_paths: Sequence[str],
                     start_seconds: float = 1_800_000_000.0) -> ForecastReplay:
     """Ingest each step into a real :class:`Store`, evaluate the rules at it, record the forecast."""
-    from watchdog.promql import evaluate
     from watchdog.rules.engine import RuleEngine
     from watchdog.rules.loader import load_rule_files
+    from watchdog.rules.queries import instant_values
     from watchdog.store import Store
 
     store = Store()
@@ -181,10 +180,10 @@ def replay_forecast(steps: Iterator[tuple[float, list[Sample]]], rule_paths: Seq
         store.ingest("engine", samples, t_ms)
         alerts = engine.evaluate(t_ms)
         usage = [s.value for s in samples if metric_name(s.labels) == "vllm:kv_cache_usage_perc"]
-        eta = evaluate("engine:kv_exhaustion_eta_seconds", store, t_ms)
+        eta = instant_values("engine:kv_exhaustion_eta_seconds", store, t_ms)
         out.seconds.append(seconds)
         out.kv_usage.append(usage[0] if usage else 0.0)
-        out.eta_seconds.append(eta[0].value if eta else None)  # type: ignore[index, union-attr]
+        out.eta_seconds.append(eta[0][1] if eta else None)
         out.alerting.append(any(a.name == ALERT and a.state in (AlertState.PENDING, AlertState.FIRING)
                                 for a in alerts))
     return out

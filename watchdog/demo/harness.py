@@ -23,9 +23,8 @@ from watchdog.collectors.base import CollectorContext
 from watchdog.config.settings import Settings
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
 from watchdog.demo.scenario import Scenario, load_scenario
-from watchdog.notify.incidents import engine_gpus_in
-from watchdog.promql import evaluate
-from watchdog.rules.alert import Alert, AlertState
+from watchdog.model import Alert, AlertState
+from watchdog.rules.queries import engine_gpus_in, instant_values
 
 log = logging.getLogger("watchdog.demo.harness")
 SIM_START = 1_800_000_000.0  # a fixed simulated epoch: runs are reproducible
@@ -95,7 +94,7 @@ def run_scenario(
                     if alert.state in (AlertState.PENDING, AlertState.FIRING):
                         result.pending.setdefault(alert.name, elapsed)
                 for name, expr in (watch or {}).items():
-                    if name not in result.seen and evaluate(expr, agent.store, int(now[0] * 1000)):
+                    if name not in result.seen and instant_values(expr, agent.store, int(now[0] * 1000)):
                         result.seen[name] = elapsed
                 result.seconds = elapsed
                 result.final_alerts = alerts

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from watchdog.rules.alert import Alert, AlertState
+from watchdog.model import Alert, AlertState
 
 AUDIT_RUNBOOK = "engine-config-audit"
 

@@ -8,7 +8,7 @@ Contract with the agent loop:
   → notified once, pending → nothing), writes the outbox rows and state changes in ONE transaction, wakes
   the delivery threads and returns; it never touches the network.
 - ``reconcile_on_start(alerts)`` once after a restart, with the first alerts of a rule engine rebuilt
-  from ``state_store.load_rule_state()``: alerts still firing are not announced again, alerts that
+  from :class:`watchdog.rules.state_store.RuleStateStore`: alerts still firing are not announced again, alerts that
   resolved while the agent was down are resolved (Slack message updated, thread reply).
 - ``self_samples()``: ``watchdog_notifications_total{notifier,outcome}``, ``watchdog_outbox_pending``,
   ``watchdog_notifier_up``, ``watchdog_notification_attempt_failures_total``.
@@ -32,7 +32,7 @@ from typing import Any, TextIO
 from watchdog.config.settings import NotifiersSettings, RemediationMode, Settings
 from watchdog.infra.secrets import SecretError, read_secret
 from watchdog.infra.state import StateDB
-from watchdog.model import Sample, metric
+from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.notify.base import Notifier, PlanContext
 from watchdog.notify.grouping import group_transitions
 from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
@@ -41,7 +41,6 @@ from watchdog.notify.registry import NotifierContext, build_notifiers
 from watchdog.notify.state_store import AlertStateStore
 from watchdog.notify.transitions import KnownAlert, derive_transitions
 from watchdog.notify.worker import Backoff, DeliveryWorker
-from watchdog.rules.alert import Alert, AlertState
 from watchdog.runbooks.events import RunbookEvent
 
 log = logging.getLogger("watchdog.notify")
@@ -117,12 +116,10 @@ class NotificationDispatcher:
             if k.state == FIRING and k.snapshot.name == NOTIFIER_FAILING
         }
         self._last_gc_ms = 0
-        context = NotifierContext(
-            node=self.node, clock=clock, state_store=self.state_store, firing_source=self.firing_alerts,
-            remediation_mode=remediation_mode, tick_seconds=tick_seconds, listen=listen, stream=stream,
-            runbook_title=runbook_title,
-        )
-        built = list(notifiers) if notifiers is not None else build_notifiers(settings, context)
+        self._stream, self._runbook_title = stream, runbook_title
+        self._tick_seconds, self._listen = tick_seconds, listen
+        built = (list(notifiers) if notifiers is not None
+                 else build_notifiers(settings, self._context(remediation_mode, tick_seconds, listen)))
         self.notifiers: dict[str, Notifier] = {n.name: n for n in built}
         backoff = Backoff(outbox.initial_backoff_seconds, outbox.max_backoff_seconds)
         poll = outbox.poll_interval_seconds
@@ -131,9 +128,60 @@ class NotificationDispatcher:
             for name, n in self.notifiers.items()
         }
         self._approvals: Any = None
+        self._start_threads = start_threads
+        self._rand = rand
         if start_threads:
             for worker in self.workers.values():
                 worker.start()
+
+    def _context(self, remediation_mode: RemediationMode, tick_seconds: float, listen: str) -> NotifierContext:
+        return NotifierContext(
+            node=self.node, clock=self.clock, state_store=self.state_store, firing_source=self.firing_alerts,
+            remediation_mode=remediation_mode, tick_seconds=tick_seconds, listen=listen, stream=self._stream,
+            runbook_title=self._runbook_title,
+        )
+
+    def reconfigure(self, settings: NotifiersSettings, *, remediation_mode: RemediationMode, tick_seconds: float,
+                    listen: str) -> Callable[[], None]:
+        """Reload: build the notifiers of new settings now (secrets re-read) and return the step that
+        swaps them in. Unchanged settings change nothing. A kept notifier keeps its delivery thread, its
+        queue and its failure history (the thread picks the new notifier up between attempts); a disabled
+        one stops (its queued rows wait, as after a restart with it disabled); a new one starts."""
+        if (settings, remediation_mode, tick_seconds, listen) == (self.settings, self.remediation_mode,
+                                                                 self._tick_seconds, self._listen):
+            return lambda: None
+        built = {n.name: n for n in build_notifiers(settings, self._context(remediation_mode, tick_seconds, listen))}
+
+        def apply() -> None:
+            old_slack, old_mode = self.settings.slack, self.remediation_mode
+            with self._lock:
+                self.settings, self.remediation_mode = settings, remediation_mode
+                self._tick_seconds, self._listen = tick_seconds, listen
+                self.group_enabled = settings.grouping.enabled
+                self.member_labels = settings.grouping.member_labels
+                self.failing_after_ms = int(settings.outbox.failing_alert_after_seconds * 1000)
+                self.keep_ms = int(settings.outbox.keep_delivered_days * 86_400_000)
+                backoff = Backoff(settings.outbox.initial_backoff_seconds, settings.outbox.max_backoff_seconds)
+                for name in [n for n in self.workers if n not in built]:
+                    self.workers.pop(name).request_stop(0.0)
+                    self.notifiers.pop(name).close()
+                for name, notifier in built.items():
+                    worker = self.workers.get(name)
+                    if worker is None:
+                        worker = DeliveryWorker(notifier, self.outbox, backoff, clock=self.clock,
+                                                poll_seconds=settings.outbox.poll_interval_seconds, rand=self._rand)
+                        self.workers[name] = worker
+                        if self._start_threads:
+                            worker.start()
+                    else:
+                        worker.notifier, worker.backoff = notifier, backoff
+                        worker.poll_seconds = settings.outbox.poll_interval_seconds
+                    self.notifiers[name] = notifier
+            if self._approvals is not None and (settings.slack != old_slack or remediation_mode != old_mode):
+                self._approvals.close()  # attach_runbooks starts it again when approve mode still wants it
+                self._approvals = None
+
+        return apply
 
     # -- construction ------------------------------------------------------------------------------
     def attach_runbooks(self, manager: Any) -> bool:

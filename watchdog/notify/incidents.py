@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from watchdog.rules.alert import Alert, AlertState
+from watchdog.model import Alert, AlertState
 
 DEFAULT_WINDOW_MS = 10 * 60 * 1000
 
@@ -146,32 +146,15 @@ def _incident(members: Sequence[tuple[Alert, set[tuple[str, ...]]]]) -> Incident
     return Incident(cause, symptoms, gpus, engines, tuple(evidence))
 
 
-def engine_gpus_from(info_labels: Iterable[Mapping[str, str]]) -> dict[tuple[str, str], set[str]]:
-    """``(job, instance) -> GPU indexes`` from the label sets of ``watchdog_engine_gpu_info`` samples."""
-    out: dict[tuple[str, str], set[str]] = {}
-    for labels in info_labels:
-        if labels.get("job") and labels.get("gpu"):
-            out.setdefault((labels["job"], labels.get("instance", "")), set()).add(labels["gpu"])
-    return out
-
-
 def symptom_causes(incidents: Iterable[Incident]) -> dict[str, str]:
     """Symptom fingerprint -> cause fingerprint, for notifiers that fold symptoms under their cause."""
     return {s.fingerprint: inc.cause.fingerprint for inc in incidents for s in inc.symptoms}
 
 
-def engine_gpus_in(store: Any, t_ms: int) -> dict[tuple[str, str], set[str]]:
-    """The TP groups in ``store`` over the last 15 minutes (a GPU that fell off the bus still counts)."""
-    from watchdog.promql import VectorSample, evaluate
-
-    info = evaluate("max_over_time(watchdog_engine_gpu_info[15m])", store, t_ms)
-    samples = info if isinstance(info, list) else []
-    return engine_gpus_from(dict(s.labels) for s in samples if isinstance(s, VectorSample))
-
-
-def incident_causes(alerts: Sequence[Alert], store: Any, t_ms: int) -> dict[str, str]:
-    """:func:`symptom_causes` of this tick's alerts, TP groups read from ``store``."""
-    return symptom_causes(correlate(alerts, engine_gpus_in(store, t_ms)))
+def incident_causes(alerts: Sequence[Alert],
+                    engine_gpus: Mapping[tuple[str, str], Iterable[str]]) -> dict[str, str]:
+    """:func:`symptom_causes` of this tick's alerts, given the engines' TP groups."""
+    return symptom_causes(correlate(alerts, engine_gpus))
 
 
 def render_incident(incident: Incident, node: str) -> str:

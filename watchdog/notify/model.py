@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from watchdog.rules.alert import Alert
+from watchdog.model import Alert
 from watchdog.runbooks.events import RunbookEvent
 
 FIRING = "firing"

@@ -7,17 +7,14 @@ Tables (component ``notify.state``):
   belongs to and when it was last sent. This is what makes a restart reconcile instead of re-announce.
 - ``notify_slack_messages``: one row per Slack message (a group of alerts): channel, ``ts`` once posted,
   the members listed, so a resolve can update the message and reply in its thread.
-- ``notify_rule_engine_state``: the rule engine's own state (``RuleEngine.export_state()``), saved only
-  when it changed, so the engine can be rebuilt with ``restored_state=`` after a restart.
+
+The rule engine's own state is persisted by :mod:`watchdog.rules.state_store`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
-import time
-from typing import Any
 
 from watchdog.infra.state import StateDB
 from watchdog.notify.model import AlertSnapshot
@@ -43,11 +40,6 @@ DDL = (
         ts TEXT NOT NULL DEFAULT '',
         members TEXT NOT NULL,
         created_ms INTEGER NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS notify_rule_engine_state (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        digest TEXT NOT NULL,
-        data TEXT NOT NULL,
-        saved_ms INTEGER NOT NULL)""",
 )
 
 
@@ -57,7 +49,6 @@ class AlertStateStore:
     def __init__(self, db: StateDB) -> None:
         self.db = db
         db.ensure_schema("notify.state", SCHEMA_VERSION, DDL)
-        self._rule_state_digest = ""
 
     # -- alert notification state -------------------------------------------------------------------
     def load_alerts(self) -> dict[str, KnownAlert]:
@@ -152,39 +143,6 @@ class AlertStateStore:
             "SELECT channel FROM notify_slack_messages WHERE channel != '' ORDER BY created_ms DESC LIMIT 1"
         )
         return str(rows[0]["channel"]) if rows else ""
-
-    # -- rule engine state --------------------------------------------------------------------------
-    def save_rule_state(self, states: list[dict[str, Any]], now_ms: int = 0) -> bool:
-        """Persist ``RuleEngine.export_state()`` when it changed since the last save; True if written.
-
-        The comparison uses a digest (cached, else read from the table), so calling this every tick
-        costs a hash and no disk write while nothing changes.
-        """
-        data = json.dumps(states, sort_keys=True, default=str)
-        digest = hashlib.sha256(data.encode()).hexdigest()
-        if not self._rule_state_digest:
-            rows = self.db.query("SELECT digest FROM notify_rule_engine_state WHERE id = 1")
-            self._rule_state_digest = str(rows[0]["digest"]) if rows else ""
-        if digest == self._rule_state_digest:
-            return False
-        with self.db.transaction() as cur:
-            cur.execute(
-                """INSERT INTO notify_rule_engine_state(id, digest, data, saved_ms) VALUES (1, ?, ?, ?)
-                   ON CONFLICT(id) DO UPDATE SET digest=excluded.digest, data=excluded.data,
-                   saved_ms=excluded.saved_ms""",
-                (digest, data, now_ms or int(time.time() * 1000)),
-            )
-        self._rule_state_digest = digest
-        return True
-
-    def load_rule_state(self) -> list[dict[str, Any]]:
-        """The last saved rule engine state (``[]`` if none), for ``RuleEngine(restored_state=...)``."""
-        rows = self.db.query("SELECT digest, data FROM notify_rule_engine_state WHERE id = 1")
-        if not rows:
-            return []
-        self._rule_state_digest = rows[0]["digest"]
-        loaded: list[dict[str, Any]] = json.loads(rows[0]["data"])
-        return loaded
 
 
 def _known_from_row(row: sqlite3.Row) -> KnownAlert:

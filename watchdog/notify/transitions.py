@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from watchdog.model import Alert, AlertState
 from watchdog.notify.model import FIRING, RESOLVED, AlertSnapshot, Transition
-from watchdog.rules.alert import Alert, AlertState
 
 PENDING = "pending"
 

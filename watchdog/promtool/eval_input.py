@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from watchdog.infra.paths import asset_dir
+from watchdog.model import Alert
 from watchdog.promtool.runner import (
     DEFAULT_EVALUATION_INTERVAL_MS,
     QUIET_LOG,
@@ -29,7 +30,6 @@ from watchdog.promtool.runner import (
     order_groups,
     parse_test_file,
 )
-from watchdog.rules.alert import Alert
 from watchdog.rules.durations import DurationError, parse_duration, parse_time_arg
 from watchdog.rules.engine import RuleEngine, RuleFailure
 from watchdog.rules.loader import RuleLoadError, expand_paths, load_rule_files

@@ -33,9 +33,8 @@ import yaml
 
 from watchdog.golang.gostrconv import format_float, quote
 from watchdog.infra.yamllines import line_of
-from watchdog.model import Labels, make_labels
+from watchdog.model import AlertState, Labels, make_labels
 from watchdog.promtool.notation import SeriesNotationError, expand_values
-from watchdog.rules.alert import AlertState
 from watchdog.rules.durations import DurationError, format_duration, format_go_duration, parse_duration
 from watchdog.rules.engine import RuleEngine, RuleEvaluationError, vector_of
 from watchdog.rules.labelsets import MetricSyntaxError, format_labels_go, parse_metric, sorted_pairs

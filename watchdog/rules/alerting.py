@@ -22,8 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from watchdog.model import Sample, make_labels
-from watchdog.rules.alert import Alert, AlertState
+from watchdog.model import Alert, AlertState, Sample, make_labels
 
 __all__ = ["RESOLVED_RETENTION_MS", "ActiveAlert", "Alert", "AlertEvaluationError", "AlertState",
            "AlertingRuleState", "Candidate", "fingerprint"]

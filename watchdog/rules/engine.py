@@ -24,9 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from watchdog.model import METRIC_NAME, Labels, Sample, make_labels
+from watchdog.model import METRIC_NAME, Alert, Labels, Sample, make_labels
 from watchdog.promql import PromQLError, evaluate, parse_query
-from watchdog.rules.alert import Alert
 from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Candidate
 from watchdog.rules.loader import AlertingRule, RecordingRule, RuleGroup, RuleSet
 from watchdog.rules.templates import TemplateContext, expand

@@ -39,8 +39,7 @@ from watchdog.config.settings import RemediationMode, RemediationSettings, Secre
 from watchdog.infra.logs import redact
 from watchdog.infra.secrets import SecretError, read_secret
 from watchdog.infra.state import StateDB
-from watchdog.model import Sample, metric
-from watchdog.rules.alert import Alert, AlertState
+from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.runbooks.audit import AuditRecord, Decision, Episode, EpisodePhase, RunbookState, digest
 from watchdog.runbooks.catalogue import Catalogue, Runbook
 from watchdog.runbooks.conditions import ConditionCheck, StoreConditions
