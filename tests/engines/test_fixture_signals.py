@@ -11,58 +11,21 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from watchdog.collectors.engines import parse_payload
-from watchdog.engines.config_series import config_series
-from watchdog.model import Labels, metric_name
-from watchdog.promql import evaluate, parse_query
-from watchdog.rules.engine import RuleEngine
-from watchdog.rules.loader import load_rule_files
+from tests.support.engine_signals import FIXTURES, ROOT, RULES, canonical, query
+from tests.support.engine_signals import agent_store as _agent_store
 from watchdog.store import Store
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "tests" / "fixtures" / "engines"
-RULES = ROOT / "rules" / "engines.yaml"
 EXPECTED: dict[str, Any] = yaml.safe_load((FIXTURES / "expected.yaml").read_text(encoding="utf-8"))
-T_MS = 1_700_000_000_000
-TARGETS = {"job": "engine", "instance": "127.0.0.1:8000"}
 
 
 def agent_store(*names: str) -> Store:
-    """The fixtures as the agent stores them after one scrape, with the engine rules evaluated."""
-    store = Store(retention_ms=3_600_000, max_points=100, max_series=100_000)
-    for name in names:
-        text = (FIXTURES / name).read_text(encoding="utf-8")
-        samples = parse_payload(text, TARGETS)
-        samples += config_series(samples, TARGETS)
-        for sample in samples:
-            store.append(sample.labels, T_MS, sample.value)
-    RuleEngine(load_rule_files([str(RULES)]), store).evaluate(T_MS)
-    return store
-
-
-def query(store: Store, expr: str) -> dict[Labels, float]:
-    return {s.labels: s.value for s in evaluate(parse_query(expr), store, T_MS)}  # type: ignore[union-attr]
-
-
-def without_target(labels: Labels) -> dict[str, str]:
-    return {k: v for k, v in labels if k not in ("job", "instance", "__name__")}
-
-
-def canonical(store: Store) -> list[tuple[str, dict[str, str], float]]:
-    out = []
-    names = "|".join(("engine:requests_running", "engine:requests_waiting", "engine:kv_cache_usage_ratio",
-                      "engine:preemptions_total", "engine:prefix_cache_queries_total",
-                      "engine:prefix_cache_hits_total", "engine:prompt_tokens_total",
-                      "engine:generation_tokens_total", "engine:requests_finished_total"))
-    for labels, value in query(store, f'{{__name__=~"{names}"}}').items():
-        out.append((metric_name(labels), without_target(labels), value))
-    return out
+    """The rendered fixtures *names* as the agent stores them after one scrape."""
+    return _agent_store(*(FIXTURES / name for name in names))
 
 
 @pytest.mark.parametrize("fixture", sorted(EXPECTED), ids=str)

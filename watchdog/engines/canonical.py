@@ -204,11 +204,27 @@ def derived_rules() -> list[dict[str, Any]]:
     return [
         {"record": "engine:prefix_cache_hit_ratio:rate5m",
          "expr": "rate(engine:prefix_cache_hits_total[5m]) / rate(engine:prefix_cache_queries_total[5m])"},
+        # The same over 2 minutes: what EnginePrefixCacheThrashing watches (a 5-minute ratio takes over 4 minutes
+        # to fall from 80 % to 15 %; measured on a real vLLM, docs/engines.md "tested against real engines").
+        {"record": "engine:prefix_cache_hit_ratio:rate2m",
+         "expr": "rate(engine:prefix_cache_hits_total[2m]) / rate(engine:prefix_cache_queries_total[2m])"},
         {"record": "engine:preemptions:rate5m", "expr": "rate(engine:preemptions_total[5m])"},
         {"record": "engine:prompt_tokens:rate1m", "expr": "rate(engine:prompt_tokens_total[1m])"},
         {"record": "engine:generation_tokens:rate1m", "expr": "rate(engine:generation_tokens_total[1m])"},
         {"record": "engine:generation_tokens:rate5m", "expr": "rate(engine:generation_tokens_total[5m])"},
         {"record": "engine:request_completions:rate1m", "expr": completions_1m},
+        # Requests aborted per second (the client left), per endpoint. Engines that count aborts as finished
+        # requests (SGLang) give them directly. vLLM 0.32 does not: its API server drops a request whose client
+        # disconnected before the engine's stats see it, so request_success_total{finished_reason="abort"} stays
+        # 0 (seen on a real engine). There, aborts are the completion requests its HTTP server answered (2xx,
+        # counted when the stream closes, also when the client left) minus the requests the engine finished.
+        {"record": "engine:request_aborts:rate2m",
+         "expr": ('sum by (job, instance) (rate(engine:requests_finished_total{finished_reason="abort"}[2m])) > 0\n'
+                  "or on (job, instance) clamp_min(\n"
+                  '  sum by (job, instance) (rate(http_requests_total{handler=~"/v1/completions|/v1/chat/completions"'
+                  ', status="2xx"}[2m]))\n'
+                  '  - on (job, instance) sum by (job, instance) (rate(vllm:request_success_total{server=""}[2m])),\n'
+                  "  0)")},
         {"record": "engine:request_completions:rate5m",
          "expr": "rate(engine:e2e_latency_seconds_count[5m])"},
         # Little's law on the queue: a request arriving now waits for the queue ahead of it to drain at the
