@@ -144,7 +144,8 @@ class Agent:
         if not ruleset.groups:
             log.warning("no rules loaded: nothing will alert (check rules.paths)",
                         extra={"rules_paths": list(settings.rules.paths)})
-        return RuleEngine(ruleset, self.store, restored_state=restored)
+        return RuleEngine(ruleset, self.store, restored_state=restored,
+                          rule_timeout_s=settings.rules.rule_timeout_seconds, honour_group_intervals=True)
 
     def _build_runbooks(self, settings: Settings) -> RunbookManager:
         return RunbookManager(settings.remediation, self.db, self.store, clock=self.clock,

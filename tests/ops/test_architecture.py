@@ -29,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "capacity": {"engines", "loadtest", "model", "promql"},
     "rules": {"config", "engines", "golang", "infra", "model", "promql"},
     "collectors": {"config", "engines", "infra", "kmsg", "model", "store", "xid"},
-    "exporter": {"config", "infra", "model", "store"},
+    "exporter": {"config", "golang", "infra", "model", "promql", "rules", "store"},
     "runbooks": {"config", "infra", "model", "promql"},
     "promtool": {"golang", "infra", "model", "promql", "rules", "store"},
     "notify": {"config", "infra", "model", "runbooks"},

@@ -24,7 +24,6 @@ from watchdog.promql import nodes as n
         ("up + bool up", "bool modifier"),
         ("", "empty"),
         ("{}", "at least one non-empty matcher"),
-        ("up @ -1", "before 1970"),
     ],
 )
 def test_unsupported_or_invalid_queries_name_the_problem(text: str, fragment: str) -> None:

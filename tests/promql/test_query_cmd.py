@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
-from tests.loopback import serving
 from watchdog.cli import query_cmd
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "engines"
@@ -129,33 +126,26 @@ def test_real_captures_with_engine_rules(name: str, capsys: pytest.CaptureFixtur
     assert sum(float(s["value"][1]) for s in result) == total
 
 
-class _MetricsHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b'up{job="node"} 1\nwatchdog_gpu_temperature_celsius{gpu="0",uuid="GPU-1"} 71\n'
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-
-@pytest.fixture()
-def live_node() -> Iterator[str]:
-    with serving(_MetricsHandler) as base:
-        yield f"{base}/metrics"
+def test_captures_get_the_shipped_rule_pack_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    path = FIXTURES / "vllm-0.12.txt"
+    if not path.exists():
+        pytest.skip("fixture not present")
+    code, out, err = run(["--metrics-file", str(path), "--json", "engine:requests_running"], capsys)
+    assert code == 0 and json.loads(out)["data"]["result"], err  # written by rules/engines.yaml
+    code, out, err = run(["--metrics-file", str(path), "--no-rules", "--json", "engine:requests_running"], capsys)
+    assert code == 0 and json.loads(out)["data"]["result"] == []
+    assert "engine:* series are written by recording rules, and no rules were evaluated" in err
+    code, out, err = run(["--metrics-file", str(path), "--no-rules", "vllm:num_requests_running"], capsys)
+    assert code == 0 and out and "note:" not in err
 
 
-def test_live_mode_reads_the_exporter(live_node: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["--url", live_node, "max(watchdog_gpu_temperature_celsius) > 70"], capsys)
-    assert code == 0
-    assert out.strip() == "{} => 71"
+def test_rules_flags_are_for_captures(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["--url", "http://127.0.0.1:9", "--no-rules", "up"], capsys)
+    assert code == 1 and "apply to --metrics-file captures" in err
 
 
 def test_live_mode_without_agent_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(["--url", "http://127.0.0.1:9/metrics", "up"], capsys)
+    code, _, err = run(["--url", "http://127.0.0.1:9", "up"], capsys)
     assert code == 1 and "--metrics-file" in err
 
 

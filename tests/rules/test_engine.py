@@ -110,7 +110,9 @@ groups:
     (failure,) = engine.failures_at(0)
     assert failure.rule == "bad" and "many-to-many" in failure.error
     by_name = {metric_name(s.labels): s.value for s in engine.self_samples()}
-    assert by_name["watchdog_rule_evaluation_failures_total"] == 1
+    failures = {dict(s.labels)["reason"]: s.value for s in engine.self_samples()
+                if metric_name(s.labels) == "watchdog_rule_evaluation_failures_total"}
+    assert failures == {"error": 1, "timeout": 0}
     assert by_name["watchdog_rule_group_rules"] == 2
     assert by_name["watchdog_rule_group_evaluations_total"] == 1
     assert by_name["watchdog_rule_group_last_duration_seconds"] == 0.25

@@ -5,11 +5,15 @@ An instant PromQL query, evaluated by our evaluator, over:
   page, ``-`` for stdin). Every sample is stored at the query time T, whatever timestamp the file
   carries, so a capture from last week answers "what did this page say"; ``rate()`` over a single
   capture is empty, as it would be in Prometheus after one scrape. ``_created`` samples are kept.
-- without ``--metrics-file``: the live node, by scraping its exporter once
-  (``--url``, default ``http://127.0.0.1:9847/metrics``), which serves every stored series and ``ALERTS``.
+- without ``--metrics-file``: the live agent, through Prometheus' query API on its exporter
+  (``POST --url/api/v1/query``, default ``http://127.0.0.1:9847``; ``https://user:password@host:port``
+  for an exporter behind TLS and basic auth), over the agent's whole store (15 minutes at 1 s by
+  default), so ``rate(engine:prompt_tokens_total[1m])`` works; the agent's own rules are already applied.
 
-``--rules PATH`` (repeatable, globs allowed) evaluates those rule files once at T before the query, so
-recording rules (``engine:*``) and ``ALERTS`` are queryable. ``--at`` takes RFC 3339 or Unix seconds.
+On captures, the shipped rule pack (``rules/*.yaml``, as ``rules eval`` uses) is evaluated once at T
+before the query, so recording rules (``engine:*``) and ``ALERTS`` are queryable; ``--rules PATH``
+(repeatable, globs allowed) replaces it and ``--no-rules`` turns rules off. An empty answer to a query
+that names ``engine:*`` series says why on stderr. ``--at`` takes RFC 3339 or Unix seconds.
 
 Output: ``--json`` prints exactly Prometheus' ``/api/v1/query`` response,
 ``{"status": "success", "data": {"resultType": ..., "result": [...]}}``, or
@@ -29,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-DEFAULT_URL = "http://127.0.0.1:9847/metrics"
+DEFAULT_URL = "http://127.0.0.1:9847"
 SCRAPE_TIMEOUT_SECONDS = 10.0
 SCRAPE_LIMIT_BYTES = 64 * 1024 * 1024
 
@@ -55,13 +59,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     parser.add_argument("--metrics-file", action="append", default=[], metavar="F",
                         help="Prometheus text exposition file ('-' = stdin); repeatable")
     parser.add_argument("--rules", action="append", default=[], metavar="PATH",
-                        help="rule file or glob, evaluated once at T before the query; repeatable")
+                        help="rule file or glob, evaluated once at T before the query on captures; "
+                             "repeatable (default: the shipped rule pack)")
+    parser.add_argument("--no-rules", action="store_true",
+                        help="do not evaluate any rules on captures (raw series only)")
     parser.add_argument("--at", default=None, metavar="T",
                         help="evaluation time: RFC 3339 or Unix seconds (default: now)")
     parser.add_argument("--json", action="store_true",
                         help="print the Prometheus /api/v1/query response")
     parser.add_argument("--url", default=DEFAULT_URL,
-                        help=f"exporter to read when no --metrics-file is given (default {DEFAULT_URL})")
+                        help=f"the agent's exporter, asked through /api/v1/query when no --metrics-file is "
+                             f"given (default {DEFAULT_URL}; user:password@ for basic auth)")
     parser.set_defaults(func=_query)
 
 
@@ -138,9 +146,7 @@ def _apply_rules(rule_paths: Sequence[str], store: Any, t_ms: int) -> None:
     RuleEngine(ruleset, store).evaluate(t_ms)
 
 
-def _read_documents(paths: Sequence[str], url: str) -> list[MetricsText]:
-    if not paths:
-        return [MetricsText(url, _scrape(url))]
+def _read_documents(paths: Sequence[str]) -> list[MetricsText]:
     documents: list[MetricsText] = []
     for path in paths:
         if path == "-":
@@ -154,32 +160,78 @@ def _read_documents(paths: Sequence[str], url: str) -> list[MetricsText]:
     return documents
 
 
-def _scrape(url: str) -> str:
-    """One GET of the node's exporter (the live mode)."""
+def ask_agent(url: str, expr: str, t_ms: int) -> dict[str, Any]:
+    """``POST url/api/v1/query`` (form body, as Prometheus' own clients send it); the decoded answer,
+    ``status`` ``success`` or ``error``. Raises :class:`QueryCommandError` when the agent cannot be read."""
+    import base64
     import urllib.error
+    import urllib.parse
     import urllib.request
 
-    request = urllib.request.Request(url, headers={"Accept": "text/plain;version=0.0.4"})
+    parts = urllib.parse.urlsplit(url)
+    base = parts._replace(netloc=parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname
+                          else parts.netloc, path=parts.path.removesuffix("/metrics").rstrip("/"))
+    endpoint = urllib.parse.urlunsplit(base) + "/api/v1/query"
+    body = urllib.parse.urlencode({"query": expr, "time": f"{t_ms / 1000:.3f}"}).encode()
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
+    if parts.username is not None:
+        secret = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(secret.encode()).decode()
+    request = urllib.request.Request(endpoint, data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(request, timeout=SCRAPE_TIMEOUT_SECONDS) as response:
-            body: bytes = response.read(SCRAPE_LIMIT_BYTES + 1)
+            raw: bytes = response.read(SCRAPE_LIMIT_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raw = exc.read(SCRAPE_LIMIT_BYTES + 1)
+        if not raw.startswith(b"{"):
+            raise QueryCommandError(f"{endpoint}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         raise QueryCommandError(
-            f"cannot read the live node at {url} ({exc}); is the agent running? "
+            f"cannot reach the agent's query API at {endpoint} ({exc}); is the agent running? "
             "Use --metrics-file to query a capture instead"
         ) from None
-    if len(body) > SCRAPE_LIMIT_BYTES:
-        raise QueryCommandError(f"{url}: response larger than {SCRAPE_LIMIT_BYTES} bytes")
-    return body.decode("utf-8", errors="replace")
+    try:
+        answer: dict[str, Any] = json.loads(raw)
+    except ValueError:
+        raise QueryCommandError(f"{endpoint}: not a Prometheus API answer") from None
+    return answer
+
+
+def why_empty(expr: str, rules_applied: bool, live: bool) -> str | None:
+    """A note for an empty answer to a query that names ``engine:*`` series, else None."""
+    if "engine:" not in expr:
+        return None
+    if live:
+        return ("note: no engine:* series in the agent's store: they come from its recording rules "
+                "(rules.paths must include the shipped rules/engines.yaml) over a scraped engine "
+                "(engines: in the config); `inference-watchdog check` shows both")
+    if not rules_applied:
+        return ("note: engine:* series are written by recording rules, and no rules were evaluated "
+                "(--no-rules, or no shipped rule pack found); drop --no-rules or pass --rules "
+                "rules/engines.yaml")
+    return ("note: the rules ran but wrote no engine:* series: the capture holds no metrics of a "
+            "supported engine (vLLM, SGLang) that the rules read")
 
 
 def _query(args: argparse.Namespace) -> int:
-    from watchdog.promql import PromQLError, to_api_json, to_text_lines
+    from watchdog.promql import PromQLError, api_text_lines, to_api_json
+    from watchdog.promtool.eval_input import default_rule_files
 
+    live = not args.metrics_file
+    rule_paths: list[str] = []
     try:
         t_ms = parse_time(args.at, time.time())
-        documents = _read_documents(args.metrics_file, args.url)
-        value = run_query(args.expr, documents, args.rules, t_ms)
+        if live:
+            if args.rules or args.no_rules:
+                raise QueryCommandError("--rules and --no-rules apply to --metrics-file captures; the "
+                                        "live agent answers with its own rules applied")
+            answer = ask_agent(args.url, args.expr, t_ms)
+            if answer.get("status") != "success":
+                raise QueryCommandError(str(answer.get("error")), str(answer.get("errorType", "bad_data")))
+            data = answer["data"]
+        else:
+            rule_paths = [] if args.no_rules else (args.rules or default_rule_files())
+            data = to_api_json(run_query(args.expr, _read_documents(args.metrics_file), rule_paths, t_ms))
     except (QueryCommandError, PromQLError) as exc:
         kind = exc.kind
         message = str(exc)
@@ -188,10 +240,14 @@ def _query(args: argparse.Namespace) -> int:
         else:
             print(f"error: {message}", file=sys.stderr)
         return 1
+    if data.get("resultType") in ("vector", "matrix") and not data.get("result"):
+        note = why_empty(args.expr, live or bool(rule_paths), live)
+        if note:
+            print(note, file=sys.stderr)
     if args.json:
-        _print_json({"status": "success", "data": to_api_json(value)})
+        _print_json({"status": "success", "data": data})
     else:
-        for line in to_text_lines(value):
+        for line in api_text_lines(data):
             print(line)
     return 0
 

@@ -74,6 +74,9 @@ def _check(args: argparse.Namespace) -> int:
         try:
             ruleset = load_rule_files([path])
             report["rules"] = ruleset.rule_count
+            warnings = _cost_warnings(ruleset)
+            if warnings:
+                report["warnings"] = warnings
         except RuleLoadError as exc:
             failed = True
             report["errors"] = [
@@ -96,8 +99,33 @@ def _check(args: argparse.Namespace) -> int:
                 print(error["message"], file=sys.stderr)
         else:
             print(f"  SUCCESS: {report['rules']} rules found")
+        for warning in report.get("warnings", []):
+            print(f"  WARNING: {warning}", file=sys.stderr)
         print()
     return EXIT_FAILED if failed else EXIT_OK
+
+
+AGENT_TICK_MS = 1000
+"""The step of subqueries without one, in the agent (``tick_interval_seconds`` defaults to 1)."""
+
+
+def _cost_warnings(ruleset: Any) -> list[str]:
+    """One line per rule whose subqueries evaluate their inner expression many times per evaluation."""
+    from watchdog.promql.cost import SUBQUERY_STEPS_WARNING, subquery_cost
+
+    out: list[str] = []
+    for group in ruleset.groups:
+        for index, rule in enumerate(group.rules, start=1):
+            cost = subquery_cost(rule.query.expr, group.interval_ms or AGENT_TICK_MS)
+            if cost.steps < SUBQUERY_STEPS_WARNING:
+                continue
+            out.append(
+                f"{group.file}:{rule.line}: group {json.dumps(group.name)}, rule {index} {json.dumps(rule.name)}: "
+                f"costly subquery: {' inside '.join(cost.chain)}: {cost.steps} inner evaluations per "
+                f"evaluation, each over every series the inner expression matches; cost grows with "
+                f"steps x series (use a coarser step, a shorter range, a recording rule for the inner "
+                f"expression, or a group interval:)")
+    return out
 
 
 # ------------------------------------------------------------------------------------------ test

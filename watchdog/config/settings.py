@@ -198,6 +198,7 @@ class RulesSettings:
     """``rules``."""
 
     paths: tuple[str, ...]
+    rule_timeout_seconds: float
 
 
 @dataclasses.dataclass(frozen=True)

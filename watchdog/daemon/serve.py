@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from watchdog.agent import Agent
 from watchdog.config.settings import Settings
 from watchdog.daemon.scheduler import TickScheduler
+from watchdog.exporter.api import QueryAPI
 from watchdog.exporter.security import ExporterConfigError
 from watchdog.exporter.server import ExporterServer, exporter_for_store, prepare_exporter
 
@@ -37,8 +38,11 @@ class Hooks:
 def build_exporter(agent: Agent, listen: str) -> ExporterServer:
     """An exporter serving the agent's store and self-metrics on ``listen`` (TLS, auth and caps from the
     config's ``exporter`` section; raises ExporterConfigError when that section is unusable)."""
-    return exporter_for_store(agent.store, listen, ready=lambda: agent.ready,
-                              section=agent.settings.exporter, clock=agent.clock)
+    exporter = exporter_for_store(agent.store, listen, ready=lambda: agent.ready,
+                                  section=agent.settings.exporter, clock=agent.clock)
+    exporter.api = QueryAPI(agent.store, engine=lambda: agent.rule_engine, clock=agent.clock,
+                            subquery_step_ms=round(agent.settings.tick_interval_seconds * 1000))
+    return exporter
 
 
 def reload_agent(agent: Agent, exporter: ExporterServer, scheduler: TickScheduler | None = None) -> bool:

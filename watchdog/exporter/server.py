@@ -11,6 +11,8 @@ Contract:
 - :meth:`ExporterServer.reconfigure` swaps TLS and auth settings atomically for new connections (SIGHUP
   with rotated certificates or password); the listen address is fixed for the process's life.
 - Requests are counted in ``watchdog_exporter_requests_total{handler, code}`` (bounded label values).
+- With ``api`` set (:class:`watchdog.exporter.api.QueryAPI`), ``/api/v1/*`` (GET and POST) answers
+  Prometheus' query API behind the same TLS and basic auth (handler label ``api``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ CONNECTION_TIMEOUT_SECONDS = 30.0
 HANDLERS = {"/metrics": "metrics", "/-/healthy": "healthy", "/-/ready": "ready", "/": "root"}
 OPEN_PATHS = frozenset({"/-/healthy", "/-/ready"})
 GZIP_MIN_BYTES = 1024
+API_BODY_LIMIT_BYTES = 1 << 20
 
 
 def parse_listen(address: str) -> tuple[str, int]:
@@ -144,6 +147,7 @@ class ExporterServer:
         self.stats = stats or ExporterStats()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self.api: Any = None  # a watchdog.exporter.api.QueryAPI serving /api/v1/*, when set
 
     @property
     def url(self) -> str:
@@ -186,13 +190,25 @@ class ExporterServer:
             sys_version = ""
             timeout = CONNECTION_TIMEOUT_SECONDS
 
+            def do_POST(self) -> None:
+                self.do_GET()
+
             def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                handler = HANDLERS.get(path, "other")
+                path, _, query_string = self.path.partition("?")
+                is_api = exporter.api is not None and path.startswith("/api/v1/")
+                handler = "api" if is_api else HANDLERS.get(path, "other")
                 auth = exporter.security.auth
                 if auth is not None and path not in OPEN_PATHS and not auth.check(self.headers.get("Authorization")):
                     self._send(handler, 401, b"unauthorized\n", "text/plain",
                                {"WWW-Authenticate": 'Basic realm="inference-watchdog", charset="UTF-8"'})
+                elif is_api:
+                    length = min(int(self.headers.get("Content-Length") or 0), API_BODY_LIMIT_BYTES)
+                    body = self.rfile.read(length) if self.command == "POST" and length > 0 else b""
+                    answer = exporter.api.handle(self.command, path, query_string, body,
+                                                 self.headers.get("Content-Type") or "")
+                    self._send(handler, answer.code, answer.body, answer.content_type)
+                elif self.command == "POST":
+                    self._send(handler, 405, b"method not allowed\n", "text/plain")
                 elif path == "/metrics":
                     body = exporter.render_metrics()
                     headers = {}

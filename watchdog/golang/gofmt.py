@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from watchdog.golang.gostrconv import format_float, quote
+from watchdog.golang.gostrconv import can_backquote, format_float, quote
 
 
 def go_type(value: Any) -> str:
@@ -84,6 +84,7 @@ class _Spec:
 
     def __init__(self) -> None:
         self.plus = self.minus = self.sharp = self.space = self.zero = False
+        self.sharp_v = self.plus_v = False  # %#v and %+v (Go moves the flags for the v verb)
         self.width: int | None = None
         self.prec: int | None = None
 
@@ -102,10 +103,24 @@ def _pad(body: str, spec: _Spec, numeric: bool) -> str:
     return " " * fill + body
 
 
-def _bad(verb: str, value: Any) -> str:
+def _bad(verb: str, value: Any, spec: _Spec | None = None) -> str:
+    """Go's ``badVerb``: the value printed with ``%v`` under the directive's own flags, width, precision."""
     if value is None:
         return f"%!{verb}(<nil>)"
-    return f"%!{verb}({go_type(value)}={format_value(value)})"
+    shown = format_value(value) if spec is None else _format_one(value, "v", spec)
+    return f"%!{verb}({go_type(value)}={shown})"
+
+
+def go_syntax(value: Any) -> str:
+    """Go's ``%#v`` of a modelled value."""
+    if isinstance(value, str):
+        return quote(value)
+    if isinstance(value, dict):
+        items = ", ".join(f"{go_syntax(k)}:{go_syntax(value[k])}" for k in sorted(value))
+        return f"{go_type(value)}{{{items}}}"
+    if isinstance(value, list):
+        return "[]interface {}{" + ", ".join(go_syntax(item) for item in value) + "}"
+    return format_value(value)
 
 
 def _sign(body: str, spec: _Spec) -> str:
@@ -133,8 +148,19 @@ def _fmt_int(value: int, verb: str, spec: _Spec) -> str | None:
         digits = f"{abs(value):b}"
     elif verb == "c":
         return _pad(chr(value), spec, False)
+    elif verb == "U":
+        body = f"U+{value:04X}" if value >= 0 else f"U+{value & 0xFFFFFFFFFFFFFFFF:04X}"
+        if spec.prec is not None and spec.prec > 4:
+            body = f"U+{body[2:].rjust(spec.prec, '0')}"
+        if spec.sharp and 0 <= value <= 0x10FFFF and chr(value).isprintable():
+            body += f" '{chr(value)}'"
+        saved, spec.zero = spec.zero, False
+        out = _pad(body, spec, False)
+        spec.zero = saved
+        return out
     elif verb == "q":
-        return _pad("'" + quote(chr(value))[1:-1].replace("'", "\\'") + "'", spec, False)
+        return _pad("'" + quote(chr(value), spec.plus)[1:-1].replace("\\\"", '"').replace("'", "\\'") + "'",
+                    spec, False)
     else:
         return None
     if spec.prec is not None:
@@ -153,6 +179,8 @@ def _fmt_float(value: float, verb: str, spec: _Spec) -> str | None:
         body = format_float(value, verb, -1 if spec.prec is None else spec.prec)
     else:
         body = format_float(value, verb, 6 if spec.prec is None else spec.prec)
+    if spec.sharp and verb != "v" and math.isfinite(value):
+        body = _sharp_float(body, verb, spec.prec)
     if math.isinf(value) or math.isnan(value):
         if spec.plus and not body.startswith(("+", "-")):
             body = "+" + body
@@ -167,16 +195,42 @@ def _fmt_float(value: float, verb: str, spec: _Spec) -> str | None:
     return _pad(_sign(body, spec), spec, True)
 
 
+def _sharp_float(body: str, verb: str, prec: int | None) -> str:
+    """Go's ``#`` flag on floats: always a decimal point; ``%#g`` keeps trailing zeros to the precision."""
+    sign = body[0] if body[:1] in "+-" else ""
+    num = body[len(sign):]
+    digits = (6 if prec is None else prec) if verb in "gGxX" else 0
+    tail = ""
+    has_point = seen_nonzero = False
+    for index, ch in enumerate(num):
+        if ch == ".":
+            has_point = True
+        elif ch in "pP" or (ch in "eE" and verb not in "xX"):
+            num, tail = num[:index], num[index:]
+            break
+        else:
+            seen_nonzero = seen_nonzero or ch != "0"
+            if seen_nonzero:
+                digits -= 1
+    if not has_point:
+        if num == "0":
+            digits -= 1
+        num += "."
+    return sign + num + "0" * max(digits, 0) + tail
+
+
 def _fmt_string(value: str, verb: str, spec: _Spec) -> str | None:
     if verb in "vs":
         body = value if spec.prec is None else value[: spec.prec]
     elif verb == "q":
-        body = quote(value if spec.prec is None else value[: spec.prec])
+        text = value if spec.prec is None else value[: spec.prec]
+        body = "`" + text + "`" if spec.sharp and can_backquote(text) else quote(text, spec.plus)
     elif verb in "xX":
         raw = value.encode("utf-8")
         body = raw.hex() if verb == "x" else raw.hex().upper()
-        if spec.space:
-            body = " ".join(body[i:i + 2] for i in range(0, len(body), 2))
+        prefix = ("0x" if verb == "x" else "0X") if spec.sharp else ""
+        pairs = [body[i:i + 2] for i in range(0, len(body), 2)] if spec.space else [body]
+        body = " ".join(prefix + pair for pair in pairs)
     else:
         return None
     return _pad(body, spec, False)
@@ -185,6 +239,8 @@ def _fmt_string(value: str, verb: str, spec: _Spec) -> str | None:
 def _format_one(value: Any, verb: str, spec: _Spec) -> str:
     if verb == "T":
         return _pad(go_type(value), spec, False)
+    if verb == "v" and spec.sharp_v and not isinstance(value, (int, float)):
+        return _pad(go_syntax(value), spec, False)
     if value is None:
         return _pad("<nil>", spec, False) if verb == "v" else _bad(verb, value)
     result: str | None
@@ -200,80 +256,142 @@ def _format_one(value: Any, verb: str, spec: _Spec) -> str:
         result = _pad(format_value(value), spec, False) if verb in "vs" else None
     else:
         result = None
-    return result if result is not None else _bad(verb, value)
+    return result if result is not None else _bad(verb, value, spec)
+
+
+_TOO_LARGE = 1_000_000
+
+
+def _parsenum(fmt: str, start: int, end: int) -> tuple[int, bool, int]:
+    """Go's ``parsenum``: (number, found, index after it); a number past 1e6 is not a number."""
+    num, found, i = 0, False, start
+    while i < end and fmt[i].isascii() and fmt[i].isdigit():
+        if abs(num) > _TOO_LARGE:
+            return 0, False, end
+        num, found, i = num * 10 + int(fmt[i]), True, i + 1
+    return num, found, i
+
+
+class _Printer:
+    """Go's ``pp.doPrintf`` state: the argument cursor, argument indexes (``%[2]d``) and their errors."""
+
+    def __init__(self, fmt: str, args: list[Any]) -> None:
+        self.fmt, self.args = fmt, args
+        self.arg_num = 0
+        self.reordered = False
+        self.good_arg_num = True
+
+    def arg_number(self, i: int) -> tuple[int, bool]:
+        """``argNumber``: an explicit ``[n]`` at ``i`` moves the cursor; returns (new i, found)."""
+        fmt = self.fmt
+        if i >= len(fmt) or fmt[i] != "[":
+            return i, False
+        self.reordered = True
+        close = fmt.find("]", i + 1)
+        if len(fmt) - i < 3 or close < 0:
+            self.good_arg_num = False
+            return i + 1, False
+        index, ok, after = _parsenum(fmt, i + 1, close)
+        if not ok or after != close:
+            self.good_arg_num = False
+            return close + 1, False
+        if 0 <= index - 1 < len(self.args):
+            self.arg_num = index - 1
+            return close + 1, True
+        self.good_arg_num = False
+        return close + 1, True
+
+    def int_arg(self) -> int | None:
+        """``intFromArg``: the current argument as a width/precision (None when not an int)."""
+        if self.arg_num >= len(self.args):
+            return None
+        value = self.args[self.arg_num]
+        self.arg_num += 1
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= _TOO_LARGE:
+            return value
+        return None
 
 
 def sprintf(fmt: str, args: list[Any]) -> str:
-    """``fmt.Sprintf(fmt, args...)`` with Go's error notation for bad verbs and argument counts."""
+    """``fmt.Sprintf(fmt, args...)``: Go's ``doPrintf``, with argument indexes (``%[2]v``, ``%[3]*.[2]*[1]f``)
+    and Go's error notation for bad verbs, widths, indexes and argument counts."""
     out: list[str] = []
-    argi = 0
-    i = 0
-    n = len(fmt)
-    while i < n:
-        ch = fmt[i]
-        if ch != "%":
-            j = fmt.find("%", i)
-            j = n if j < 0 else j
-            out.append(fmt[i:j])
-            i = j
-            continue
-        i += 1
+    p = _Printer(fmt, args)
+    i, end = 0, len(fmt)
+    while i < end:
+        p.good_arg_num = True
+        j = fmt.find("%", i)
+        j = end if j < 0 else j
+        out.append(fmt[i:j])
+        if j >= end:
+            break
+        i = j + 1
         spec = _Spec()
-        while i < n and fmt[i] in "+-# 0":
+        while i < end and fmt[i] in "+-# 0":
             flag = fmt[i]
             spec.plus |= flag == "+"
-            spec.minus |= flag == "-"
             spec.sharp |= flag == "#"
             spec.space |= flag == " "
-            spec.zero |= flag == "0"
+            if flag == "0":
+                spec.zero = not spec.minus
+            if flag == "-":
+                spec.minus, spec.zero = True, False
             i += 1
-        if spec.minus:
-            spec.zero = False
-        if i < n and fmt[i] == "*":
+        i, after_index = p.arg_number(i)
+        if i < end and fmt[i] == "*":
             i += 1
-            if argi < len(args) and isinstance(args[argi], int) and not isinstance(args[argi], bool):
-                spec.width = int(args[argi])
-                if spec.width < 0:
-                    spec.minus, spec.zero, spec.width = True, False, -spec.width
-            else:
+            width = p.int_arg()
+            if width is None:
                 out.append("%!(BADWIDTH)")
-            argi += 1
-        else:
-            start = i
-            while i < n and fmt[i].isdigit():
-                i += 1
-            if i > start:
-                spec.width = int(fmt[start:i])
-        if i < n and fmt[i] == ".":
-            i += 1
-            if i < n and fmt[i] == "*":
-                i += 1
-                if argi < len(args) and isinstance(args[argi], int) and not isinstance(args[argi], bool):
-                    spec.prec = max(int(args[argi]), 0)
-                else:
-                    out.append("%!(BADPREC)")
-                argi += 1
             else:
-                start = i
-                while i < n and fmt[i].isdigit():
-                    i += 1
-                spec.prec = int(fmt[start:i]) if i > start else 0
-        if i >= n:
+                spec.width = width
+                if width < 0:
+                    spec.minus, spec.zero, spec.width = True, False, -width
+            after_index = False
+        else:
+            width, present, i = _parsenum(fmt, i, end)
+            if present:
+                spec.width = width
+                if after_index:
+                    p.good_arg_num = False
+        if i + 1 < end and fmt[i] == ".":
+            i += 1
+            if after_index:
+                p.good_arg_num = False
+            i, after_index = p.arg_number(i)
+            if i < end and fmt[i] == "*":
+                i += 1
+                prec = p.int_arg()
+                if prec is None or prec < 0:  # Go: a negative precision is no precision, reported
+                    out.append("%!(BADPREC)")
+                else:
+                    spec.prec = prec
+                after_index = False
+            else:
+                prec, present, i = _parsenum(fmt, i, end)
+                spec.prec = prec if present else 0
+        if not after_index:
+            i, after_index = p.arg_number(i)
+        if i >= end:
             out.append("%!(NOVERB)")
             break
         verb = fmt[i]
         i += 1
         if verb == "%":
             out.append("%")
-            continue
-        if argi >= len(args):
+        elif not p.good_arg_num:
+            out.append(f"%!{verb}(BADINDEX)")
+        elif p.arg_num >= len(args):
             out.append(f"%!{verb}(MISSING)")
-            continue
-        out.append(_format_one(args[argi], verb, spec))
-        argi += 1
-    if argi < len(args):
+        else:
+            if verb == "v":
+                spec.sharp_v, spec.sharp = spec.sharp, False
+                spec.plus_v, spec.plus = spec.plus, False
+            out.append(_format_one(args[p.arg_num], verb, spec))
+            p.arg_num += 1
+    if not p.reordered and p.arg_num < len(args):
         extra = ", ".join(
-            "<nil>" if a is None else f"{go_type(a)}={format_value(a)}" for a in args[argi:]
+            "<nil>" if a is None else f"{go_type(a)}={format_value(a)}" for a in args[p.arg_num:]
         )
         out.append(f"%!(EXTRA {extra})")
     return "".join(out)

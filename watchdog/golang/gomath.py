@@ -197,7 +197,8 @@ from the non-FMA path in the last bit for some inputs."""
 
 
 def exp(x: float) -> float:
-    """Go 1.19's amd64 ``math.Exp`` (the assembly routine): +Inf on overflow, 0 on underflow."""
+    """Go 1.19's amd64 ``math.Exp`` (the assembly routine): +Inf on overflow; results below the normal
+    range go through its denormal path (down to 5e-324), then 0."""
     if math.isnan(x) or x == INF:
         return x
     if x == -INF:
@@ -230,8 +231,11 @@ def exp(x: float) -> float:
             x *= x + 2.0
         x += 1.0
     biased = exponent + 0x3FF
-    if biased <= 0:
-        return 0.0
+    if biased < 0:  # the assembly's denormal path: two scalings, so the result rounds to a subnormal
+        if biased < -52:
+            return 0.0
+        x *= struct.unpack("<d", struct.pack("<Q", (biased + 0x3FE) << 52))[0]
+        return x * struct.unpack("<d", struct.pack("<Q", 1 << 52))[0]
     if biased >= 0x7FF:
         return INF
     return x * struct.unpack("<d", struct.pack("<Q", biased << 52))[0]

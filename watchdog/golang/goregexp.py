@@ -8,7 +8,6 @@ classes, ``\\p{L}``, mid-pattern flags), so we use the RE2 library itself (``goo
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from typing import Any
 
@@ -50,47 +49,48 @@ def compile_unanchored(pattern: str) -> Any:
         raise RegexError(f"regexp: Compile({gostrconv.quote(pattern)}): error parsing regexp: {detail}") from exc
 
 
-_EXPAND_NAME = re.compile(r"[A-Za-z0-9_]+")
+def _expand_name(text: str) -> tuple[str, int]:
+    """Go ``regexp.extract``: the longest run of Unicode letters, digits (Nd) and ``_``; (name, end)."""
+    end = 0
+    while end < len(text) and (text[end].isalpha() or text[end].isdecimal() or text[end] == "_"):
+        end += 1
+    return text[:end], end
 
 
 def expand(template: str, match: Any) -> str:
-    """Go's ``Regexp.Expand``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``."""
+    """Go's ``Regexp.ExpandString`` for ``match``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``.
+
+    As in Go, a name is the longest run of Unicode letters, digits and ``_`` (``$1é`` names the group
+    ``1é``, which does not exist, so it expands to nothing); a number has no leading zero and is below
+    1e8; a malformed reference keeps its ``$``; a group that did not take part expands to nothing.
+    """
     out: list[str] = []
     i = 0
-    groups = match.re.groupindex
-    while i < len(template):
+    while True:
         j = template.find("$", i)
         if j < 0:
             out.append(template[i:])
-            break
+            return "".join(out)
         out.append(template[i:j])
-        rest = template[j + 1:]
+        rest = template[j + 1 :]
         if rest.startswith("$"):
             out.append("$")
             i = j + 2
             continue
-        name = ""
-        consumed = 0
-        if rest.startswith("{"):
-            close = rest.find("}")
-            inner = rest[1:close] if close > 0 else ""
-            if close > 0 and _EXPAND_NAME.fullmatch(inner):
-                name, consumed = inner, close + 1
-        else:
-            found = _EXPAND_NAME.match(rest)
-            if found:
-                name, consumed = found.group(0), found.end()
-        if not name:
+        brace = rest.startswith("{")
+        name, end = _expand_name(rest[1:] if brace else rest)
+        if not name or (brace and rest[1 + end:2 + end] != "}"):
             out.append("$")
             i = j + 1
             continue
-        i = j + 1 + consumed
+        i = j + 1 + end + (2 if brace else 0)
+        number = int(name) if name.isascii() and name.isdigit() and len(name) <= 9 else -1
+        if name[0] == "0" and len(name) > 1:
+            number = -1
         value: str | None = None
-        if name.isdigit():
-            index = int(name)
-            if index <= (match.re.groups or 0):
-                value = match.group(index)
-        elif name in groups:
+        if number >= 0:
+            if number <= (match.re.groups or 0):
+                value = match.group(number)
+        elif name in match.re.groupindex:
             value = match.group(name)
         out.append(value or "")
-    return "".join(out)

@@ -120,8 +120,8 @@ def parse_float(text: str) -> float:
     return value
 
 
-def quote(text: str) -> str:
-    """``strconv.Quote``: a double-quoted Go string literal."""
+def quote(text: str, ascii_only: bool = False) -> str:
+    """``strconv.Quote`` (``QuoteToASCII`` with ``ascii_only``): a double-quoted Go string literal."""
     out = ['"']
     for ch in text:
         code = ord(ch)
@@ -133,12 +133,17 @@ def quote(text: str) -> str:
             out.append(_ESCAPES[ch])
         elif code < 0x20 or code == 0x7F:
             out.append(f"\\x{code:02x}")
-        elif not ch.isprintable() and code > 0x7F:
+        elif code > 0x7F and (ascii_only or not ch.isprintable()):
             out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
         else:
             out.append(ch)
     out.append('"')
     return "".join(out)
+
+
+def can_backquote(text: str) -> bool:
+    """``strconv.CanBackquote``: one line, no backquote, no control character but tab, no BOM."""
+    return all(ch == "\t" or (ord(ch) >= 0x20 and ch not in "`\x7f\ufeff") for ch in text)
 
 
 _ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}

@@ -15,7 +15,7 @@ Contract:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote_plus
 
@@ -37,11 +37,12 @@ from watchdog.golang.gotemplate_syntax import (
     NumberNode,
     PipeNode,
     StringNode,
+    TemplateNode,
     TemplateParseError,
     TextNode,
     VariableNode,
     go_unquote,
-    parse_tree,
+    parse_trees,
 )
 
 __all__ = ["BUILTIN_FUNCS", "MISSING", "FuncError", "GoFunc", "GoStruct", "Template", "TemplateExecError",
@@ -125,6 +126,7 @@ class Template:
     name: str
     text: str
     root: ListNode
+    defines: dict[str, ListNode] = field(default_factory=dict)
 
     def execute(self, data: Any, funcs: Mapping[str, GoFunc]) -> str:
         """Run the template; raises :class:`TemplateExecError` with Go's message."""
@@ -138,7 +140,8 @@ class Template:
 
 def parse(text: str, name: str, funcs: Mapping[str, Any]) -> Template:
     """Parse ``text`` as Go's ``text/template`` would, with ``funcs`` (names) defined."""
-    return Template(name, text, parse_tree(text, name, {*BUILTIN_FUNCS, *funcs}))
+    root, defines = parse_trees(text, name, {*BUILTIN_FUNCS, *funcs})
+    return Template(name, text, root, defines)
 
 
 class _State:
@@ -207,6 +210,16 @@ class _State:
                         self.walk(dot, node.else_body)
                 finally:
                     del self.vars[mark:]
+        elif isinstance(node, TemplateNode):
+            body = self.tmpl.defines.get(node.name)
+            if body is None:
+                raise self.errorf(f'template "{node.name}" not defined')
+            value = MISSING if node.pipe is None else self.eval_pipeline(dot, node.pipe)
+            saved_vars, self.vars = self.vars, [("$", value)]
+            try:
+                self.walk(value, body)
+            finally:
+                self.vars = saved_vars
         elif isinstance(node, BreakNode):
             raise _Break()
         elif isinstance(node, ContinueNode):

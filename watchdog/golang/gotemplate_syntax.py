@@ -3,9 +3,10 @@
 Contract: :func:`parse_tree` accepts what Go's ``text/template/parse`` accepts (actions, pipelines,
 ``$var :=``/``$var =``, ``if``/``else if``/``else``/``end``, ``with``, ``range`` with ``break``/``continue``,
 comments, ``{{-``/``-}}`` trimming) and fails like Go, with :class:`TemplateParseError` messages of the
-form ``template: NAME:LINE: ...``: undefined functions and variables are parse errors. ``define``,
-``template`` and ``block`` are refused as unsupported. Node positions are character offsets into the
-text (Go reports byte offsets; :mod:`watchdog.golang.gotemplate` converts when it prints them).
+form ``template: NAME:LINE: ...``: undefined functions and variables are parse errors. ``define`` (top
+level only), ``template`` and ``block`` work as in Go (:func:`parse_trees` returns the definitions).
+Node positions are character offsets into the text (Go reports byte offsets;
+:mod:`watchdog.golang.gotemplate` converts when it prints them).
 """
 
 from __future__ import annotations
@@ -377,6 +378,18 @@ class BranchNode(Node):
 
 
 @dataclass
+class TemplateNode(Node):
+    """``{{template "name" pipeline}}`` (also what ``{{block}}`` leaves in place)."""
+
+    name: str
+    pipe: PipeNode | None
+
+    def __str__(self) -> str:
+        tail = "" if self.pipe is None else " " + str(self.pipe)
+        return "{{template " + gostrconv.quote(self.name) + tail + "}}"
+
+
+@dataclass
 class BreakNode(Node):
     def __str__(self) -> str:
         return "{{break}}"
@@ -515,6 +528,7 @@ class _Parser:
         self.funcs = funcs
         self.vars: list[str] = ["$"]
         self.range_depth = 0
+        self.defines: dict[str, ListNode] = {}  # {{define "name"}} bodies, by name
 
     # token helpers
     def next(self) -> _Tok:
@@ -550,6 +564,15 @@ class _Parser:
     def parse(self) -> ListNode:
         root = ListNode(0)
         while self.peek().kind != "eof":
+            if self.peek().kind == "ldelim":  # {{define}} only at the top level, as in Go
+                mark = self.i
+                self.next()
+                keyword = self.peek_non_space()
+                if keyword.kind == "keyword" and keyword.val == "define":
+                    self.next_non_space()
+                    self.definition(keyword)
+                    continue
+                self.i = mark
             node = self.text_or_action()
             if isinstance(node, (_EndNode, _ElseNode)):
                 which = "{{end}}" if isinstance(node, _EndNode) else "{{else}}"
@@ -588,11 +611,48 @@ class _Parser:
                     raise self.fail(tok, f"{{{{{word}}}}} outside {{{{range}}}}")
                 self.expect_rdelim(word)
                 return BreakNode(tok.pos) if word == "break" else ContinueNode(tok.pos)
-            if word in ("define", "template", "block"):
-                raise self.fail(tok, f"{{{{{word}}}}} is not supported in alert templates")
+            if word == "template":  # Go positions the node at its name
+                name_pos = self.peek_non_space().pos
+                name = self.template_name("template clause")
+                pipe = None if self.peek_non_space().kind == "rdelim" else self.pipeline("template clause", "rdelim")
+                if pipe is None:
+                    self.expect_rdelim("template clause")
+                return TemplateNode(name_pos, name, pipe)
+            if word == "block":
+                name = self.template_name("block clause")
+                pipe = self.pipeline("block clause", "rdelim")
+                body, end = self.item_list()
+                if not isinstance(end, _EndNode):
+                    raise self.fail(tok, "unexpected {{else}} in block clause")
+                self.defines[name] = body
+                return TemplateNode(tok.pos, name, pipe)
+            if word == "define":
+                raise self.unexpected(tok, "command")
         self.backup()
         first = self.peek()
         return ActionNode(first.pos, self.pipeline("command", "rdelim"))
+
+    def template_name(self, context: str) -> str:
+        tok = self.next_non_space()
+        if tok.kind not in ("string", "raw"):
+            raise self.unexpected(tok, context)
+        try:
+            return go_unquote(tok.val)
+        except ValueError as exc:
+            raise self.fail(tok, "invalid syntax") from exc
+
+    def definition(self, tok: _Tok) -> None:
+        """``{{define "name"}} body {{end}}`` (the ``{{define`` already read)."""
+        name = self.template_name("define clause")
+        self.expect_rdelim("define clause")
+        saved, self.vars = self.vars, ["$"]
+        try:
+            body, end = self.item_list()
+        finally:
+            self.vars = saved
+        if not isinstance(end, _EndNode):
+            raise self.fail(tok, "unexpected {{else}} in define clause")
+        self.defines[name] = body
 
     def expect_rdelim(self, context: str) -> _Tok:
         tok = self.next_non_space()
@@ -754,4 +814,11 @@ class _Parser:
 
 def parse_tree(text: str, name: str, func_names: Collection[str]) -> ListNode:
     """Parse ``text`` (template ``name``) with the functions ``func_names`` defined."""
-    return _Parser(text, name, func_names).parse()
+    return parse_trees(text, name, func_names)[0]
+
+
+def parse_trees(text: str, name: str, func_names: Collection[str]) -> tuple[ListNode, dict[str, ListNode]]:
+    """:func:`parse_tree` plus the templates ``text`` defines (``{{define}}``, ``{{block}}``) by name."""
+    parser = _Parser(text, name, func_names)
+    root = parser.parse()
+    return root, parser.defines

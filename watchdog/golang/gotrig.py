@@ -2,13 +2,15 @@
 
 Prometheus' ``sin``, ``cos``, ``asinh``, ... call Go's pure-Go implementations, whose last bit often
 differs from the C library's; promtool compares results exactly, so we compute the same way.
-Arguments at or above 2**29 (Go's Payne-Hanek range) fall back to the C library.
+Arguments at or above 2**29 are reduced with Go's Payne-Hanek ``trigReduce`` (``math/trig_reduce.go``)
+over the binary digits of 4/pi, computed here once with integers.
 """
 
 from __future__ import annotations
 
 import decimal
 import math
+import struct
 
 from watchdog.golang.gomath import exp, log, sqrt
 
@@ -21,6 +23,64 @@ with decimal.localcontext() as _context:
     _FOUR_OVER_PI = float(decimal.Decimal(4) / decimal.Decimal(_PI_DIGITS))  # Go constant 4/Pi
 
 _REDUCE_THRESHOLD = float(1 << 29)
+
+
+def _atan_inverse(n: int, scale: int) -> int:
+    """``atan(1/n) * 2**scale`` (truncated), by its Taylor series in integers."""
+    total = term = (1 << scale) // n
+    k, sign, n2 = 1, -1, n * n
+    while term:
+        term //= n2
+        total += sign * (term // (2 * k + 1))
+        sign, k = -sign, k + 1
+    return total
+
+
+def _four_over_pi_words() -> tuple[int, ...]:
+    """Go's ``mPi4``: 4/pi as 20 uint64 words, 4/pi = sum(w[i] * 2**(-64*i))."""
+    scale = 64 * 20 + 128
+    pi = 16 * _atan_inverse(5, scale) - 4 * _atan_inverse(239, scale)  # Machin, * 2**scale
+    value = (4 << (scale + 64 * 19)) // pi  # 4/pi * 2**(64*19)
+    return tuple((value >> (64 * (19 - i))) & 0xFFFFFFFFFFFFFFFF for i in range(20))
+
+
+_MPI4 = _four_over_pi_words()
+_U64 = 0xFFFFFFFFFFFFFFFF
+
+
+def trig_reduce(x: float) -> tuple[int, float]:
+    """Go's ``trigReduce`` for ``x >= 2**29``: octant j (0..7) and the remainder scaled by pi/4."""
+    if x < PI / 4:
+        return 0, x
+    bits = struct.unpack("<Q", struct.pack("<d", x))[0]
+    exponent = ((bits >> 52) & 0x7FF) - 1023 - 52
+    mantissa = (bits & ((1 << 52) - 1)) | (1 << 52)
+    digit, shift = divmod(exponent + 61, 64)
+
+    def word(i: int) -> int:
+        high = (_MPI4[i] << shift) & _U64
+        return high | (_MPI4[i + 1] >> (64 - shift) if shift else 0)
+
+    z0, z1, z2 = word(digit), word(digit + 1), word(digit + 2)
+    z2hi = (z2 * mantissa) >> 64
+    z1_full = z1 * mantissa
+    z1hi, z1lo = z1_full >> 64, z1_full & _U64
+    z0lo = (z0 * mantissa) & _U64
+    lo_sum = z1lo + z2hi
+    lo, carry = lo_sum & _U64, lo_sum >> 64
+    hi = (z0lo + z1hi + carry) & _U64
+    j = hi >> 61
+    hi = ((hi << 3) & _U64) | (lo >> 61)
+    leading = 64 - hi.bit_length()
+    e = 1023 - (leading + 1)
+    hi = ((hi << (leading + 1)) & _U64) | (lo >> (64 - (leading + 1)))
+    hi >>= 64 - 52
+    hi |= e << 52
+    z = struct.unpack("<d", struct.pack("<Q", hi & _U64))[0]
+    if j & 1:
+        j = (j + 1) & 7
+        z -= 1
+    return j, z * (PI / 4)
 _PI4A = 7.85398125648498535156e-1
 _PI4B = 3.77489470793079817668e-8
 _PI4C = 2.69515142907905952645e-15
@@ -45,6 +105,16 @@ def _octant(x: float) -> tuple[int, float]:
     return j, z
 
 
+def _octant_tan(x: float) -> tuple[int, float]:
+    """``_octant`` as Go's ``Tan`` does it (j not reduced modulo 8; only its bit 1 matters)."""
+    j = int(x * _FOUR_OVER_PI)
+    y = float(j)
+    if j & 1:
+        j += 1
+        y += 1
+    return j, ((x - y * _PI4A) - y * _PI4B) - y * _PI4C
+
+
 def _sin_poly(z: float, zz: float) -> float:
     s = _SIN
     return z + z * zz * (((((s[0] * zz + s[1]) * zz + s[2]) * zz + s[3]) * zz + s[4]) * zz + s[5])
@@ -65,9 +135,7 @@ def sin(x: float) -> float:
     sign = x < 0
     if sign:
         x = -x
-    if x >= _REDUCE_THRESHOLD:
-        return math.sin(-x if sign else x)
-    j, z = _octant(x)
+    j, z = trig_reduce(x) if x >= _REDUCE_THRESHOLD else _octant(x)
     if j > 3:
         sign = not sign
         j -= 4
@@ -81,9 +149,7 @@ def cos(x: float) -> float:
     if math.isnan(x) or math.isinf(x):
         return NAN
     x = abs(x)
-    if x >= _REDUCE_THRESHOLD:
-        return math.cos(x)
-    j, z = _octant(x)
+    j, z = trig_reduce(x) if x >= _REDUCE_THRESHOLD else _octant(x)
     sign = False
     if j > 3:
         j -= 4
@@ -104,14 +170,7 @@ def tan(x: float) -> float:
     sign = x < 0
     if sign:
         x = -x
-    if x >= _REDUCE_THRESHOLD:
-        return math.tan(-x if sign else x)
-    j = int(x * _FOUR_OVER_PI)
-    y = float(j)
-    if j & 1:
-        j += 1
-        y += 1
-    z = ((x - y * _PI4A) - y * _PI4B) - y * _PI4C
+    j, z = trig_reduce(x) if x >= _REDUCE_THRESHOLD else _octant_tan(x)
     zz = z * z
     if zz > 1e-14:
         p, q = _TAN_P, _TAN_Q
@@ -343,3 +402,23 @@ def atanh(x: float) -> float:
     else:
         temp = 0.5 * log1p((x + x) / (1 - x))
     return -temp if sign else temp
+
+
+def atan2(y: float, x: float) -> float:
+    """Go's ``math.Atan2``: special cases, then ``Atan(y / x)`` moved into the right quadrant."""
+    if math.isnan(y) or math.isnan(x):
+        return NAN
+    if y == 0:
+        return math.copysign(0.0, y) if x >= 0 and math.copysign(1.0, x) > 0 else math.copysign(PI, y)
+    if x == 0:
+        return math.copysign(PI / 2, y)
+    if math.isinf(x):
+        if x > 0:
+            return math.copysign(PI / 4, y) if math.isinf(y) else math.copysign(0.0, y)
+        return math.copysign(3 * PI / 4, y) if math.isinf(y) else math.copysign(PI, y)
+    if math.isinf(y):
+        return math.copysign(PI / 2, y)
+    q = atan(y / x)
+    if x < 0:
+        return q + PI if q <= 0 else q - PI
+    return q

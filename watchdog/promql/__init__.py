@@ -19,7 +19,7 @@ from typing import Any
 from watchdog.promql import nodes
 from watchdog.promql.engine import DEFAULT_LOOKBACK_MS, DEFAULT_SUBQUERY_STEP_MS, Selectable, evaluate_expr
 from watchdog.promql.errors import PromQLError
-from watchdog.promql.format import to_api_json, to_text_lines
+from watchdog.promql.format import api_text_lines, to_api_json, to_text_lines
 from watchdog.promql.parse import FUNCTION_RETURN_TYPES, parse_expr
 from watchdog.promql.values import (
     Matrix,
@@ -46,6 +46,7 @@ __all__ = [
     "Value",
     "Vector",
     "VectorSample",
+    "api_text_lines",
     "evaluate",
     "parse_query",
     "to_api_json",
@@ -88,17 +89,22 @@ def evaluate(
     t_ms: int,
     lookback_ms: int = DEFAULT_LOOKBACK_MS,
     subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
+    deadline: float | None = None,
+    max_samples: int | None = None,
 ) -> Value:
     """Evaluate ``query`` at ``t_ms`` (int ms) against ``store``.
 
     Returns a list of :class:`VectorSample` (stamped ``t_ms``), a :class:`MatrixList` of
     :class:`RangeSeries`, a :class:`Scalar` or a :class:`String`. ``subquery_step_ms`` is the step of
     subqueries written without one (Prometheus uses the global evaluation interval).
-    Raises :class:`PromQLError` (``kind="execution"``) for evaluation errors such as many-to-many matching.
+    Raises :class:`PromQLError` (``kind="execution"``) for evaluation errors such as many-to-many matching,
+    and (``kind="timeout"``) once ``time.monotonic()`` passes ``deadline``. ``max_samples`` bounds the
+    samples a subquery holds (Prometheus' ``--query.max-samples``; promtool's unit tests use 10000).
     """
     if isinstance(query, str):
         query = parse_query(query)
-    raw: Any = evaluate_expr(query.expr, store, int(t_ms), lookback_ms, subquery_step_ms)
+    raw: Any = evaluate_expr(query.expr, store, int(t_ms), lookback_ms, subquery_step_ms, deadline,
+                             max_samples)
     kind = query.value_type
     if kind == nodes.SCALAR:
         return Scalar(float(raw), int(t_ms))

@@ -7,10 +7,9 @@ with ``on(...)`` keeps only the ``on`` labels; ``group_x(...)`` labels are copie
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
-from watchdog.golang import gomath
+from watchdog.golang import gomath, gotrig
 from watchdog.model import METRIC_NAME, Labels
 from watchdog.promql import nodes as n
 from watchdog.promql.errors import evaluation_error
@@ -28,7 +27,7 @@ def _arith(op: str) -> Callable[[float, float], float]:
         "/": gomath.div,
         "^": gomath.pow_,
         "%": gomath.mod,
-        "atan2": math.atan2,
+        "atan2": gotrig.atan2,
     }[op]
 
 

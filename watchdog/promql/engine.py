@@ -16,6 +16,7 @@ Time semantics (all integer milliseconds):
 from __future__ import annotations
 
 import math
+import time
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
@@ -105,6 +106,26 @@ def absent_labels(expr: n.Expr) -> Labels:
     return tuple(sorted((k, v) for k, v in result.items() if v != ""))
 
 
+def _peak_samples(expr: n.Expr, counts: dict[int, int]) -> tuple[int, int]:
+    """(samples ``expr`` produced over all steps of a subquery, peak held while producing them).
+
+    Prometheus 2.42 evaluates a subquery's inner expression as a range query: each node's argument
+    matrices stay in memory while it builds its own output, and a number literal is a matrix with one
+    sample per step. This models that accounting (``--query.max-samples``; promtool tests use 10000)
+    without the windows of range functions, which it frees series by series.
+    """
+    own = counts.get(id(expr), 0)
+    if isinstance(expr, (n.Paren, n.Negate)):
+        return own, _peak_samples(expr.expr, counts)[1]
+    kids = [kid for kid in n.children(expr) if kid.type != n.MATRIX]
+    running = peak = 0
+    for kid in kids:
+        kid_total, kid_peak = _peak_samples(kid, counts)
+        peak = max(peak, running + kid_peak)
+        running += kid_total
+    return own, max(peak, running + own)
+
+
 class Evaluator:
     """Evaluates expression nodes against a store for one top-level query at ``query_ms``."""
 
@@ -114,17 +135,39 @@ class Evaluator:
         query_ms: int,
         lookback_ms: int = DEFAULT_LOOKBACK_MS,
         subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
+        deadline: float | None = None,
+        max_samples: int | None = None,
     ) -> None:
         self.store = store
+        self.max_samples = max_samples
+        self._counts: dict[int, int] | None = None  # id(node) -> samples it produced (in a subquery)
+        # 2.42's @ bookkeeping (setOffsetForAtModifier): the evaluation time E its offsets were computed
+        # for, the start S of the current (sub)query evaluator, and the subquery offsets (and the @ of
+        # the closest subquery with one) between E's root and here.
+        self._at_context: tuple[int, int, int, int | None] = (query_ms, query_ms, 0, None)
         self.query_ms = query_ms
         self.lookback_ms = lookback_ms
         self.subquery_step_ms = subquery_step_ms
+        self.deadline = deadline
         self._selected: dict[tuple[Matcher, ...], list[Any]] = {}
 
     # --- dispatch -------------------------------------------------------------------------------
 
     def eval(self, expr: n.Expr, t: int) -> Any:
-        """Evaluate ``expr`` at ``t``; the result shape follows ``expr.type``."""
+        """Evaluate ``expr`` at ``t``; the result shape follows ``expr.type``.
+
+        Past ``deadline`` (``time.monotonic()``), raises :class:`PromQLError` with ``kind="timeout"``;
+        every node and every subquery step checks it.
+        """
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise PromQLError("query timed out in expression evaluation", kind="timeout")
+        result = self._eval_node(expr, t)
+        if self._counts is not None:
+            produced = 1 if isinstance(result, float) else 0 if isinstance(result, str) else len(result)
+            self._counts[id(expr)] = self._counts.get(id(expr), 0) + produced
+        return result
+
+    def _eval_node(self, expr: n.Expr, t: int) -> Any:
         if isinstance(expr, n.VectorSelector):
             return self.instant_selector(expr, t)
         if isinstance(expr, n.Binary):
@@ -160,10 +203,21 @@ class Evaluator:
         return found
 
     def _reference(self, at: n.At | None, offset_ms: int, t: int) -> int:
+        """The time a selector or subquery looks back from.
+
+        With ``@ T``, 2.42 turns ``T`` into an offset against the evaluation time E of its last
+        ``setOffsetForAtModifier`` pass, minus the offsets of the subqueries in between, and evaluates
+        the (step-invariant) node once at the start S of the enclosing evaluator: ``S - o - E + T +
+        subquery offsets``. At the top level that is ``T - o``; inside a subquery whose first step is
+        the enclosing start, the subquery's offset shifts ``T`` (a 2.42 quirk promtool shows).
+        """
         if at is None:
             return t - offset_ms
         base = self.query_ms if at.t_ms is None else at.t_ms
-        return base - offset_ms
+        evaluated_for, start, subquery_offsets, subquery_at = self._at_context
+        if subquery_at is not None:
+            subquery_offsets += evaluated_for - subquery_at
+        return start - offset_ms - evaluated_for + base + subquery_offsets
 
     def selector_points(self, vs: n.VectorSelector, t: int) -> list[tuple[Labels, int, float]]:
         """Each matching series' newest non-stale sample in the lookback: ``(labels, t, value)``."""
@@ -217,13 +271,38 @@ class Evaluator:
         start = ref - sq.range_ms
         first = -(-start // step) * step
         collected: dict[Labels, tuple[list[int], list[float]]] = {}
-        for ts in range(first, ref + 1, step):
-            for labels, value in self.eval(sq.expr, ts):
-                entry = collected.get(labels)
-                if entry is None:
-                    entry = collected[labels] = ([], [])
-                entry[0].append(ts)
-                entry[1].append(value)
+        outer_counts = self._counts
+        self._counts = {} if self.max_samples is not None else None
+        outer_context = self._at_context
+        evaluated_for, start, subquery_offsets, subquery_at = outer_context
+        # Prometheus evaluates a subquery once as a range query from the enclosing evaluator's start:
+        # its own start is aligned from there, whatever step of the enclosing one we are at.
+        range_start = self._reference(sq.at, sq.offset_ms, start) - sq.range_ms
+        inner_start = -(-range_start // step) * step
+        if inner_start != start:  # 2.42 recomputes the inner @ offsets for that start
+            self._at_context = (inner_start, inner_start, 0, None)
+        elif sq.at is not None:
+            self._at_context = (evaluated_for, start, sq.offset_ms,
+                                self.query_ms if sq.at.t_ms is None else sq.at.t_ms)
+        else:
+            self._at_context = (evaluated_for, start, subquery_offsets + sq.offset_ms, subquery_at)
+        try:
+            for ts in range(first, ref + 1, step):
+                for labels, value in self.eval(sq.expr, ts):
+                    entry = collected.get(labels)
+                    if entry is None:
+                        entry = collected[labels] = ([], [])
+                    entry[0].append(ts)
+                    entry[1].append(value)
+            # What the function over the subquery holds besides (about two samples per series, measured
+            # against promtool 2.42 at the boundary; exact within a few samples, see docs/promql.md).
+            if (self._counts is not None and self.max_samples is not None
+                    and _peak_samples(sq.expr, self._counts)[1] + 2 * len(collected) > self.max_samples):
+                raise evaluation_error(
+                    "query processing would load too many samples into memory in subquery evaluation")
+        finally:
+            self._counts = outer_counts
+            self._at_context = outer_context
         return [(labels, times, values) for labels, (times, values) in collected.items()]
 
     # --- operators ------------------------------------------------------------------------------
@@ -271,10 +350,23 @@ class Evaluator:
         return self._instant_call(expr, args, t)
 
     def _timestamp_of_selector(self, vs: n.VectorSelector, t: int) -> InstantVector:
-        """``timestamp(selector)``: the sample times. With ``@``, 2.42 ignores the offset here."""
-        if vs.at is not None:
-            vs = n.VectorSelector(vs.name, vs.matchers, 0, vs.at)
-        return [(drop_name(labels), ts / 1000) for labels, ts, _ in self.selector_points(vs, t)]
+        """``timestamp(selector)``: the sample times.
+
+        With ``@ T offset o``, 2.42 looks up at T itself (its per-step offset override drops ``o``) but
+        only among the samples its querier fetched, ``[T - o - lookback, T - o]``: the newest sample in
+        ``[max(T, T - o) - lookback, min(T, T - o)]``.
+        """
+        if vs.at is None:
+            return [(drop_name(labels), ts / 1000) for labels, ts, _ in self.selector_points(vs, t)]
+        at_t = self.query_ms if vs.at.t_ms is None else vs.at.t_ms
+        upper = min(at_t, at_t - vs.offset_ms)
+        lower = max(at_t, at_t - vs.offset_ms) - self.lookback_ms
+        out: InstantVector = []
+        for series in self._series(vs.matchers):
+            times, values = _window(series, lower, upper)
+            if len(times) and not (values[-1] != values[-1] and is_stale(values[-1])):
+                out.append((drop_name(series.labels), times[-1] / 1000))
+        return out
 
     def _instant_call(self, expr: n.Call, args: list[Any], t: int) -> Any:
         name = expr.name
@@ -358,7 +450,11 @@ def evaluate_expr(
     t_ms: int,
     lookback_ms: int = DEFAULT_LOOKBACK_MS,
     subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
+    deadline: float | None = None,
+    max_samples: int | None = None,
 ) -> Any:
-    """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``."""
-    return Evaluator(store, t_ms, lookback_ms, subquery_step_ms).eval(expr, t_ms)
+    """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``.
+    ``deadline`` (a ``time.monotonic()`` instant) stops it with a ``timeout`` :class:`PromQLError`;
+    ``max_samples`` limits what a subquery holds, as Prometheus' ``--query.max-samples``."""
+    return Evaluator(store, t_ms, lookback_ms, subquery_step_ms, deadline, max_samples).eval(expr, t_ms)
 

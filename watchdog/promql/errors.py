@@ -7,7 +7,8 @@ class PromQLError(Exception):
     """A query that cannot be parsed, is unsupported, or fails during evaluation.
 
     ``kind`` follows Prometheus' HTTP API ``errorType``: ``bad_data`` for parse and validation errors,
-    ``execution`` for errors raised while evaluating (e.g. many-to-many matching).
+    ``execution`` for errors raised while evaluating (e.g. many-to-many matching), ``timeout`` when an
+    evaluation ran past its deadline.
     """
 
     def __init__(self, message: str, kind: str = "bad_data") -> None:

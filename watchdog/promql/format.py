@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from watchdog.golang.gomath import format_api_value
-from watchdog.model import METRIC_NAME, format_labels
+from watchdog.model import METRIC_NAME, format_labels, make_labels
 from watchdog.promql.values import MatrixList, RangeSeries, Scalar, String, Value, VectorSample
 
 
@@ -57,18 +57,23 @@ def to_api_json(value: Value) -> dict[str, Any]:
 
 def to_text_lines(value: Value) -> list[str]:
     """One line per sample: ``labels => value`` (matrix: ``labels => v @t, ...``)."""
-    if isinstance(value, Scalar):
-        return [f"scalar => {format_api_value(value.value)}"]
-    if isinstance(value, String):
-        return [f"string => {value.value}"]
+    return api_text_lines(to_api_json(value))
+
+
+def api_text_lines(data: dict[str, Any]) -> list[str]:
+    """:func:`to_text_lines` for the ``data`` of a ``/api/v1/query`` answer (ours or a Prometheus')."""
+    kind: Any = data.get("resultType")
+    result: Any = data.get("result")
+    if kind in ("scalar", "string"):
+        return [f"{kind} => {result[1]}"]
     lines: list[str] = []
-    for item in value:
-        if isinstance(item, VectorSample):
-            lines.append(f"{_labels_text(item.labels)} => {format_api_value(item.value)}")
+    for item in result or []:
+        labels = make_labels(item["metric"])
+        if "value" in item:
+            lines.append(f"{_labels_text(labels)} => {item['value'][1]}")
         else:
-            pairs = zip(item.timestamps, item.values, strict=True)
-            points = ", ".join(f"{format_api_value(v)} @{api_timestamp(t)}" for t, v in pairs)
-            lines.append(f"{_labels_text(item.labels)} => {points}")
+            points = ", ".join(f"{v} @{t}" for t, v in item["values"])
+            lines.append(f"{_labels_text(labels)} => {points}")
     return lines
 
 

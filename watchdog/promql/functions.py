@@ -10,13 +10,12 @@ Two kinds:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from watchdog.golang import gomath, gotrig
-from watchdog.golang.goregexp import RegexError, compile_anchored
+from watchdog.golang.goregexp import RegexError, compile_anchored, expand
 from watchdog.golang.gostrconv import parse_float
 from watchdog.model import Labels
 from watchdog.promql.aggregations import quantile
@@ -422,49 +421,6 @@ def sort_vector(vector: InstantVector, descending: bool) -> InstantVector:
     return items
 
 
-def _go_expand(template: str, match: Any) -> str:
-    """Go ``Regexp.ExpandString``: ``$1``, ``${1}``, ``$name``, ``${name}``, ``$$``."""
-    out: list[str] = []
-    i = 0
-    group_names = match.re.groupindex
-    while i < len(template):
-        char = template[i]
-        if char != "$":
-            out.append(char)
-            i += 1
-            continue
-        rest = template[i + 1 :]
-        if rest.startswith("$"):
-            out.append("$")
-            i += 2
-            continue
-        name = ""
-        consumed = 0
-        if rest.startswith("{"):
-            close = rest.find("}")
-            candidate = rest[1:close] if close > 0 else ""
-            if close > 0 and candidate and re.fullmatch(r"[A-Za-z0-9_]+", candidate):
-                name, consumed = candidate, close + 1
-        else:
-            word = re.match(r"[A-Za-z0-9_]+", rest)
-            if word:
-                name, consumed = word.group(0), len(word.group(0))
-        if not name:
-            out.append("$")
-            i += 1
-            continue
-        i += 1 + consumed
-        number = -1
-        if name.isdigit() and not (name[0] == "0" and len(name) > 1) and len(name) <= 8:
-            number = int(name)
-        if number >= 0:
-            if number <= (match.re.groups) and match.group(number) is not None:
-                out.append(match.group(number))
-        elif name in group_names and match.group(name) is not None:
-            out.append(match.group(name))
-    return "".join(out)
-
-
 def label_replace(
     vector: InstantVector, dst: str, replacement: str, src: str, regex: str
 ) -> InstantVector:
@@ -482,7 +438,7 @@ def label_replace(
         if result is None:
             source = dict(labels).get(src, "")
             match = pattern.match(source)
-            result = labels if match is None else with_label(labels, dst, _go_expand(replacement, match))
+            result = labels if match is None else with_label(labels, dst, expand(replacement, match))
             cache[labels] = result
         out.append((result, value))
     return out
@@ -544,9 +500,9 @@ def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
             merged[-1][1] += count
         else:
             merged.append([upper, count])
-    # Ensure monotonic counts.
-    highest = merged[0][1]
-    for bucket in merged[1:]:
+    # Ensure monotonic counts (Go's ensureMonotonic: from -Inf, so a NaN count stays NaN).
+    highest = -math.inf
+    for bucket in merged:
         if bucket[1] > highest:
             highest = bucket[1]
         elif bucket[1] < highest:
@@ -557,12 +513,16 @@ def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
     if observations == 0:
         return math.nan
     rank = q * observations
-    # sort.Search over all but the last bucket: first index with count >= rank.
-    index = len(merged) - 1
-    for i in range(len(merged) - 1):
-        if merged[i][1] >= rank:
-            index = i
-            break
+    # Go's sort.Search (a binary search) over all but the last bucket for count >= rank; with NaN
+    # counts the predicate is not monotonic, so the bisection itself decides.
+    low, high = 0, len(merged) - 1
+    while low < high:
+        middle = (low + high) // 2
+        if merged[middle][1] >= rank:
+            high = middle
+        else:
+            low = middle + 1
+    index = low
     if index == len(merged) - 1:
         return merged[-2][0]
     if index == 0 and merged[0][0] <= 0:

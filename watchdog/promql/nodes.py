@@ -7,8 +7,8 @@ see through them, durations and timestamps are integer milliseconds, matchers ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Union
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import Any, Union
 
 from watchdog.store import Matcher
 
@@ -183,3 +183,30 @@ def walk(expr: Expr) -> list[Expr]:
         out.append(node)
         stack.extend(reversed(children(node)))
     return out
+
+
+def _go_matcher_string(matcher: tuple[str, str, str]) -> bytes:
+    """Go's ``labels.Matcher.String()`` (``name op "value"``), as bytes for Go's string order."""
+    from watchdog.golang.gostrconv import quote
+
+    name, op, value = matcher
+    return f"{name}{op}{quote(value)}".encode()
+
+
+def as_rule_manager_runs_it(expr: Expr) -> Expr:
+    """``expr`` as Prometheus 2.42's rule manager evaluates it: it queries ``expr.String()``, which
+    prints every selector's matchers sorted as strings, so order-sensitive results (``absent``'s labels:
+    ``{le="a",le!="b"}`` becomes ``{le!="b",le="a"}`` and keeps ``le``) follow that order. The
+    name-equality matcher stays first (it is skipped by ``absent`` and used by the store's index)."""
+    if isinstance(expr, VectorSelector):
+        named = [m for m in expr.matchers[:1] if m[0] == "__name__" and m[1] == "="]
+        rest = sorted(expr.matchers[len(named):], key=_go_matcher_string)
+        return replace(expr, matchers=(*named, *rest))
+    changes: dict[str, Any] = {}
+    for item in fields(expr):
+        value = getattr(expr, item.name)
+        if isinstance(value, tuple) and value and all(is_dataclass(v) for v in value):
+            changes[item.name] = tuple(as_rule_manager_runs_it(v) for v in value)
+        elif is_dataclass(value) and not isinstance(value, type) and not isinstance(value, (At, VectorMatching)):
+            changes[item.name] = as_rule_manager_runs_it(value)  # type: ignore[arg-type]
+    return replace(expr, **changes) if changes else expr

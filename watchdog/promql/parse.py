@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from contextvars import ContextVar
 from functools import lru_cache
 
 import promql_parser as pp
@@ -17,6 +18,7 @@ from watchdog.golang.goregexp import RegexError, compile_anchored
 from watchdog.model import METRIC_NAME
 from watchdog.promql import nodes as n
 from watchdog.promql.errors import PromQLError
+from watchdog.promql.lex242 import prepare, string_end
 from watchdog.store import Matcher
 
 VECTOR_FUNCTIONS = (
@@ -58,6 +60,8 @@ _CARDINALITIES = {
     str(pp.VectorMatchCardinality.ManyToMany): n.CARD_MANY_TO_MANY,
 }
 
+_AT_MARKERS: ContextVar[dict[int, int] | None] = ContextVar("_AT_MARKERS", default=None)
+"""While a query is converted: marker ``@`` times (ms) -> the real times (see ``lex242.prepare``)."""
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _ONE_MS = dt.timedelta(milliseconds=1)
 
@@ -86,12 +90,17 @@ def parse_expr(text: str) -> n.Expr:
     if not text.strip():
         raise PromQLError("empty query")
     try:
+        prepared = prepare(text)
         try:
-            root = pp.parse(text)
+            root = pp.parse(prepared.text)
         except ValueError as exc:
             raise PromQLError(_parser_message(str(exc))) from None
         _reject_newer_syntax(text)
-        return _convert(root)
+        token = _AT_MARKERS.set(prepared.markers)
+        try:
+            return _convert(root)
+        finally:
+            _AT_MARKERS.reset(token)
     except PromQLError as exc:
         raise PromQLError(_with_position(text, exc.message)) from None
 
@@ -126,9 +135,7 @@ def _reject_newer_syntax(text: str) -> None:
     while i < len(text):
         char = text[i]
         if char in "\"'`":
-            end = i + 1
-            while end < len(text) and text[end] != char:
-                end += 2 if text[end] == "\\" and char != "`" else 1
+            end = string_end(text, i)
             if depth_brace and previous in ("{", ","):
                 raise PromQLError(
                     f"unsupported quoted metric or label name {text[i:end + 1]} (Prometheus 3 only)"
@@ -187,7 +194,8 @@ def _at(modifier: pp.AtModifier | None) -> n.At | None:
         raise PromQLError("unsupported @ modifier: timestamps before 1970") from None
     if when is None:  # pragma: no cover - the parser always sets it for At
         raise PromQLError("unsupported @ modifier without a time")
-    return n.At(_ms(when - _EPOCH))
+    ms = _ms(when - _EPOCH)
+    return n.At((_AT_MARKERS.get() or {}).get(ms, ms))
 
 
 def _matchers(selector: pp.VectorSelector) -> tuple[Matcher, ...]:

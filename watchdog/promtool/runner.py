@@ -57,6 +57,8 @@ QUIET_LOG = logging.getLogger("watchdog.rules.unittest")
 QUIET_LOG.propagate = False
 QUIET_LOG.addHandler(logging.NullHandler())
 _UNLIMITED = 1 << 62
+PROMTOOL_MAX_SAMPLES = 10_000
+"""promtool 2.42's unit-test engine runs with ``MaxSamples: 10000``."""
 
 
 # ------------------------------------------------------------------------------------------ data
@@ -321,7 +323,7 @@ def load_input_series(series: Iterable[InputSeries],
     out: dict[Labels, list[tuple[int, float]]] = {}
     for item in series:
         try:
-            labels = make_labels(parse_metric(item.series))
+            labels = make_labels(parse_metric(item.series, unique=True))
             values = expand_values(item.values)
         except (MetricSyntaxError, SeriesNotationError) as exc:
             raise ValueError(f"{item.series} {item.values}: {exc}") from exc
@@ -399,7 +401,8 @@ def run_test_group(tg: TestGroup, rule_files: Sequence[str], evaluation_interval
     store = Store(retention_ms=_UNLIMITED, max_points=_UNLIMITED, max_series=_UNLIMITED)
     lazy = LazySeries(store, points)
     engine = RuleEngine(ruleset, store, tg.external_labels, external_url=tg.external_url or None,
-                        subquery_step_ms=evaluation_interval_ms, logger=QUIET_LOG)
+                        subquery_step_ms=evaluation_interval_ms, logger=QUIET_LOG,
+                        max_samples=PROMTOOL_MAX_SAMPLES)
     group_label = f"    name: {tg.name},\n" if tg.name else ""
     for case in tg.alert_rule_tests:
         if case.alertname == "":
@@ -460,7 +463,7 @@ def _check_expr(store: Store, case: PromqlTestCase, evaluation_interval_ms: int)
     when = format_duration(case.eval_time_ms)
     try:
         value = evaluate(parse_query(case.expr), store, case.eval_time_ms,
-                         subquery_step_ms=evaluation_interval_ms)
+                         subquery_step_ms=evaluation_interval_ms, max_samples=PROMTOOL_MAX_SAMPLES)
         vector = vector_of(value)
     except (PromQLError, RuleEvaluationError) as exc:
         return [f"    expr: {quote(case.expr)}, time: {when}, err: {exc}"]

@@ -7,8 +7,13 @@ Contract:
   Alerting rules go through :class:`watchdog.rules.alerting.AlertingRuleState`; their ``ALERTS`` and
   ``ALERTS_FOR_STATE`` series are written the same way.
 - A rule that fails (evaluation error, non-vector result, duplicate label sets) is logged and counted
-  in ``watchdog_rule_evaluation_failures_total{rule_group}``; the tick goes on with the next rule and
-  the failed rule's previous output is left to age out, as in Prometheus.
+  in ``watchdog_rule_evaluation_failures_total{rule_group, reason}``; the tick goes on with the next rule
+  and the failed rule's previous output is left to age out, as in Prometheus. ``reason`` is ``error``,
+  ``timeout`` (the rule ran past ``rule_timeout_s``, its time budget per evaluation, and was stopped) or
+  ``internal`` (a bug of ours).
+- With ``honour_group_intervals`` (the agent), a group with its own ``interval:`` is evaluated only when
+  that interval has passed since its last evaluation; otherwise (promtool's unit tests, which ignore
+  group intervals) every group runs at every ``evaluate`` call.
 - The returned alerts are every pending, firing and recently resolved alert of every rule.
 - :meth:`RuleEngine.export_state` and ``restored_state=`` carry alert state (active_at, fired_at, ...)
   across restarts; restored alerts resume where they were (a firing alert keeps its ``fired_at``).
@@ -47,6 +52,7 @@ class GroupStats:
     rules: int
     evaluations_total: int = 0
     failures_total: int = 0
+    failures_by_reason: dict[str, int] = field(default_factory=lambda: {"error": 0, "timeout": 0})
     last_duration_seconds: float = 0.0
     last_evaluation_ms: int | None = None
 
@@ -60,6 +66,24 @@ class RuleFailure:
     index: int
     t_ms: int
     error: str
+
+
+@dataclass(frozen=True)
+class RuleStatus:
+    """One rule as the query API's ``/api/v1/rules`` shows it."""
+
+    rule: AlertingRule | RecordingRule
+    alerts: tuple[Alert, ...]
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class GroupStatus:
+    """One group with its self-metrics and its rules' status."""
+
+    group: RuleGroup
+    stats: GroupStats
+    rules: tuple[RuleStatus, ...]
 
 
 @dataclass
@@ -99,6 +123,9 @@ class RuleEngine:
         subquery_step_ms: int | None = None,
         clock: Callable[[], float] = time.perf_counter,
         logger: logging.Logger | None = None,
+        rule_timeout_s: float | None = None,
+        honour_group_intervals: bool = False,
+        max_samples: int | None = None,
     ) -> None:
         self.ruleset = ruleset
         self.store = store
@@ -108,6 +135,11 @@ class RuleEngine:
         self.subquery_step_ms = subquery_step_ms
         self.clock = clock
         self.log = logger or log
+        self.rule_timeout_s = rule_timeout_s
+        self.honour_group_intervals = honour_group_intervals
+        self.max_samples = max_samples
+        self._deadline: float | None = None  # time.monotonic() at which the current rule is stopped
+        self._rule_queries: dict[int, Any] = {}
         self.last_failures: dict[tuple[str, int], RuleFailure] = {}
         names = [g.name for g in ruleset.groups]
         self._groups: list[_GroupRuntime] = []
@@ -150,49 +182,94 @@ class RuleEngine:
                     out.append(failure)
         return out
 
+    def status(self) -> list[GroupStatus]:
+        """Every group and rule with its held alerts and most recent error (None when it last
+        succeeded), in evaluation order."""
+        out: list[GroupStatus] = []
+        for runtime in self._groups:
+            rules: list[RuleStatus] = []
+            for index, rule in enumerate(runtime.group.rules):
+                state = runtime.alert_states.get(index)
+                failure = self.last_failures.get((runtime.key, index))
+                rules.append(RuleStatus(rule, tuple(state.alerts()) if state else (),
+                                        failure.error if failure else None))
+            out.append(GroupStatus(runtime.group, self.stats[runtime.key], tuple(rules)))
+        return out
+
     def rule_alerts(self, alertname: str) -> list[Alert]:
         """The alerts of every alerting rule named ``alertname`` (any group)."""
         return [a for a in self.alerts() if a.name == alertname]
 
+    def _due(self, runtime: _GroupRuntime, t_ms: int) -> bool:
+        """Whether the group runs at ``t_ms`` (its own ``interval:`` honoured when asked to)."""
+        interval = runtime.group.interval_ms
+        last = self.stats[runtime.key].last_evaluation_ms
+        if not self.honour_group_intervals or not interval or last is None:
+            return True
+        return t_ms - last >= interval or t_ms < last
+
     def _evaluate_group(self, runtime: _GroupRuntime, t_ms: int) -> None:
+        if not self._due(runtime, t_ms):
+            return
         started = self.clock()
         stats = self.stats[runtime.key]
         for index, rule in enumerate(runtime.group.rules):
+            self._deadline = None if self.rule_timeout_s is None else time.monotonic() + self.rule_timeout_s
             try:
                 samples = self._evaluate_rule(runtime, index, rule, t_ms)
             except (RuleEvaluationError, AlertEvaluationError, PromQLError) as exc:
-                self._record_failure(runtime, index, rule, t_ms, str(exc))
+                timed_out = isinstance(exc, PromQLError) and exc.kind == "timeout"
+                self._record_failure(runtime, index, rule, t_ms, str(exc), "timeout" if timed_out else "error")
                 continue
             except Exception as exc:  # a bug in evaluation must not stop the tick: count it, log it
                 self.log.exception("rule evaluation crashed", extra={"rule_group": runtime.group.name,
                                                                 "rule": rule.name})
-                self._record_failure(runtime, index, rule, t_ms, f"{type(exc).__name__}: {exc}")
+                self._record_failure(runtime, index, rule, t_ms, f"{type(exc).__name__}: {exc}", "internal")
                 continue
+            finally:
+                self._deadline = None
             self.last_failures.pop((runtime.key, index), None)
             self.store.ingest(self._source(runtime, index), samples, t_ms)
         stats.evaluations_total += 1
         stats.last_duration_seconds = max(self.clock() - started, 0.0)
         stats.last_evaluation_ms = t_ms
 
-    def _record_failure(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int, error: str) -> None:
-        self.stats[runtime.key].failures_total += 1
+    def _record_failure(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int, error: str,
+                        reason: str) -> None:
+        stats = self.stats[runtime.key]
+        stats.failures_total += 1
+        stats.failures_by_reason[reason] = stats.failures_by_reason.get(reason, 0) + 1
         self.last_failures[(runtime.key, index)] = RuleFailure(runtime.group.name, rule.name, index, t_ms,
                                                                error)
+        if reason == "timeout":
+            error = f"{error}: stopped after the rule time budget of {self.rule_timeout_s:g}s"
         self.log.warning("rule evaluation failed", extra={
-            "rule_group": runtime.group.name, "rule": rule.name, "index": index, "t_ms": t_ms,
-            "error": error})
+            "file": runtime.group.file, "rule_group": runtime.group.name, "rule": rule.name, "index": index,
+            "t_ms": t_ms, "reason": reason, "error": error})
 
     @staticmethod
     def _source(runtime: _GroupRuntime, index: int) -> str:
         return f"rules:{runtime.key}/{index}"
 
+    def _rule_query(self, rule: AlertingRule | RecordingRule) -> Any:
+        """The rule's query as Prometheus' rule manager runs it (re-printed: matchers sorted)."""
+        found = self._rule_queries.get(id(rule))
+        if found is None:
+            from watchdog.promql import Query
+            from watchdog.promql.nodes import as_rule_manager_runs_it
+
+            found = self._rule_queries[id(rule)] = Query(rule.query.text, as_rule_manager_runs_it(rule.query.expr))
+        return found
+
     def _query(self, query: Any, t_ms: int) -> Any:
         if self.subquery_step_ms is None:
-            return evaluate(query, self.store, t_ms, self.lookback_ms)
-        return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms)
+            return evaluate(query, self.store, t_ms, self.lookback_ms, deadline=self._deadline,
+                            max_samples=self.max_samples)
+        return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, self._deadline,
+                        self.max_samples)
 
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
-        vector = vector_of(self._query(rule.query, t_ms))
+        vector = vector_of(self._query(self._rule_query(rule), t_ms))
         if isinstance(rule, RecordingRule):
             return self._recording_samples(rule, vector)
         assert isinstance(rule, AlertingRule)
@@ -284,14 +361,15 @@ class RuleEngine:
         last duration and last evaluation time)."""
         out: list[Sample] = []
 
-        def add(name: str, group: str, value: float) -> None:
-            out.append(Sample(make_labels({METRIC_NAME: name, "rule_group": group}), value))
+        def add(name: str, group: str, value: float, **extra: str) -> None:
+            out.append(Sample(make_labels({METRIC_NAME: name, "rule_group": group, **extra}), value))
 
         for stats in self.stats.values():
             last = math.nan if stats.last_evaluation_ms is None else stats.last_evaluation_ms / 1000.0
             add("watchdog_rule_group_rules", stats.name, float(stats.rules))
             add("watchdog_rule_group_evaluations_total", stats.name, float(stats.evaluations_total))
-            add("watchdog_rule_evaluation_failures_total", stats.name, float(stats.failures_total))
+            for reason, count in sorted(stats.failures_by_reason.items()):
+                add("watchdog_rule_evaluation_failures_total", stats.name, float(count), reason=reason)
             add("watchdog_rule_group_last_duration_seconds", stats.name, stats.last_duration_seconds)
             add("watchdog_rule_group_last_evaluation_timestamp_seconds", stats.name, last)
         return out

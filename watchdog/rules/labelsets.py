@@ -24,11 +24,17 @@ class MetricSyntaxError(ValueError):
     """Text that is not a valid metric with labels."""
 
 
-def parse_metric(text: str) -> dict[str, str]:
-    """``name{label="value", ...}`` → ``{"__name__": name, "label": "value"}``."""
+def parse_metric(text: str, unique: bool = False) -> dict[str, str]:
+    """``name{label="value", ...}`` → ``{"__name__": name, "label": "value"}``.
+
+    A name before the braces wins over ``__name__`` inside them (Prometheus' grammar sets it last).
+    With ``unique``, a label given twice is an error, as the TSDB refuses such a sample (promtool's
+    input series); otherwise the last one wins.
+    """
     pos = 0
     n = len(text)
     labels: dict[str, str] = {}
+    seen: set[str] = set()
 
     def skip() -> None:
         nonlocal pos
@@ -37,8 +43,9 @@ def parse_metric(text: str) -> dict[str, str]:
 
     skip()
     match = _NAME.match(text, pos)
+    name = None
     if match:
-        labels["__name__"] = match.group(0)
+        name = match.group(0)
         pos = match.end()
         skip()
     if pos < n and text[pos] == "{":
@@ -60,6 +67,9 @@ def parse_metric(text: str) -> dict[str, str]:
             quoted = value.group(0)
             if quoted.startswith("'"):
                 quoted = '"' + quoted[1:-1].replace('\\\'', "'").replace('"', '\\"') + '"'
+            if unique and label.group(0) in seen:
+                raise MetricSyntaxError(f'label name "{label.group(0)}" is not unique: invalid sample')
+            seen.add(label.group(0))
             try:
                 labels[label.group(0)] = go_unquote(quoted)
             except (ValueError, IndexError) as exc:
@@ -77,6 +87,8 @@ def parse_metric(text: str) -> dict[str, str]:
         skip()
     if pos != n:
         raise MetricSyntaxError(f"unexpected {text[pos:pos + 10]!r} in metric {text!r}")
+    if name is not None:
+        labels["__name__"] = name
     return labels
 
 

@@ -19,6 +19,7 @@ Contract:
 from __future__ import annotations
 
 import glob
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +38,7 @@ from watchdog.rules.yamlnodes import (
     Entry,
     YamlError,
     compose,
+    is_null,
     mapping_entries,
     scalar,
     sequence,
@@ -277,7 +279,7 @@ def _parse_group(
     limit = 0
     if "limit" in values:
         try:
-            limit = int(scalar(values["limit"].value, "limit") or "0")
+            limit = _yaml_int(values["limit"].value)
         except (ValueError, YamlError):
             problems.append(RuleProblem(source, line_of(values["limit"].value),
                                         "limit: expected an integer", group=name))
@@ -305,11 +307,30 @@ def _parse_group(
     return RuleGroup(name, source, tuple(rules), interval_ms, limit, line)
 
 
+def _yaml_int(node: yaml.Node) -> int:
+    """A YAML value decoded into a Go ``int`` as ``yaml.v3`` does: null is 0, an integer (``0x10``
+    too) is itself, a float is truncated, a string (even ``"3"``) is an error (ValueError)."""
+    if is_null(node):
+        return 0
+    if not isinstance(node, yaml.ScalarNode) or node.tag not in ("tag:yaml.org,2002:int",
+                                                                  "tag:yaml.org,2002:float"):
+        raise ValueError("not a number")
+    text = node.value.replace("_", "")
+    try:
+        return int(text, 0)
+    except ValueError:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError("not finite") from None
+        return int(value)
+
+
 def _duration(entry: Entry, source: str, problems: list[RuleProblem], group: str, rule: str,
               index: int) -> int:
     try:
-        text = scalar(entry.value, entry.key)
-        return parse_duration(text) if text != "" else 0
+        if is_null(entry.value):  # `for:` with nothing is zero; `for: ""` is an empty duration string
+            return 0
+        return parse_duration(scalar(entry.value, entry.key))
     except (YamlError, DurationError) as exc:
         message = str(exc).replace("'", '"')
         problems.append(RuleProblem(source, line_of(entry.value), f"{entry.key}: {message}",

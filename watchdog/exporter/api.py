@@ -1,0 +1,366 @@
+"""Prometheus' HTTP query API over the agent's own store, served on the exporter's port.
+
+Endpoints (GET, and POST with an ``application/x-www-form-urlencoded`` body, whose values come before
+the URL's as in Go's ``r.FormValue``): ``/api/v1/query``, ``/api/v1/query_range``, ``/api/v1/series``,
+``/api/v1/labels``, ``/api/v1/label/<name>/values``, ``/api/v1/rules``, ``/api/v1/alerts``.
+
+Contract: every answer is Prometheus 2.42's JSON: ``{"status": "success", "data": ...}``, or
+``{"status": "error", "errorType": ..., "error": ...}`` with its HTTP code: ``bad_data`` 400 (bad
+parameter or query), ``execution`` 422 (evaluation error), ``timeout`` 503 (past ``timeout``, default
+:data:`DEFAULT_TIMEOUT_SECONDS`), 404 for an unknown ``/api/v1/`` path, 405 for other methods. Times are
+Unix seconds or RFC 3339; durations seconds or Prometheus durations. Subqueries without a step use the
+agent's tick. The store holds what the agent keeps (15 minutes at 1 s by default), so this is a
+data source for one node's recent past (docs/dashboards.md). Authentication and TLS are the
+exporter's (``server.py`` calls :meth:`QueryAPI.handle` after its auth check).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from watchdog.golang.gomath import format_api_value
+from watchdog.model import Labels
+from watchdog.promql import PromQLError, evaluate, parse_query
+from watchdog.promql import nodes as n
+from watchdog.promql.format import api_timestamp, to_api_json
+from watchdog.promql.values import Scalar, VectorSample
+from watchdog.rules.durations import DurationError, parse_duration
+
+PREFIX = "/api/v1/"
+DEFAULT_TIMEOUT_SECONDS = 10.0
+MAX_POINTS_PER_SERIES = 11_000
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_MIN_MS = -(1 << 62)
+_MAX_MS = 1 << 62
+_ERROR_CODES = {"bad_data": 400, "execution": 422, "timeout": 503, "internal": 500}
+
+
+class APIError(Exception):
+    """An error answer: Prometheus' ``errorType`` and message."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Response:
+    """What the server sends: status code, JSON body, content type."""
+
+    code: int
+    body: bytes
+    content_type: str = "application/json"
+
+
+class QueryAPI:
+    """Answers ``/api/v1/*`` requests; ``store`` is read, ``engine`` (a callable returning the current
+    :class:`watchdog.rules.engine.RuleEngine` or None) gives ``rules`` and ``alerts``."""
+
+    def __init__(self, store: Any, engine: Callable[[], Any] = lambda: None,
+                 clock: Callable[[], float] = time.time, subquery_step_ms: int = 1000,
+                 lookback_ms: int = 300_000) -> None:
+        self.store = store
+        self.engine = engine
+        self.clock = clock
+        self.subquery_step_ms = subquery_step_ms
+        self.lookback_ms = lookback_ms
+
+    def handle(self, method: str, path: str, query_string: str, body: bytes = b"",
+               content_type: str = "") -> Response:
+        """One request to a path under ``/api/v1/``."""
+        if method not in ("GET", "POST"):
+            return Response(405, b"method not allowed\n", "text/plain")
+        form: dict[str, list[str]] = {}
+        if method == "POST" and content_type.split(";")[0].strip() == "application/x-www-form-urlencoded":
+            form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+        for key, values in parse_qs(query_string, keep_blank_values=True).items():
+            form.setdefault(key, []).extend(values)
+        endpoint = path[len(PREFIX):]
+        try:
+            data = self._dispatch(endpoint, form)
+        except APIError as exc:
+            return _json(_ERROR_CODES.get(exc.kind, 400),
+                         {"status": "error", "errorType": exc.kind, "error": exc.message})
+        if data is None:
+            return Response(404, b"404 page not found\n", "text/plain")
+        return _json(200, {"status": "success", "data": data})
+
+    def _dispatch(self, endpoint: str, form: Mapping[str, list[str]]) -> Any:
+        if endpoint == "query":
+            return self._query(form)
+        if endpoint == "query_range":
+            return self._query_range(form)
+        if endpoint == "series":
+            return self._series(form)
+        if endpoint == "labels":
+            return self._labels(form)
+        match = re.fullmatch(r"label/([^/]+)/values", endpoint)
+        if match:
+            return self._label_values(match.group(1), form)
+        if endpoint == "rules":
+            return self._rules(form)
+        if endpoint == "alerts":
+            return self._alerts()
+        return None
+
+    # ------------------------------------------------------------------------------- queries
+
+    def _now_ms(self) -> int:
+        return round(self.clock() * 1000)
+
+    def _parse(self, form: Mapping[str, list[str]]) -> Any:
+        try:
+            return parse_query(_value(form, "query"))
+        except PromQLError as exc:
+            raise APIError("bad_data", f'invalid parameter "query": {exc}') from None
+
+    def _deadline(self, form: Mapping[str, list[str]]) -> float:
+        timeout = DEFAULT_TIMEOUT_SECONDS
+        if _value(form, "timeout"):
+            timeout = min(timeout, _duration_param(form, "timeout") / 1000)
+        return time.monotonic() + timeout
+
+    def _evaluate(self, query: Any, t_ms: int, deadline: float) -> Any:
+        try:
+            return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, deadline)
+        except PromQLError as exc:
+            raise APIError(exc.kind if exc.kind in _ERROR_CODES else "execution", exc.message) from None
+
+    def _query(self, form: Mapping[str, list[str]]) -> Any:
+        t_ms = _time_param(form, "time", self._now_ms())
+        deadline = self._deadline(form)
+        query = self._parse(form)
+        return to_api_json(self._evaluate(query, t_ms, deadline))
+
+    def _query_range(self, form: Mapping[str, list[str]]) -> Any:
+        start = _time_param(form, "start", None)
+        end = _time_param(form, "end", None)
+        if end < start:
+            raise APIError("bad_data", "end timestamp must not be before start time")
+        step = _duration_param(form, "step")
+        if step <= 0:
+            raise APIError("bad_data", "zero or negative query resolution step widths are not accepted. "
+                                       "Try a positive integer")
+        if (end - start) // step > MAX_POINTS_PER_SERIES:
+            raise APIError("bad_data", "exceeded maximum resolution of 11,000 points per timeseries. "
+                                       "Try decreasing the query resolution (?step=XX)")
+        deadline = self._deadline(form)
+        query = self._parse(form)
+        if query.value_type not in (n.VECTOR, n.SCALAR):
+            kind = {n.MATRIX: "range vector", n.STRING: "string"}.get(query.value_type, query.value_type)
+            raise APIError("bad_data", f'invalid expression type "{kind}" for range query, must be Scalar '
+                                       "or instant Vector")
+        series: dict[Labels, list[list[Any]]] = {}
+        for t_ms in range(start, end + 1, step):
+            value = self._evaluate(query, t_ms, deadline)
+            points: Iterable[tuple[Labels, float]]
+            if isinstance(value, Scalar):
+                points = [((), value.value)]
+            else:
+                points = [(s.labels, s.value) for s in value if isinstance(s, VectorSample)]
+            for labels, v in points:
+                series.setdefault(labels, []).append([api_timestamp(t_ms), format_api_value(v)])
+        return {"resultType": "matrix",
+                "result": [{"metric": dict(labels), "values": values}
+                           for labels, values in sorted(series.items())]}
+
+    # ------------------------------------------------------------------------------- metadata
+
+    def _matching_series(self, form: Mapping[str, list[str]], required: bool) -> list[Labels]:
+        """Label sets of stored series with a sample in [start, end], matching any ``match[]``."""
+        start = _time_param(form, "start", _MIN_MS)
+        end = _time_param(form, "end", _MAX_MS)
+        selectors = form.get("match[]", [])
+        if required and not selectors:
+            raise APIError("bad_data", "no match[] parameter provided")
+        candidates: list[Any] = []
+        if selectors:
+            seen: set[Labels] = set()
+            for text in selectors:
+                for series in self.store.select(_selector_matchers(text)):
+                    if series.labels not in seen:
+                        seen.add(series.labels)
+                        candidates.append(series)
+        else:
+            candidates = self.store.all_series()
+        out = []
+        for series in candidates:
+            times, _ = series.window(start, end)
+            if len(times):
+                out.append(series.labels)
+        return sorted(out)
+
+    def _series(self, form: Mapping[str, list[str]]) -> Any:
+        return [dict(labels) for labels in self._matching_series(form, required=True)]
+
+    def _labels(self, form: Mapping[str, list[str]]) -> Any:
+        return sorted({name for labels in self._matching_series(form, required=False) for name, _ in labels})
+
+    def _label_values(self, name: str, form: Mapping[str, list[str]]) -> Any:
+        if not _LABEL_NAME.match(name):
+            raise APIError("bad_data", f"invalid label name: {json.dumps(name)}")
+        values = {dict(labels).get(name, "") for labels in self._matching_series(form, required=False)}
+        values.discard("")
+        return sorted(values)
+
+    # ------------------------------------------------------------------------------- rules
+
+    def _rules(self, form: Mapping[str, list[str]]) -> Any:
+        engine = self.engine()
+        kind = _value(form, "type").lower()
+        if kind not in ("", "alert", "record"):
+            raise APIError("bad_data", f'invalid parameter "type": unsupported type {_value(form, "type")!r}')
+        groups = []
+        for status in engine.status() if engine is not None else []:
+            rules = []
+            for rule_status in status.rules:
+                rule = rule_status.rule
+                is_alert = hasattr(rule, "alert")
+                if (kind == "alert" and not is_alert) or (kind == "record" and is_alert):
+                    continue
+                rules.append(_rule_json(rule_status, status.stats))
+            groups.append({
+                "name": status.group.name, "file": status.group.file, "rules": rules,
+                "interval": (status.group.interval_ms or self.subquery_step_ms) / 1000,
+                "limit": status.group.limit,
+                "evaluationTime": status.stats.last_duration_seconds,
+                "lastEvaluation": _rfc3339(status.stats.last_evaluation_ms),
+            })
+        return {"groups": groups}
+
+    def _alerts(self) -> Any:
+        engine = self.engine()
+        alerts = [] if engine is None else [a for a in engine.alerts() if a.state.value != "inactive"]
+        return {"alerts": [_alert_json(a) for a in alerts]}
+
+
+# ----------------------------------------------------------------------------------- helpers
+
+
+def _json(code: int, document: Any) -> Response:
+    return Response(code, json.dumps(document, separators=(",", ":")).encode("utf-8"))
+
+
+def _value(form: Mapping[str, list[str]], key: str) -> str:
+    values = form.get(key)
+    return values[0] if values else ""
+
+
+def parse_api_time(text: str) -> int:
+    """Prometheus' ``parseTime``: Unix seconds (float) or RFC 3339, to ms; raises ValueError."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        candidate = text.strip()
+        if candidate.endswith(("Z", "z")):
+            candidate = candidate[:-1] + "+00:00"
+        candidate = re.sub(r"(\.\d{6})\d+", r"\1", candidate)  # Python keeps microseconds
+        moment = dt.datetime.fromisoformat(candidate)
+        if moment.tzinfo is None:
+            raise ValueError("no time zone") from None
+        return round(moment.timestamp() * 1000)
+    if not math.isfinite(seconds):
+        raise ValueError("not finite")
+    return round(seconds * 1000)
+
+
+def _time_param(form: Mapping[str, list[str]], key: str, default: int | None) -> int:
+    text = _value(form, key)
+    if text == "":
+        if default is None:
+            raise APIError("bad_data", f'invalid parameter "{key}": cannot parse "" to a valid timestamp')
+        return default
+    try:
+        return parse_api_time(text)
+    except ValueError:
+        raise APIError("bad_data",
+                       f'invalid parameter "{key}": cannot parse "{text}" to a valid timestamp') from None
+
+
+def _duration_param(form: Mapping[str, list[str]], key: str) -> int:
+    """Prometheus' ``parseDuration``: float seconds or a duration (``15s``), to ms."""
+    text = _value(form, key)
+    try:
+        seconds = float(text)
+        if math.isfinite(seconds) and abs(seconds) < 9.2e9:
+            return round(seconds * 1000)
+    except ValueError:
+        try:
+            return parse_duration(text)
+        except DurationError:
+            pass
+    raise APIError("bad_data", f'invalid parameter "{key}": cannot parse "{text}" to a valid duration')
+
+
+def _selector_matchers(text: str) -> Any:
+    try:
+        query = parse_query(text)
+    except PromQLError as exc:
+        raise APIError("bad_data", f'invalid parameter "match[]": {exc}') from None
+    expr = n.unwrap_parens(query.expr)
+    if not isinstance(expr, n.VectorSelector):
+        raise APIError("bad_data", f'invalid parameter "match[]": {text} is not a series selector')
+    return expr.matchers
+
+
+def _rfc3339(t_ms: int | None) -> str:
+    if t_ms is None:
+        return "0001-01-01T00:00:00Z"
+    moment = dt.datetime.fromtimestamp(t_ms / 1000, tz=dt.timezone.utc)
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    fraction = f"{moment.microsecond:06d}".rstrip("0")
+    return text + (f".{fraction}" if fraction else "") + "Z"
+
+
+def _go_float_e(value: float) -> str:
+    """Go ``strconv.FormatFloat(v, 'e', -1, 64)`` (the alert ``value`` field)."""
+    from watchdog.golang.gostrconv import format_float
+
+    return format_float(value, "e", -1)
+
+
+def _alert_json(alert: Any) -> dict[str, Any]:
+    return {
+        "labels": dict(alert.labels),
+        "annotations": dict(alert.annotations),
+        "state": alert.state.value,
+        "activeAt": _rfc3339(alert.active_at_ms),
+        "value": _go_float_e(alert.value),
+    }
+
+
+def _rule_json(status: Any, stats: Any) -> dict[str, Any]:
+    rule = status.rule
+    health = "unknown" if stats.last_evaluation_ms is None else ("err" if status.last_error else "ok")
+    common = {
+        "name": rule.name,
+        "query": rule.expr,
+        "labels": dict(rule.labels),
+        "health": health,
+        "evaluationTime": stats.last_duration_seconds,
+        "lastEvaluation": _rfc3339(stats.last_evaluation_ms),
+    }
+    if status.last_error:
+        common["lastError"] = status.last_error
+    if not hasattr(rule, "alert"):
+        return {**common, "type": "recording"}
+    active = [a for a in status.alerts if a.state.value != "inactive"]
+    state = "firing" if any(a.state.value == "firing" for a in active) else \
+        "pending" if active else "inactive"
+    return {
+        "state": state, **common,
+        "duration": rule.for_ms / 1000,
+        "keepFiringFor": rule.keep_firing_for_ms / 1000,
+        "annotations": dict(rule.annotations),
+        "alerts": [_alert_json(a) for a in active],
+        "type": "alerting",
+    }
