@@ -41,7 +41,7 @@ from watchdog.rules.queries import engine_gpus_in
 from watchdog.rules.state_store import RuleStateStore
 from watchdog.runbooks.catalogue import catalogue_from_settings
 from watchdog.runbooks.manager import RunbookManager
-from watchdog.store import Store
+from watchdog.store import SeriesQuotas, Store
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,8 @@ GC_EVERY_TICKS = 30
 
 # Settings a reload cannot apply: the node name (in labels already sent), the state database, the
 # exporter's socket, and the store's ring sizes. They keep their running value until a restart.
-RESTART_KEYS = ("node", "state_dir", "listen", "retention_seconds", "max_series")
+RESTART_KEYS = ("node", "state_dir", "listen", "retention_seconds", "max_series", "max_series_per_source",
+                "reserved_series")
 
 # What a reload caller prepares from the new settings: load and check (may raise), return the apply step.
 Preparer = Callable[[Settings], Callable[[], None]]
@@ -83,6 +84,19 @@ class PreparedReload:
         self.runbooks.close()
 
 
+def series_quotas(settings: Settings) -> SeriesQuotas:
+    """The store's per-source quotas (the reserve is at most half of ``max_series``)."""
+    return SeriesQuotas(per_source=settings.max_series_per_source,
+                        reserved=min(settings.reserved_series, settings.max_series // 2))
+
+
+def build_runner(settings: Settings, collectors: list[Collector], background: bool = True) -> CollectorRunner:
+    """The runner the tick uses: background collectors (engine scrapes) may hold it half a tick at most
+    (``background`` False: the tick waits for every scrape, for simulated time)."""
+    wait = settings.tick_interval_seconds / 2 if background else None
+    return CollectorRunner(collectors, background_wait_seconds=wait)
+
+
 @dataclass
 class TickStats:
     """Counters about the loop itself, exported as self-metrics."""
@@ -93,6 +107,7 @@ class TickStats:
     stage_failures: dict[str, int] = field(default_factory=dict)
     reload_success: bool = True
     last_reload_seconds: float = 0.0
+    clock_steps_total: int = 0
 
 
 class Agent:
@@ -106,7 +121,9 @@ class Agent:
         clock: Callable[[], float] = time.time,
         context: CollectorContext | None = None,
         db: StateDB | None = None,
+        background_scrapes: bool = True,
     ) -> None:
+        """``background_scrapes`` False makes each tick wait for every engine scrape (simulated time)."""
         self.settings = settings
         self.config_path = str(config_path) if config_path else None
         self.clock = clock
@@ -118,13 +135,15 @@ class Agent:
             retention_ms=int(retention_s * 1000),
             max_points=int(retention_s / tick_s) + 60,
             max_series=settings.max_series,
+            quotas=series_quotas(settings),
         )
         self.db = db if db is not None else StateDB.in_dir(settings.state_dir)
         given = context or CollectorContext()
         self.context = dataclasses.replace(given, state_db=given.state_db or self.db, clock=given.clock or clock)
         self.rule_state = RuleStateStore(self.db)
         self.collectors = build_collectors(settings, self.context)
-        self.runner = CollectorRunner(self.collectors)
+        self.background_scrapes = background_scrapes
+        self.runner = build_runner(settings, self.collectors, background_scrapes)
         self._lock = threading.RLock()
         self.ready = False
         self.before_tick: list[Callable[[float], None]] = []
@@ -136,6 +155,8 @@ class Agent:
         self.dispatcher.attach_runbooks(self.runbooks)
         self._reconciled = False
         self.alerts: list[Alert] = []
+        self._last_tick: tuple[int, float] | None = None  # (tick time ms, monotonic seconds)
+        self._clock_stepped = False
 
     # -- construction -------------------------------------------------------------------------------
 
@@ -167,8 +188,8 @@ class Agent:
         """One evaluation cycle at ``clock()``; returns the alerts the rule engine reports."""
         with self._lock:
             started = time.monotonic()
-            now = self.clock()
-            now_ms = int(now * 1000)
+            now_ms = self.tick_time_ms(started)
+            now = now_ms / 1000
             for before in self.before_tick:
                 self._stage("before_tick", functools.partial(before, now))
             results = self._stage("collect", self.runner.run_once, [])
@@ -181,12 +202,13 @@ class Agent:
             causes = self._stage("incidents",
                                  lambda: incident_causes(alerts, engine_gpus_in(self.store, now_ms)), {})
             self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms, causes=causes))
-            self._stage("persist", lambda: self._persist_alert_state(now_ms))
+            if self._stage("persist", lambda: self._persist_alert_state(now_ms), False) is False:
+                self.db.note_error("write")
             self.stats.ticks_total += 1
             if self.stats.ticks_total % GC_EVERY_TICKS == 0:
                 self._stage("gc", lambda: self.store.gc(now_ms))
             self.stats.last_duration_seconds = time.monotonic() - started
-            self.store.ingest("self:agent", self.self_samples(), now_ms)
+            self._stage("self_metrics", lambda: self.store.ingest("self:agent", self.self_samples(), now_ms))
             known = {a.fingerprint for a in self.history_fired}
             self.history_fired.extend(a for a in alerts
                                       if a.state is AlertState.FIRING and a.fingerprint not in known)
@@ -196,8 +218,31 @@ class Agent:
             self._stage("after_tick", hook)
         return alerts
 
-    def _persist_alert_state(self, now_ms: int) -> None:
+    def tick_time_ms(self, monotonic_now: float) -> int:
+        """The tick's timestamp: the wall clock, unless it stepped back behind the previous tick; then
+        the previous tick plus the monotonic time since, until the wall clock catches up. A backward step
+        would otherwise drop every sample as out of order and let instant selectors see nothing (false
+        resolves). Counted in ``watchdog_clock_steps_total``."""
+        wall_ms = int(self.clock() * 1000)
+        last = self._last_tick
+        if last is None or wall_ms >= last[0]:
+            if self._clock_stepped:
+                log.info("wall clock caught up with the tick time", extra={"wall_ms": wall_ms})
+                self._clock_stepped = False
+            self._last_tick = (wall_ms, monotonic_now)
+            return wall_ms
+        tick_ms = max(last[0] + int((monotonic_now - last[1]) * 1000), last[0] + 1)
+        if not self._clock_stepped:
+            self._clock_stepped = True
+            self.stats.clock_steps_total += 1
+            log.warning("wall clock stepped backwards; tick time continues on the monotonic clock",
+                        extra={"step_seconds": round((wall_ms - last[0]) / 1000, 3)})
+        self._last_tick = (tick_ms, monotonic_now)
+        return tick_ms
+
+    def _persist_alert_state(self, now_ms: int) -> bool:
         self.rule_state.save(self.rule_engine.export_state(), now_ms)
+        return True
 
     def note_overrun(self) -> None:
         """Called by the scheduler when a tick was due while the previous one still ran."""
@@ -222,9 +267,14 @@ class Agent:
             Sample(metric("watchdog_tick_duration_seconds"), s.last_duration_seconds),
             Sample(metric("watchdog_store_series"), float(len(self.store))),
             Sample(metric("watchdog_store_dropped_series_total"), float(self.store.dropped_series_total)),
+            Sample(metric("watchdog_store_evicted_series_total"), float(self.store.evicted_series_total)),
+            Sample(metric("watchdog_store_quota_rejections_total"), float(self.store.quota_rejections_total)),
             Sample(metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
+            Sample(metric("watchdog_clock_steps_total", direction="backward"), float(s.clock_steps_total)),
             Sample(metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
         ]
+        for kind in sorted({"corrupt", "write", *self.db.errors}):
+            out.append(Sample(metric("watchdog_state_errors_total", kind=kind), float(self.db.errors[kind])))
         for stage, count in sorted(s.stage_failures.items()):
             out.append(Sample(metric("watchdog_tick_stage_failures_total", stage=stage), float(count)))
         for component in (self.rule_engine, self.runbooks, self.dispatcher):
@@ -272,7 +322,7 @@ class Agent:
             old_runbooks, self.runbooks = self.runbooks, prepared.runbooks
             old_runner = self.runner
             self.collectors = prepared.collectors
-            self.runner = CollectorRunner(prepared.collectors)
+            self.runner = build_runner(self.settings, prepared.collectors, self.background_scrapes)
             for apply in prepared.apply_steps:
                 apply()
             self.dispatcher.attach_runbooks(prepared.runbooks)

@@ -8,6 +8,12 @@ Contract:
   selector stops returning it at once instead of 5 minutes later.
 - The number of series is capped (``max_series``); new series beyond the cap are dropped and counted
   in :attr:`Store.dropped_series_total`, never silently grown.
+- No source can starve another (:class:`SeriesQuotas`): each source may hold at most
+  ``per_source`` series, and sources outside the fault path (engines, the process collector, anything
+  not in ``reserved_prefixes``) share ``max_series - reserved`` between them, so the kernel log, NVML,
+  the host, rule outputs and self-metrics always find room. A collection that would take a source past
+  its quota first evicts that source's series it no longer reports; if it still does not fit, nothing
+  of it is stored, the source's previous series go stale, and :class:`SeriesQuotaExceeded` says why.
 """
 
 from __future__ import annotations
@@ -90,6 +96,32 @@ class Series:
         return self.timestamps[-1], self.values[-1]
 
 
+RESERVED_PREFIXES = ("collector:kmsg", "collector:nvml", "collector:host", "rules:", "self:", "")
+"""Sources on the fault path: they may use the reserved headroom (``""``: a plain :meth:`Store.append`)."""
+
+
+class SeriesQuotaExceeded(Exception):
+    """A collection refused as a whole because its source would exceed its series quota."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class SeriesQuotas:
+    """Per-source series limits (see the module docstring)."""
+
+    per_source: int = 50_000
+    reserved: int = 20_000
+    reserved_prefixes: tuple[str, ...] = RESERVED_PREFIXES
+
+    def is_reserved(self, source: str) -> bool:
+        """True for a source on the fault path (it may use the reserved headroom)."""
+        return any(source.startswith(p) if p else source == "" for p in self.reserved_prefixes)
+
+
 class Store:
     """Thread-safe bounded series store. See the module docstring for the contract."""
 
@@ -98,20 +130,28 @@ class Store:
         retention_ms: int = 15 * 60 * 1000,
         max_points: int = 15 * 60 + 60,
         max_series: int = 200_000,
+        quotas: SeriesQuotas | None = None,
     ) -> None:
         self.retention_ms = retention_ms
         self.max_points = max_points
         self.max_series = max_series
+        self.quotas = quotas or SeriesQuotas(per_source=max_series, reserved=0, reserved_prefixes=("",))
+        self._enforce_quotas = quotas is not None
         self.dropped_series_total = 0
+        self.evicted_series_total = 0
+        self.quota_rejections_total = 0
         self._by_name: dict[str, dict[Labels, Series]] = {}
         self._count = 0
         self._sources: dict[str, set[Labels]] = {}
+        self._owned: dict[str, set[Labels]] = {}
+        self._owner: dict[Labels, str] = {}
+        self._best_effort = 0
         self._lock = threading.RLock()
 
     def __len__(self) -> int:
         return self._count
 
-    def append(self, labels: Labels, t_ms: int, value: float) -> bool:
+    def append(self, labels: Labels, t_ms: int, value: float, source: str = "") -> bool:
         """Add one point; returns False when the series is new and the series cap is reached."""
         with self._lock:
             bucket = self._by_name.setdefault(metric_name(labels), {})
@@ -122,23 +162,84 @@ class Store:
                     return False
                 series = bucket[labels] = Series(labels)
                 self._count += 1
+                self._owned.setdefault(source, set()).add(labels)
+                self._owner[labels] = source
+                if not self.quotas.is_reserved(source):
+                    self._best_effort += 1
             series.append(t_ms, value, self.max_points)
             return True
 
-    def ingest(self, source: str, samples: Iterable[Sample], t_ms: int) -> int:
+    def ingest(self, source: str, samples: Iterable[Sample], t_ms: int, *, bypass_quota: bool = False) -> int:
         """Record one collection from ``source`` at ``t_ms``; mark its vanished series stale.
 
         Returns the number of samples stored. Duplicate labels within one collection keep the last.
+        Raises :class:`SeriesQuotaExceeded` (having stored nothing but the staleness of the source's
+        previous series) when the collection does not fit the source's quota; ``bypass_quota`` is for
+        the few series that report such a failure (``up 0``).
         """
         with self._lock:
-            seen: set[Labels] = set()
+            batch: dict[Labels, float] = {}
             for sample in samples:
-                if self.append(sample.labels, t_ms, sample.value):
-                    seen.add(sample.labels)
+                batch[sample.labels] = sample.value
+            if self._enforce_quotas and not bypass_quota:
+                reason = self._admit(source, batch)
+                if reason:
+                    self.quota_rejections_total += 1
+                    self.ingest(source, (), t_ms, bypass_quota=True)
+                    raise SeriesQuotaExceeded(source, reason)
+            seen: set[Labels] = set()
+            for labels, value in batch.items():
+                if self.append(labels, t_ms, value, source):
+                    seen.add(labels)
             for labels in self._sources.get(source, set()) - seen:
-                self.append(labels, t_ms, STALE_NAN)
+                self.append(labels, t_ms, STALE_NAN, source)
             self._sources[source] = seen
             return len(seen)
+
+    def _admit(self, source: str, batch: dict[Labels, float]) -> str:
+        """Why ``batch`` cannot be stored for ``source`` ("" when it fits); may evict the source's own
+        series that ``batch`` no longer contains to make room."""
+        new = sum(1 for labels in batch if labels not in self._owner)
+        if not new:
+            return ""
+        owned = self._owned.get(source, set())
+        limit = self.quotas.per_source
+        reserved = self.quotas.is_reserved(source)
+        pool = self.max_series - self.quotas.reserved
+
+        def fits() -> bool:
+            return len(owned) + new <= limit and (reserved or self._best_effort + new <= pool)
+
+        if fits():
+            return ""
+        self._evict(source, [labels for labels in owned if labels not in batch])
+        if fits():
+            return ""
+        if len(owned) + new > limit:
+            return (f"series quota exceeded: {len(owned) + new} series would exceed the per-source "
+                    f"quota of {limit}")
+        return (f"series quota exceeded: {new} new series do not fit the {pool} series shared by "
+                f"engines and other non-reserved sources ({self._best_effort} held)")
+
+    def _evict(self, source: str, doomed: list[Labels]) -> None:
+        """Remove ``source``'s series ``doomed`` from the store at once (room for its new series)."""
+        for labels in doomed:
+            bucket = self._by_name.get(metric_name(labels), {})
+            if bucket.pop(labels, None) is not None:
+                self._count -= 1
+                self.evicted_series_total += 1
+                if not bucket:
+                    self._by_name.pop(metric_name(labels), None)
+            self._disown(labels)
+        self._sources[source] = self._sources.get(source, set()) - set(doomed)
+
+    def _disown(self, labels: Labels) -> None:
+        owner = self._owner.pop(labels, None)
+        if owner is None:
+            return
+        self._owned.get(owner, set()).discard(labels)
+        if not self.quotas.is_reserved(owner):
+            self._best_effort -= 1
 
     def forget_source(self, source: str, t_ms: int) -> None:
         """Mark every series of ``source`` stale (the source was removed from config)."""
@@ -200,6 +301,7 @@ class Store:
                     point = series.latest()
                     if point is None or (is_stale(point[1]) and len(series.timestamps) == 1):
                         del bucket[labels]
+                        self._disown(labels)
                         removed += 1
                 if not bucket:
                     del self._by_name[name]

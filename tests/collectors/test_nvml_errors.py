@@ -266,7 +266,7 @@ def test_a_hang_outside_any_gpu_is_bounded_by_the_runner_and_isolated(fake: Fake
         assert results["nvml-ok"].success and results["nvml-ok"].samples
     assert errors == ["timeout", "previous call still running", "previous call still running"]
     fake.release()
-    runner._inflight["nvml-hung"].exception(timeout=10)
+    runner._inflight["nvml-hung"].future.exception(timeout=10)
     assert {r.name: r.success for r in runner.run_once()} == {"nvml-hung": True, "nvml-ok": True}
     runner.close()
 

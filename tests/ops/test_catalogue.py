@@ -135,7 +135,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
             "url": f"{probe_url}/v1/completions", "model": "m", "interval_seconds": 5, "timeout_seconds": 2})
         busy = replace(config.engines[0], probe=probe, log=EngineLogSettings(file=str(engine_log), unit=None))
         config = replace(config, engines=(busy, *config.engines[1:]))
-        agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=gpus.nvml))
+        agent = Agent(config, clock=lambda: now[0], background_scrapes=False,
+                      context=CollectorContext(nvml=gpus.nvml))
         agent.before_tick.append(gpus.advance)
         agent.before_tick.append(_fail_once(at=SIM_START + 12))
         for step in range(TICKS):

@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     inner.required = True
     schema = inner.add_parser("schema", help="print the JSON Schema of the config file")
     schema.set_defaults(func=_schema)
-    check = inner.add_parser("check", help="validate a config file (exit 1 on error)")
+    check = inner.add_parser("check", help="validate a config file (exit 2 on error, as run does)")
     check.add_argument("path")
     check.set_defaults(func=_check)
 
@@ -29,11 +29,12 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from watchdog.config import ConfigError, load_settings
+    from watchdog.daemon.preflight import preflight
 
     try:
-        load_settings(args.path)
+        preflight(load_settings(args.path), str(args.path))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 2  # the exit code of `run` for the same error
     print(f"{args.path}: ok")
     return 0

@@ -19,23 +19,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from watchdog.daemon.serve import install_early_sighup
 
+    install_early_sighup()  # before anything slow: an early SIGHUP must not kill the daemon
     from watchdog.agent import Agent
     from watchdog.config import ConfigError, load_settings
     from watchdog.config.loader import DEFAULT_CONFIG_PATH
+    from watchdog.daemon.preflight import preflight
     from watchdog.daemon.serve import serve
     from watchdog.daemon.systemd_hooks import systemd_hooks
 
     path = args.config or (str(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else None)
     try:
         settings = load_settings(path)
+        preflight(settings, path or "<defaults>")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
         agent = Agent(settings, config_path=path)
     except Exception as exc:  # start-up boundary: a clear message and a non-zero exit
-        log.exception("cannot start the agent")
+        log.error("cannot start the agent", extra={"error": str(exc)})  # the message, not a traceback
         print(f"error: cannot start: {exc}", file=sys.stderr)
         return 2
     listen = args.listen or settings.listen

@@ -12,6 +12,18 @@ series. A hung collector keeps its worker thread; the runner does not start a se
 collector until the first returns ("previous call still running", success 0), so a hang cannot pile up
 threads. Calls run on daemon threads (one per call, not a pool): hung collectors cannot starve the
 others, and a call wedged in a driver cannot keep the process from exiting.
+
+A failed call yields the collector's ``failure_samples()`` when it has that method (an engine's
+``up 0``), so a failure is data rather than an absent series. A collector without it that *hangs*
+(timeout, previous call still running: NVML wedged in the driver) keeps reporting its last good
+samples, with success 0: stale is not healthy, so a firing alert on its series stays firing rather
+than resolving because the series went away. A call that fails with an answer (an exception) is not
+held: its series go stale. A collector with ``background = True``
+(engine scrapes) cannot stretch the tick: the runner waits for it at most ``background_wait_seconds``;
+a call still within its deadline after that is left running and its result is taken by the first tick
+after it completes (until then its previous series stay as they are). A collection refused by the
+store's series quota (:class:`~watchdog.store.SeriesQuotaExceeded`) marks the collector failed with
+that reason and stores its failure samples instead.
 """
 
 from __future__ import annotations
@@ -22,12 +34,12 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
-from watchdog.store import Store
+from watchdog.store import SeriesQuotaExceeded, Store
 
 log = logging.getLogger(__name__)
 
@@ -78,50 +90,110 @@ class CollectResult:
     success: bool
     duration_seconds: float
     error: str = ""
+    fallback: list[Sample] = field(default_factory=list)
+    """What to store instead of ``samples`` if the store refuses them (the collector's failure samples)."""
+
+
+def failure_samples(collector: Collector) -> list[Sample]:
+    """The series a failed call of ``collector`` still reports (``up 0`` for an engine), else none."""
+    provider = getattr(collector, "failure_samples", None)
+    return list(provider()) if provider is not None else []
+
+
+def _failed(collector: Collector, duration: float, error: str) -> CollectResult:
+    return CollectResult(collector.name, failure_samples(collector), False, duration, error,
+                         failure_samples(collector))
+
+
+@dataclass
+class _Call:
+    future: Future[list[Sample]]
+    started: float
+    taken: bool = False
 
 
 class CollectorRunner:
     """Runs collectors concurrently, each bounded by its own timeout. See the module docstring."""
 
-    def __init__(self, collectors: list[Collector]) -> None:
-        """Every call gets its own daemon thread (see the module docstring)."""
+    def __init__(self, collectors: list[Collector], background_wait_seconds: float | None = None) -> None:
+        """Every call gets its own daemon thread (see the module docstring); ``background_wait_seconds``
+        None waits for background collectors like the others (up to their timeout)."""
         self.collectors = collectors
+        self.background_wait_seconds = background_wait_seconds
         self._closed = False
-        self._inflight: dict[str, Future[list[Sample]]] = {}
+        self._inflight: dict[str, _Call] = {}
+        self._last_good: dict[str, list[Sample]] = {}
 
     def run_once(self) -> list[CollectResult]:
         """Collect from every collector once; never raises for a collector's fault."""
-        started: dict[str, tuple[Future[list[Sample]], float]] = {}
+        started: list[tuple[Collector, _Call]] = []
         results: list[CollectResult] = []
         for collector in self.collectors:
             previous = self._inflight.get(collector.name)
-            if previous is not None and not previous.done():
-                results.append(CollectResult(collector.name, [], False, 0.0, "previous call still running"))
+            if previous is not None and not previous.taken:
+                if previous.future.done():  # a background call that completed after its tick
+                    previous.taken = True
+                    results.append(self._outcome(collector, previous))
+                    continue
+                elapsed = time.monotonic() - previous.started
+                if elapsed <= collector.timeout_seconds:
+                    continue  # a background call still within its deadline: its series stay as they are
+                previous.taken = True
+                results.append(self._timed_out(collector, elapsed))
+                continue
+            if previous is not None and not previous.future.done():
+                results.append(self._hung(collector, 0.0, "previous call still running"))
                 continue
             if self._closed:
                 results.append(CollectResult(collector.name, [], False, 0.0, "runner closed"))
                 continue
-            future = _start(collector)
-            self._inflight[collector.name] = future
-            started[collector.name] = (future, time.monotonic())
-        for collector in self.collectors:
-            if collector.name not in started:
-                continue
-            future, t0 = started[collector.name]
-            remaining = max(0.0, collector.timeout_seconds - (time.monotonic() - t0))
+            call = _Call(_start(collector), time.monotonic())
+            self._inflight[collector.name] = call
+            started.append((collector, call))
+        for collector, call in started:
+            limit = collector.timeout_seconds
+            background = getattr(collector, "background", False) and self.background_wait_seconds is not None
+            if background:
+                limit = min(limit, float(self.background_wait_seconds or 0.0))
             try:
-                samples = future.result(timeout=remaining)
-                results.append(CollectResult(collector.name, samples, True, time.monotonic() - t0))
+                call.future.result(timeout=max(0.0, limit - (time.monotonic() - call.started)))
             except FutureTimeout:
-                log.warning("collector timed out", extra={"collector": collector.name,
-                                                          "timeout_seconds": collector.timeout_seconds})
-                results.append(CollectResult(collector.name, [], False, time.monotonic() - t0, "timeout"))
-            except NoData:
-                results.append(CollectResult(collector.name, [], True, time.monotonic() - t0, "no data"))
-            except Exception as exc:  # the boundary that owns a collector: isolate and report
-                log.warning("collector failed", extra={"collector": collector.name, "error": repr(exc)})
-                results.append(CollectResult(collector.name, [], False, time.monotonic() - t0, repr(exc)))
+                if background and time.monotonic() - call.started <= collector.timeout_seconds:
+                    continue  # taken by a later tick
+                call.taken = True
+                results.append(self._timed_out(collector, time.monotonic() - call.started))
+                continue
+            except Exception:  # classified by _outcome
+                pass
+            call.taken = True
+            results.append(self._outcome(collector, call))
         return results
+
+    def _timed_out(self, collector: Collector, elapsed: float) -> CollectResult:
+        log.warning("collector timed out", extra={"collector": collector.name,
+                                                  "timeout_seconds": collector.timeout_seconds})
+        return self._hung(collector, elapsed, "timeout")
+
+    def _hung(self, collector: Collector, elapsed: float, error: str) -> CollectResult:
+        """A call that gave no answer: failure samples if the collector has them, else its last good ones."""
+        if getattr(collector, "failure_samples", None) is not None:
+            return _failed(collector, elapsed, error)
+        held = self._last_good.get(collector.name, [])
+        return CollectResult(collector.name, held, False, elapsed,
+                             f"{error} (last good series held)" if held else error)
+
+    def _outcome(self, collector: Collector, call: _Call) -> CollectResult:
+        """The result of a completed call."""
+        duration = time.monotonic() - call.started
+        try:
+            samples = call.future.result(timeout=0)
+        except NoData:
+            return CollectResult(collector.name, [], True, duration, "no data")
+        except Exception as exc:  # the boundary that owns a collector: isolate and report
+            log.warning("collector failed", extra={"collector": collector.name, "error": repr(exc)})
+            return _failed(collector, duration, repr(exc))
+        self._last_good[collector.name] = samples
+        return CollectResult(collector.name, samples, True, duration, fallback=failure_samples(collector))
 
     def close(self) -> None:
         """Stop starting calls; calls still running (hung ones too) are abandoned on their daemon threads."""
@@ -165,10 +237,22 @@ def self_metrics(results: Iterable[CollectResult]) -> list[Sample]:
     return out
 
 
-def ingest_results(store: Store, results: Iterable[CollectResult], now_ms: int) -> None:
+def ingest_results(store: Store, results: Iterable[CollectResult], now_ms: int) -> list[CollectResult]:
     """Store one round of collection: each collector's samples under its own source (so its vanished
-    series go stale), then the collectors' success and duration self-metrics."""
-    results = list(results)
+    series go stale), then the collectors' success and duration self-metrics. A collection over its
+    series quota is stored as its ``fallback`` and reported failed with the quota's reason; returns the
+    results as stored."""
+    stored: list[CollectResult] = []
     for result in results:
-        store.ingest(f"collector:{result.name}", result.samples, now_ms)
-    store.ingest("self:collectors", self_metrics(results), now_ms)
+        source = f"collector:{result.name}"
+        try:
+            store.ingest(source, result.samples, now_ms)
+        except SeriesQuotaExceeded as exc:
+            log.warning("collector over its series quota", extra={"collector": result.name,
+                                                                   "error": exc.reason})
+            store.ingest(source, result.fallback, now_ms, bypass_quota=True)
+            result = CollectResult(result.name, result.fallback, False, result.duration_seconds, exc.reason,
+                                   result.fallback)
+        stored.append(result)
+    store.ingest("self:collectors", self_metrics(stored), now_ms)
+    return stored

@@ -2,8 +2,9 @@
 
 One collector per configured endpoint (``engines:`` in the config), named ``engine:<job>``. Each tick:
 
-- ``GET`` the endpoint with ``Accept-Encoding: gzip``; the connect + read time is bounded by
-  ``scrape_timeout_seconds`` as a whole (a server that drips bytes cannot stretch it), and the body is
+- ``GET`` the endpoint with ``Accept-Encoding: gzip``; the whole exchange (connect, TLS, status line,
+  headers, body) and the parsing are bounded by ``scrape_timeout_seconds`` as a whole (a server that
+  drips bytes, even one per header line, cannot stretch it: the socket is shut at the deadline), and the body is
   capped at ``max_payload_bytes`` while reading, after decompression (a gzip bomb is cut off too).
 - Parse with :mod:`watchdog.engines.exposition`, dropping the ``*_created`` samples of counters and histograms
   (creation timestamps; no rule may use them, and they would double the series count of vLLM).
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import http.client
 import logging
-import ssl
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
@@ -33,6 +33,7 @@ from watchdog.collectors.base import Collector, CollectorContext
 from watchdog.config.settings import EngineKind, EngineSettings, Settings
 from watchdog.engines.config_series import config_series
 from watchdog.engines.exposition import ExpositionError, parse_exposition
+from watchdog.infra.httpdeadline import Cutoff, UnsupportedURL, connection
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ USER_AGENT = "inference-watchdog"
 CHUNK_BYTES = 64 * 1024
 KINDS = ("vllm", "sglang")
 RELABEL_CACHE_LIMIT = 50_000
+DEADLINE_CHECK_EVERY = 4096
 
 
 class ScrapeError(Exception):
@@ -66,40 +68,37 @@ def scrape_instance(url: str) -> str:
 def fetch(url: str, timeout_seconds: float, max_bytes: int,
           clock: Callable[[], float] = time.monotonic) -> str:
     """The body of ``GET url`` as text; raises :class:`ScrapeError` on any failure (see module doc)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ScrapeError(f"unsupported URL {url!r}")
-    deadline = clock() + timeout_seconds
-    conn: http.client.HTTPConnection
-    if parts.scheme == "https":
-        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout_seconds,
-                                           context=ssl.create_default_context())
-    else:
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout_seconds)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     try:
-        conn.request("GET", path, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip",
-                                           "User-Agent": USER_AGENT,
-                                           "X-Prometheus-Scrape-Timeout-Seconds": f"{timeout_seconds:g}"})
-        _set_remaining(conn, deadline, clock)
-        response = conn.getresponse()
-        if response.status != 200:
-            raise ScrapeError(f"HTTP {response.status} {response.reason}")
-        encoding = (response.getheader("Content-Encoding") or "").strip().lower()
-        if encoding not in ("", "identity", "gzip"):
-            raise ScrapeError(f"unsupported Content-Encoding {encoding!r}")
-        declared = response.getheader("Content-Length")
-        if encoding != "gzip" and declared and declared.isdigit() and int(declared) > max_bytes:
-            raise ScrapeError(f"body of {declared} bytes exceeds the {max_bytes}-byte cap")
-        body = _read_capped(conn, response, encoding == "gzip", max_bytes, deadline, clock)
-    except ScrapeError:
-        raise
-    except (OSError, http.client.HTTPException) as exc:  # refused, reset, timeout, bad status line
-        if isinstance(exc, TimeoutError):
-            raise ScrapeError(f"timed out after {timeout_seconds:g}s") from exc
-        raise ScrapeError(f"{type(exc).__name__}: {exc}") from exc
-    finally:
-        conn.close()
+        conn, path = connection(url, timeout_seconds)
+    except UnsupportedURL as exc:
+        raise ScrapeError(str(exc)) from exc
+    deadline = clock() + timeout_seconds
+    with Cutoff(conn, timeout_seconds) as cutoff:
+        try:
+            conn.request("GET", path, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip",
+                                               "User-Agent": USER_AGENT,
+                                               "X-Prometheus-Scrape-Timeout-Seconds": f"{timeout_seconds:g}"})
+            _set_remaining(conn, deadline, clock)
+            response = conn.getresponse()
+            if response.status != 200:
+                raise ScrapeError(f"HTTP {response.status} {response.reason}")
+            encoding = (response.getheader("Content-Encoding") or "").strip().lower()
+            if encoding not in ("", "identity", "gzip"):
+                raise ScrapeError(f"unsupported Content-Encoding {encoding!r}")
+            declared = response.getheader("Content-Length")
+            if encoding != "gzip" and declared and declared.isdigit() and int(declared) > max_bytes:
+                raise ScrapeError(f"body of {declared} bytes exceeds the {max_bytes}-byte cap")
+            body = _read_capped(conn, response, encoding == "gzip", max_bytes, deadline, clock)
+            if cutoff.expired:  # the cut-off may look like an ordinary end of body
+                raise TimeoutError("scrape deadline passed")
+        except ScrapeError:
+            if cutoff.expired:
+                raise ScrapeError(f"timed out after {timeout_seconds:g}s") from None
+            raise
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, timeout, bad status
+            if isinstance(exc, TimeoutError) or cutoff.expired:
+                raise ScrapeError(f"timed out after {timeout_seconds:g}s") from exc
+            raise ScrapeError(f"{type(exc).__name__}: {exc}") from exc
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -202,8 +201,10 @@ def scrape_result_samples(targets: Mapping[str, str], up: bool, duration_seconds
 
 
 def parse_payload(text: str, targets: Mapping[str, str],
-                  relabel_cache: dict[Labels, Labels] | None = None) -> list[Sample]:
-    """Every sample of ``text`` (``*_created`` dropped) with target labels; raises ExpositionError.
+                  relabel_cache: dict[Labels, Labels] | None = None,
+                  deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> list[Sample]:
+    """Every sample of ``text`` (``*_created`` dropped) with target labels; raises ExpositionError, or
+    ScrapeError once ``clock()`` passes ``deadline`` (checked every few thousand samples).
 
     ``relabel_cache`` (payload labels -> relabelled labels) may be kept by the caller across scrapes of
     the same target: the parser returns identical label tuples for identical series text, so the
@@ -212,6 +213,8 @@ def parse_payload(text: str, targets: Mapping[str, str],
     cache: dict[Labels, Labels] = {} if relabel_cache is None else relabel_cache
     out: list[Sample] = []
     for labels, value, _timestamp in parse_exposition(text, drop_created=True):
+        if deadline is not None and len(out) % DEADLINE_CHECK_EVERY == 0 and clock() > deadline:
+            raise ScrapeError(f"parsing passed the scrape deadline after {len(out)} samples")
         relabelled = cache.get(labels)
         if relabelled is None:
             relabelled = apply_target_labels(labels, targets)
@@ -234,6 +237,7 @@ class EngineCollector:
         # The runner's deadline sits a little past our own HTTP deadline, so a slow endpoint is reported
         # by us as up=0 rather than by the runner as a collector timeout.
         self.timeout_seconds = endpoint.scrape_timeout_seconds + 1.0
+        self.background = True  # a slow engine must not stretch the tick (see collectors.base)
         self.targets = target_labels(endpoint)
         self._fetch = fetcher or (lambda url, timeout, cap: fetch(url, timeout, cap))
         self._clock = clock
@@ -249,10 +253,11 @@ class EngineCollector:
                                self.endpoint.max_payload_bytes)
             if len(self._relabel_cache) > RELABEL_CACHE_LIMIT:  # series churn: start over
                 self._relabel_cache.clear()
-            samples = parse_payload(text, self.targets, self._relabel_cache)
+            samples = parse_payload(text, self.targets, self._relabel_cache,
+                                    deadline=started + self.endpoint.scrape_timeout_seconds, clock=self._clock)
         except (ScrapeError, ExpositionError) as exc:
             self.last_error = str(exc)
-            log.info("engine scrape failed", extra={"collector": self.name, "url": self.endpoint.url,
+            log.info("engine scrape failed", extra={"collector": self.name, "url": redact_url(self.endpoint.url),
                                                     "error": self.last_error})
             return scrape_result_samples(self.targets, False, self._clock() - started, 0)
         self.last_error = ""
@@ -264,6 +269,19 @@ class EngineCollector:
                                            "kind": self.kind}), 1.0))
         samples.extend(scrape_result_samples(self.targets, True, self._clock() - started, scraped))
         return samples
+
+
+    def failure_samples(self) -> list[Sample]:
+        """What a scrape the runner gave up on (or the store refused) reports: ``up 0``."""
+        return scrape_result_samples(self.targets, False, self.endpoint.scrape_timeout_seconds, 0)
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its credentials (``user:password@`` becomes ``***@``), for logs."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
 
 
 def _name_of(labels: Labels) -> str:
@@ -287,6 +305,7 @@ __all__ = [
     "engine_collectors",
     "fetch",
     "parse_payload",
+    "redact_url",
     "scrape_instance",
     "scrape_result_samples",
     "target_labels",

@@ -11,6 +11,9 @@ Contract:
   ``watchdog_kmsg_records_lost_total``. Counters start from the values persisted in the state database.
 - Events, counters and the reader's cursor are written in one transaction per collection, so after a
   crash either a line was fully accounted for and will not be read again, or neither happened.
+- A storm is absorbed at the parser's speed: escalation history is read once per (GPU, xid), and per
+  collection at most ``EVENT_ROWS_PER_KEY`` events of one (kind, xid, GPU) are stored one by one (the
+  counters count every event; a warning says how many were aggregated).
 - Each Xid event's action is escalated from its history (:mod:`watchdog.xid.escalation`): the same Xid
   on the same GPU in N+1 different boots turns reboot/reset into ``hardware_inspection``.
 - :func:`recent_events` gives runbooks the stored events since a time.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -91,6 +95,9 @@ UNKNOWN = "unknown"
 EVENT_RETENTION_MS = 30 * 24 * 3600 * 1000
 EVENT_MAX_ROWS = 20000
 GPU_MAP_REFRESH_SECONDS = 60.0
+GPU_MAP_FORCED_REFRESH_SECONDS = 5.0
+EVENT_ROWS_PER_KEY = 20
+"""Per collection, events of one (kind, xid, GPU) beyond this many are counted but not stored one by one."""
 
 
 def ensure_schema(db: StateDB) -> None:
@@ -164,6 +171,8 @@ class KmsgCollector:
         ensure_schema(db)
         self._counters: dict[Labels, float] = self._load_counters()
         self._remembered: dict[str, GpuIdentity] = self._load_gpu_map()
+        self._xid_boots: dict[tuple[str, int], set[str]] = {}
+        self._unpersisted: list[tuple[Any, ...]] = []
 
     # ---- persistence --------------------------------------------------------------------------
     def _load_counters(self) -> dict[Labels, float]:
@@ -186,8 +195,8 @@ class KmsgCollector:
         if self.nvml is None:
             return
         now = time.monotonic()
-        if not force and now - self._nvml_map_at < GPU_MAP_REFRESH_SECONDS:
-            return
+        if now - self._nvml_map_at < (GPU_MAP_FORCED_REFRESH_SECONDS if force else GPU_MAP_REFRESH_SECONDS):
+            return  # a storm of unmapped events asks NVML at most every few seconds, not per event
         self._nvml_map_at = now
         try:
             gpus = self._nvml.gpus()
@@ -221,11 +230,14 @@ class KmsgCollector:
     def _escalated(self, event: KernelEvent, gpu_key: str) -> str:
         if event.xid is None or event.kind not in ("xid", "fallen_off_bus") or not gpu_key:
             return event.action
-        rows = self.db.query(
-            "SELECT DISTINCT boot_id FROM kmsg_events WHERE gpu_key = ? AND xid = ? "
-            "AND kind IN ('xid', 'fallen_off_bus')", (gpu_key, event.xid))
-        history = [XidOccurrence(row["boot_id"], gpu_key, event.xid) for row in rows]
-        history.append(XidOccurrence(self.boot_id, gpu_key, event.xid))
+        boots = self._xid_boots.get((gpu_key, event.xid))
+        if boots is None:  # once per (GPU, xid): a storm is absorbed without a query per event
+            rows = self.db.query(
+                "SELECT DISTINCT boot_id FROM kmsg_events WHERE gpu_key = ? AND xid = ? "
+                "AND kind IN ('xid', 'fallen_off_bus')", (gpu_key, event.xid))
+            boots = self._xid_boots[(gpu_key, event.xid)] = {row["boot_id"] for row in rows}
+        boots.add(self.boot_id)
+        history = [XidOccurrence(boot, gpu_key, event.xid) for boot in sorted(boots)]
         return escalate_action(event.action, history, gpu_key, event.xid, self.reboot_threshold)
 
     def _account(self, event: KernelEvent, t_ms: int) -> tuple[Any, ...]:
@@ -262,12 +274,28 @@ class KmsgCollector:
         self._refresh_nvml_map()
         t_ms = now_ms(self.clock())
         rows: list[tuple[Any, ...]] = []
+        per_key: dict[tuple[Any, ...], int] = {}
         for line in lines:
             self._line_no += 1
             for event in self._parser.feed(line, self._line_no):
-                rows.append(self._account(event, t_ms))
+                row = self._account(event, t_ms)
+                key = (row[2], row[3], row[6])  # kind, xid, gpu_key
+                per_key[key] = per_key.get(key, 0) + 1
+                if per_key[key] <= EVENT_ROWS_PER_KEY:
+                    rows.append(row)
+        storms = {key: n for key, n in per_key.items() if n > EVENT_ROWS_PER_KEY}
+        for (kind, xid, gpu_key), count in storms.items():
+            log.warning("kernel-log storm: events aggregated", extra={
+                "kind": kind, "xid": xid, "gpu": gpu_key, "events": count, "stored": EVENT_ROWS_PER_KEY})
         self._lines_read += len(lines)
-        self._persist(rows, source.cursor(), t_ms)
+        rows = [*self._unpersisted, *rows]
+        try:
+            self._persist(rows, source.cursor(), t_ms)
+            self._unpersisted = []
+        except sqlite3.Error as exc:  # disk full, I/O error: the counters stay served, rows retried
+            self.db.note_error("write")
+            log.warning("kernel events not persisted; retrying next collection", extra={"error": str(exc)})
+            self._unpersisted = rows[-EVENT_MAX_ROWS:]
         return self.samples()
 
     def _persist(self, rows: list[tuple[Any, ...]], cursor: dict[str, Any], t_ms: int) -> None:

@@ -152,6 +152,7 @@ class ProcessCollector:
         self.sysfs_root = Path(sysfs_root)
         self.self_pid = os.getpid() if self_pid is None else self_pid
         self._nvml = InitialisedNvml(nvml)
+        self._nvml_last_error = ""
         self._roots: dict[tuple[str, str], tuple[int, float, int]] = {}
         self._cached_roots: dict[EngineTarget, Any] = {}
         self._skip = (ps.NoSuchProcess, ps.AccessDenied, getattr(ps, "ZombieProcess", ps.NoSuchProcess))
@@ -221,8 +222,11 @@ class ProcessCollector:
         try:
             gpus = self._nvml.gpus()
         except nvml_error as exc:
-            log.info("NVML unavailable for engine GPU mapping", extra={"error": str(exc)})
+            if str(exc) != self._nvml_last_error:  # once per distinct cause, not once a tick
+                self._nvml_last_error = str(exc)
+                log.info("NVML unavailable for engine GPU mapping", extra={"error": str(exc)})
             return []
+        self._nvml_last_error = ""
         out = []
         for gpu in gpus:
             try:

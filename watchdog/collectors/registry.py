@@ -8,10 +8,12 @@ one line here.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Callable
 
 from watchdog.collectors import engine_logs, engines, host, kmsg, nvml, probe, processes
-from watchdog.collectors.base import Collector, CollectorContext
+from watchdog.collectors.base import Collector, CollectorContext, NoData
 from watchdog.config.settings import Settings
 
 Factory = Callable[[Settings, CollectorContext], list[Collector]]
@@ -28,7 +30,15 @@ FACTORIES: dict[str, Factory] = {
 
 
 def build_collectors(settings: Settings, context: CollectorContext) -> list[Collector]:
-    """Every collector the settings enable, in registry-name order."""
+    """Every collector the settings enable, in registry-name order.
+
+    All share one NVML module: the injected one (tests, the demo), else the real ``pynvml`` when it is
+    importable (imported only; initialised by whoever first uses it). ``run`` injects none; without
+    this the kernel-log collector could never map an Xid's PCI address to its GPU.
+    """
+    if context.nvml is None:
+        with contextlib.suppress(NoData):  # no NVML on this node: each collector reports that its own way
+            context = dataclasses.replace(context, nvml=nvml.import_pynvml())
     collectors: list[Collector] = []
     for _name, factory in sorted(FACTORIES.items()):
         collectors.extend(factory(settings, context))

@@ -12,6 +12,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from watchdog.infra.yamlguard import YamlBoundsError, check_yaml, decode_yaml
 from watchdog.infra.yamllines import path_line
 
 DEFAULT_CONFIG_PATH = Path("/etc/inference-watchdog/config.yaml")
@@ -120,6 +121,10 @@ _StrKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 def load_config_text(text: str, file: str = "<config>") -> dict[str, Any]:
     """Parse, validate and default config text; raises :class:`ConfigError` naming file, line and key."""
     try:
+        check_yaml(text)
+    except YamlBoundsError as exc:
+        raise ConfigError(file, "", exc.problem, exc.line or None) from None
+    try:
         raw = yaml.load(text, Loader=_StrKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -140,7 +145,7 @@ def load_config_text(text: str, file: str = "<config>") -> dict[str, Any]:
             unknown = sorted(k for k in err.instance if k not in allowed)
             if unknown:
                 path = [*path, unknown[0]]
-        raise ConfigError(file, _key_path(path), err.message, path_line(text, path, item_lines=False))
+        raise ConfigError(file, _key_path(path), _short(err.message), path_line(text, path, item_lines=False))
     result: dict[str, Any] = _apply_defaults(raw, root, root)
     return result
 
@@ -151,7 +156,16 @@ def load_config(path: str | Path | None) -> dict[str, Any]:
         return load_config_text("", "<defaults>")
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        data = p.read_bytes()
     except OSError as exc:
         raise ConfigError(str(p), "", f"cannot read: {exc.strerror}") from exc
+    try:
+        text = decode_yaml(data)
+    except YamlBoundsError as exc:
+        raise ConfigError(str(p), "", exc.problem, exc.line or None) from None
     return load_config_text(text, str(p))
+
+
+def _short(message: str, limit: int = 200) -> str:
+    """A validator message cut to ``limit`` characters: it quotes the offending value, which may be huge."""
+    return message if len(message) <= limit else message[:limit] + "…"

@@ -372,6 +372,8 @@ class Settings:
     tick_interval_seconds: float
     retention_seconds: float
     max_series: int
+    max_series_per_source: int
+    reserved_series: int
     state_dir: str
     listen: str
     rules: RulesSettings

@@ -1,64 +1,68 @@
-"""APScheduler drives the agent's tick at a fixed interval.
+"""The tick loop: the agent's tick at a fixed interval, on the monotonic clock.
 
-Contract: one tick at a time (``max_instances=1``); a tick that is due while the previous one still runs
-is not queued: it is counted as an overrun (``watchdog_tick_overruns_total``) and logged, never silently
-dropped. A hung collector cannot wedge the loop because the collector runner bounds every collector.
+Contract: one tick at a time; a tick that is due while the previous one still runs is not queued: it is
+counted as an overrun (``watchdog_tick_overruns_total``, via ``agent.note_overrun()``) and logged, never
+silently dropped. The schedule runs on ``time.monotonic``, so a wall-clock step (NTP, an operator's
+``date -s``) neither stops the ticks for the size of a backward step nor fires a burst after a forward
+one. A hung collector cannot wedge the loop because the collector runner bounds every collector; a
+tick that raises is logged and the loop goes on.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime
+import time
+from collections.abc import Callable
 from typing import Any
 
-from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
-from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.interval import IntervalTrigger
-
 log = logging.getLogger("watchdog.scheduler")  # the name its log lines have always had
-
-TICK_JOB_ID = "tick"
 
 
 class TickScheduler:
     """Runs ``agent.tick`` every ``interval_seconds`` until :meth:`stop`."""
 
-    def __init__(self, agent: Any, interval_seconds: float) -> None:
+    def __init__(self, agent: Any, interval_seconds: float,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.agent = agent
         self.interval_seconds = interval_seconds
-        self._scheduler = BackgroundScheduler(daemon=True, job_defaults={"max_instances": 1, "coalesce": True})
-        self._scheduler.add_listener(self._on_event, EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED | EVENT_JOB_ERROR)
+        self._monotonic = monotonic
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         self.stopped = threading.Event()
 
-    def _on_event(self, event: JobExecutionEvent) -> None:
-        if event.code in (EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED):
-            self.agent.note_overrun()
-        elif event.code == EVENT_JOB_ERROR:
-            log.error("tick raised", extra={"error": repr(event.exception)})
-
     def start(self) -> None:
-        """Run one tick now, then every interval."""
-        self._scheduler.start()
-        self._scheduler.add_job(
-            self.agent.tick,
-            IntervalTrigger(seconds=self.interval_seconds),
-            id=TICK_JOB_ID,
-            misfire_grace_time=max(1, int(self.interval_seconds)),
-            next_run_time=datetime.now(self._scheduler.timezone),
-        )
+        """Run one tick now, then every interval (on a daemon thread)."""
+        self._thread = threading.Thread(target=self._loop, name="tick", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        due = self._monotonic()
+        while not self._stop.is_set():
+            wait = due - self._monotonic()
+            if wait > 0:
+                self._stop.wait(wait)
+                continue
+            try:
+                self.agent.tick()
+            except Exception as exc:  # the loop owns the tick: a bug in one tick must not end the loop
+                log.error("tick raised", extra={"error": repr(exc)})
+            due += self.interval_seconds
+            now = self._monotonic()
+            while due <= now:  # ticks that came due while this one ran: counted, not queued
+                self.agent.note_overrun()
+                due += self.interval_seconds
 
     def set_interval(self, interval_seconds: float) -> None:
         """Tick every ``interval_seconds`` from now on (a reload that changed ``tick_interval_seconds``)."""
         if interval_seconds == self.interval_seconds:
             return
-        self.interval_seconds = interval_seconds
-        if self._scheduler.running:
-            self._scheduler.reschedule_job(TICK_JOB_ID, trigger=IntervalTrigger(seconds=interval_seconds))
+        self.interval_seconds = interval_seconds  # the loop reads it for the next due time
         log.info("tick interval changed", extra={"tick_interval_seconds": interval_seconds})
 
     def stop(self, wait: bool = True) -> None:
         """Stop scheduling; with ``wait`` the tick in progress finishes first."""
-        if self._scheduler.running:
-            self._scheduler.shutdown(wait=wait)
+        self._stop.set()
+        if wait and self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
         self.stopped.set()

@@ -24,6 +24,16 @@ from watchdog.exporter.server import ExporterServer, exporter_for_store, prepare
 
 log = logging.getLogger("watchdog.daemon")  # the name its log lines have always had
 
+EARLY_SIGHUP = threading.Event()
+"""Set by a SIGHUP that arrived before :func:`serve` installed its handlers (a reload is then due)."""
+
+
+def install_early_sighup() -> None:
+    """Catch SIGHUP from the very start of ``run``: its default action would kill the process while the
+    agent is still starting (systemd's ExecReload, a logrotate script). :func:`serve` turns it into a
+    reload once it runs."""
+    signal.signal(signal.SIGHUP, lambda *_: EARLY_SIGHUP.set())
+
 
 @dataclass
 class Hooks:
@@ -81,6 +91,9 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
         signal.signal(signal.SIGHUP, lambda *_: reload_requested.set())
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
+        if EARLY_SIGHUP.is_set():
+            EARLY_SIGHUP.clear()
+            reload_requested.set()
 
     scheduler = TickScheduler(agent, agent.settings.tick_interval_seconds)
     scheduler.start()

@@ -80,7 +80,8 @@ def run_scenario(
             config = demo_config(scenario, engines, base, "127.0.0.1:0", host_collector=False)
             if configure is not None:
                 config = configure(config)
-            agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=gpus.nvml))
+            agent = Agent(config, clock=lambda: now[0], background_scrapes=False,
+                          context=CollectorContext(nvml=gpus.nvml))
             agent.before_tick.append(gpus.advance)
             steps = int(duration / scenario.interval_seconds)
             for step in range(steps + 1):

@@ -18,7 +18,8 @@ import hmac
 import os
 import ssl
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from watchdog.config.settings import BasicAuthSettings, ExporterSettings, TlsSettings
@@ -37,6 +38,30 @@ def _derive(password: str, salt: bytes) -> bytes:
     return hashlib.pbkdf2_hmac("sha256", password.encode("utf-8"), salt, PBKDF2_ITERATIONS)
 
 
+class HashBudget:
+    """A token bucket for password derivations: ``rate`` per second, at most ``burst`` at once. A flood
+    of wrong passwords is refused before the expensive hash instead of burning the agent's CPU; the
+    right password is unaffected once verified (cached), and a new one waits a second at most."""
+
+    def __init__(self, rate: float = 10.0, burst: float = 20.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate, self.burst, self._clock = rate, burst, clock
+        self._tokens, self._at = burst, clock()
+        self._lock = threading.Lock()
+        self.refused = 0
+
+    def take(self) -> bool:
+        """True (and one token spent) when a derivation may run now."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+            self._at = now
+            if self._tokens < 1:
+                self.refused += 1
+                return False
+            self._tokens -= 1
+            return True
+
+
 @dataclass
 class BasicAuth:
     """One username and a salted password digest; :meth:`check` verifies an ``Authorization`` header."""
@@ -46,6 +71,7 @@ class BasicAuth:
     digest: bytes
     _verified: dict[bytes, None] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    budget: HashBudget = field(default_factory=HashBudget, repr=False)
 
     @classmethod
     def from_password(cls, username: str, password: str) -> BasicAuth:
@@ -67,7 +93,7 @@ class BasicAuth:
         except (binascii.Error, UnicodeDecodeError):
             return False
         user, sep, password = decoded.partition(":")
-        if not sep:
+        if not sep or not self.budget.take():
             return False
         user_ok = hmac.compare_digest(user.encode("utf-8"), self.username.encode("utf-8"))
         password_ok = hmac.compare_digest(_derive(password, self.salt), self.digest)

@@ -13,10 +13,16 @@ Contract:
 - Requests are counted in ``watchdog_exporter_requests_total{handler, code}`` (bounded label values).
 - With ``api`` set (:class:`watchdog.exporter.api.QueryAPI`), ``/api/v1/*`` (GET and POST) answers
   Prometheus' query API behind the same TLS and basic auth (handler label ``api``).
+- The exporter cannot be used to exhaust the agent's file descriptors or threads: at most
+  ``max_connections`` connections at once and ``max_connections_per_client`` from one address (more are
+  closed at accept and counted in ``watchdog_exporter_connections_rejected_total``), and each request
+  must arrive whole (request line and headers) within ``request_deadline_seconds`` of the connection
+  being ready for it, or the connection is cut (slowloris; an idle keep-alive connection the same).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import logging
 import socket
@@ -46,6 +52,9 @@ log = logging.getLogger(__name__)
 # The classic text format every Prometheus 2.x parses (prometheus-client >= 0.22 labels its output 1.0.0).
 CONTENT_TYPE_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 CONNECTION_TIMEOUT_SECONDS = 30.0
+MAX_CONNECTIONS = 128
+MAX_CONNECTIONS_PER_CLIENT = 16
+REQUEST_DEADLINE_SECONDS = 15.0
 HANDLERS = {"/metrics": "metrics", "/-/healthy": "healthy", "/-/ready": "ready", "/": "root"}
 OPEN_PATHS = frozenset({"/-/healthy", "/-/ready"})
 GZIP_MIN_BYTES = 1024
@@ -80,6 +89,7 @@ class ExporterStats:
         self._requests: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
         self.last_scrape_duration_seconds = 0.0
+        self.connections_rejected = 0
 
     def count(self, handler: str, code: int) -> None:
         """Count one answered request."""
@@ -92,6 +102,7 @@ class ExporterStats:
             out = [Sample(metric("watchdog_exporter_requests_total", handler=h, code=c), float(n))
                    for (h, c), n in sorted(self._requests.items())]
         out.append(Sample(metric("watchdog_exporter_scrape_duration_seconds"), self.last_scrape_duration_seconds))
+        out.append(Sample(metric("watchdog_exporter_connections_rejected_total"), float(self.connections_rejected)))
         return out
 
 
@@ -99,7 +110,40 @@ class _Server(ThreadingHTTPServer):
     """ThreadingHTTPServer that wraps each connection in TLS inside the connection's own thread."""
 
     daemon_threads = True
+    request_queue_size = 128  # a burst of connections is accepted (and capped) rather than left in the backlog
     exporter: ExporterServer
+    _open: Counter[str]
+    _open_lock: threading.Lock
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Admit the connection if the caps allow (see module docstring), else close it at once."""
+        exporter, client = self.exporter, str(client_address[0])
+        with self._open_lock:
+            admitted = (sum(self._open.values()) < exporter.max_connections
+                        and self._open[client] < exporter.max_connections_per_client)
+            if admitted:
+                self._open[client] += 1
+        if not admitted:
+            exporter.stats.connections_rejected += 1
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release(client)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release(str(client_address[0]))
+
+    def _release(self, client: str) -> None:
+        with self._open_lock:
+            self._open[client] -= 1
+            if self._open[client] <= 0:
+                del self._open[client]
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         request.settimeout(CONNECTION_TIMEOUT_SECONDS)
@@ -148,6 +192,9 @@ class ExporterServer:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.api: Any = None  # a watchdog.exporter.api.QueryAPI serving /api/v1/*, when set
+        self.max_connections = MAX_CONNECTIONS
+        self.max_connections_per_client = MAX_CONNECTIONS_PER_CLIENT
+        self.request_deadline_seconds = REQUEST_DEADLINE_SECONDS
 
     @property
     def url(self) -> str:
@@ -189,11 +236,28 @@ class ExporterServer:
             server_version = "inference-watchdog"
             sys_version = ""
             timeout = CONNECTION_TIMEOUT_SECONDS
+            _deadline: threading.Timer | None = None
+
+            def handle_one_request(self) -> None:
+                # The request line and headers must arrive within the deadline (do_GET disarms it).
+                self._deadline = threading.Timer(exporter.request_deadline_seconds, self._cut)
+                self._deadline.daemon = True
+                self._deadline.start()
+                try:
+                    super().handle_one_request()
+                finally:
+                    self._deadline.cancel()
+
+            def _cut(self) -> None:
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
 
             def do_POST(self) -> None:
                 self.do_GET()
 
             def do_GET(self) -> None:
+                if self._deadline is not None:
+                    self._deadline.cancel()
                 path, _, query_string = self.path.partition("?")
                 is_api = exporter.api is not None and path.startswith("/api/v1/")
                 handler = "api" if is_api else HANDLERS.get(path, "other")
@@ -251,6 +315,8 @@ class ExporterServer:
         server_class = _Server6 if ":" in self.host else _Server
         self._server = server_class((self.host, self.port), self._handler())
         self._server.exporter = self
+        self._server._open = Counter()
+        self._server._open_lock = threading.Lock()
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="exporter", daemon=True)
         self._thread.start()

@@ -85,5 +85,5 @@ def setup_logging(level: str = "info", json_lines: bool | None = None, stream: A
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    for noisy in ("apscheduler", "urllib3", "slack_sdk"):
+    for noisy in ("urllib3", "slack_sdk"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

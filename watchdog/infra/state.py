@@ -1,19 +1,28 @@
 """The agent's SQLite state database (``<state_dir>/state.db``).
 
 Contract: one connection per process, WAL mode, ``synchronous=FULL`` (a committed notification or audit
-row survives a power cut), every access serialised by one lock. Each component owns its tables and
+row survives a power cut), every access serialised by one lock. A file that is not a database or fails
+SQLite's ``quick_check`` at open is set aside (renamed ``state.db.corrupt-<UTC timestamp>`` with its WAL
+and shared-memory files, logged at error level) and a fresh database created, so the agent starts;
+:attr:`StateDB.errors` counts that and the write failures components report (``note_error``), exported
+as ``watchdog_state_errors_total{kind}``. Each component owns its tables and
 creates them with :meth:`StateDB.ensure_schema` (idempotent DDL, versioned per component), so no
 component edits another's schema.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
+import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class StateDB:
@@ -21,15 +30,52 @@ class StateDB:
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
+        self.errors: Counter[str] = Counter()
+        self._lock = threading.RLock()
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            if self.path == ":memory:":
+                raise
+            self._set_aside(str(exc))
+            self._open()
+
+    def _open(self) -> None:
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._conn.row_factory = sqlite3.Row
-        self._lock = threading.RLock()
+        try:
+            self._initialise()
+        except sqlite3.DatabaseError:
+            self._conn.close()
+            raise
+
+    def _set_aside(self, why: str) -> None:
+        """Rename the corrupt database (and its WAL/SHM files) out of the way; see the module docstring."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = f"{self.path}.corrupt-{stamp}"
+        for suffix in ("", "-wal", "-shm"):
+            source = Path(self.path + suffix)
+            if source.exists():
+                source.rename(aside + suffix)
+        self.errors["corrupt"] += 1
+        log.error("state database is corrupt: set aside, starting with a fresh one (alert state, outbox "
+                  "and runbook history start empty)", extra={"path": self.path, "moved_to": aside, "error": why})
+
+    def note_error(self, kind: str) -> None:
+        """Count a failure a component met using the database (``write``: disk full, I/O error)."""
+        self.errors[kind] += 1
+
+    def _initialise(self) -> None:
         with self._lock:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA busy_timeout=5000")
+            if self.path != ":memory:":
+                verdict = self._conn.execute("PRAGMA quick_check").fetchone()[0]
+                if verdict != "ok":
+                    raise sqlite3.DatabaseError(f"quick_check: {verdict}")
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_versions (component TEXT PRIMARY KEY, version INTEGER)"
             )

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+MAX_LINE_BYTES = 16 * 1024
+"""A longer line is cut; bytes with no newline in sight past it are returned as a line of their own."""
 KMSG_PATH = "/dev/kmsg"
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
@@ -62,7 +64,8 @@ def read_boot_id(path: str | Path = BOOT_ID_PATH) -> str:
 
 
 def _decode(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace").rstrip("\r")
+    """One line as text, cut to ``MAX_LINE_BYTES`` (the parser never sees an unbounded line)."""
+    return raw[:MAX_LINE_BYTES].decode("utf-8", "replace").rstrip("\r")
 
 
 class FileFollower:
@@ -122,6 +125,10 @@ class FileFollower:
         *complete, self._buffer = self._buffer.split(b"\n")
         for raw in complete:
             self._offset += len(raw) + 1
+        if len(self._buffer) > MAX_LINE_BYTES:  # no newline in sight: the piece so far is a line
+            complete.append(self._buffer)
+            self._offset += len(self._buffer)
+            self._buffer = b""
         return [_decode(raw) for raw in complete], len(data)
 
     def _rotated(self) -> bool:
@@ -193,6 +200,9 @@ class KmsgReader:
         """Split what one read returned into records (the device: one; a file: many, maybe partial)."""
         data = self._partial + chunk
         *complete, self._partial = data.split(b"\n")
+        if len(self._partial) > MAX_LINE_BYTES:  # no newline in sight: the piece so far is a record
+            complete.append(self._partial)
+            self._partial = b""
         records: list[str] = []
         for raw in complete:
             if raw.startswith(b" ") and records:

@@ -15,6 +15,11 @@ Contract with the agent loop:
 - A notifier failing for ``outbox.failing_alert_after_seconds`` raises ``WatchdogNotifierFailing``
   (labels ``notifier``, ``node``), delivered through the other notifiers only.
 - ``close(timeout_seconds)``: deliver what can be delivered in time, stop the threads.
+- Storage faults: when the tick's transaction cannot be written (disk full, I/O error), delivery degrades
+  to the log: every transition and event is printed at once (to the log notifier's stream, else stderr),
+  each once; the persisted state is not advanced, so the same transitions are stored and delivered by
+  every notifier once the database is writable again (the log notifier skips what it already printed).
+  Each failed write counts in ``watchdog_state_errors_total{kind="write"}``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import hashlib
 import logging
 import random
 import socket
+import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,11 +42,12 @@ from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.notify.base import Notifier, PlanContext
 from watchdog.notify.grouping import group_transitions
+from watchdog.notify.log import LogNotifier
 from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
-from watchdog.notify.outbox import Outbox
+from watchdog.notify.outbox import Outbox, OutboxItem, OutboxRow
 from watchdog.notify.registry import NotifierContext, build_notifiers
 from watchdog.notify.state_store import AlertStateStore
-from watchdog.notify.transitions import KnownAlert, derive_transitions
+from watchdog.notify.transitions import Derivation, KnownAlert, derive_transitions
 from watchdog.notify.worker import Backoff, DeliveryWorker
 from watchdog.runbooks.events import RunbookEvent
 
@@ -47,6 +55,7 @@ log = logging.getLogger("watchdog.notify")
 
 NOTIFIER_FAILING = "WatchdogNotifierFailing"
 GC_EVERY_MS = 3_600_000
+MAX_UNSTORED_EVENTS = 1000
 
 
 def notifier_failing_alert(
@@ -116,6 +125,8 @@ class NotificationDispatcher:
             if k.state == FIRING and k.snapshot.name == NOTIFIER_FAILING
         }
         self._last_gc_ms = 0
+        self._printed_while_degraded: set[str] = set()
+        self._unstored_events: list[RunbookEvent] = []
         self._stream, self._runbook_title = stream, runbook_title
         self._tick_seconds, self._listen = tick_seconds, listen
         built = (list(notifiers) if notifiers is not None
@@ -247,6 +258,7 @@ class NotificationDispatcher:
         notifiers that thread (Slack) fold the symptom under the cause's message.
         """
         with self._lock:
+            events, self._unstored_events = [*self._unstored_events, *events], []
             derivation = derive_transitions(self._known, [*alerts, *self._internal_alerts(now_ms)], now_ms)
             groups = group_transitions(derivation.transitions, now_ms, self.member_labels, self.group_enabled)
             new_known = dict(self._known)
@@ -265,25 +277,61 @@ class NotificationDispatcher:
             ]
             enqueued = 0
             if groups or notes or changed or derivation.deletes:
-                with self.db.transaction() as cur:
-                    ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known,
-                                      causes=dict(causes or {}))
-                    for name, notifier in self.notifiers.items():
-                        mine = [g for g in groups if self._excluded(g) != name]
-                        for item in notifier.plan(mine, notes, ctx):
-                            enqueued += Outbox.enqueue(cur, name, item, now_ms)
-                    for fp, key in ctx.message_keys.items():
-                        if fp in new_known:
-                            new_known[fp] = changed[fp] = replace(new_known[fp], slack_message_key=key)
-                    for row in changed.values():
-                        AlertStateStore.upsert_alert(cur, row, now_ms)
-                    for fp in derivation.deletes:
-                        AlertStateStore.delete_alert(cur, fp)
-                    AlertStateStore.mark_sent(
-                        cur, [t.alert.fingerprint for t in derivation.transitions], now_ms
-                    )
+                try:
+                    enqueued = self._store_tick(groups, notes, changed, derivation, new_known, now_ms,
+                                                dict(causes or {}))
+                except sqlite3.Error as exc:  # the storage boundary: degrade to the log, retry next tick
+                    self.db.note_error("write")
+                    log.error("state database not writable: printing notifications to the log until it "
+                              "recovers", extra={"error": str(exc)})
+                    self._print_degraded(groups, notes, new_known, now_ms)
+                    self._unstored_events = events[-MAX_UNSTORED_EVENTS:]
+                    self._firing = self._current_firing(alerts, new_known)
+                    return
+                self._printed_while_degraded.clear()
             self._known = new_known
             self._firing = self._current_firing(alerts, new_known)
+        self._after_store(derivation, enqueued, now_ms)
+
+    def _store_tick(self, groups: list[GroupNotification], notes: list[EventNotification],
+                    changed: dict[str, KnownAlert], derivation: Derivation, new_known: dict[str, KnownAlert],
+                    now_ms: int, causes: dict[str, str]) -> int:
+        """The tick's outbox rows and state changes in one transaction; returns how many rows are new."""
+        enqueued = 0
+        with self.db.transaction() as cur:
+            ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known, causes=causes)
+            for name, notifier in self.notifiers.items():
+                mine = [g for g in groups if self._excluded(g) != name]
+                for item in notifier.plan(mine, notes, ctx):
+                    if name == "log" and item.idem_key in self._printed_while_degraded:
+                        continue  # printed while the database was not writable
+                    enqueued += Outbox.enqueue(cur, name, item, now_ms)
+            for fp, key in ctx.message_keys.items():
+                if fp in new_known:
+                    new_known[fp] = changed[fp] = replace(new_known[fp], slack_message_key=key)
+            for row in changed.values():
+                AlertStateStore.upsert_alert(cur, row, now_ms)
+            for fp in derivation.deletes:
+                AlertStateStore.delete_alert(cur, fp)
+            AlertStateStore.mark_sent(
+                cur, [t.alert.fingerprint for t in derivation.transitions], now_ms
+            )
+        return enqueued
+
+    def _print_degraded(self, groups: list[GroupNotification], notes: list[EventNotification],
+                        new_known: dict[str, KnownAlert], now_ms: int) -> None:
+        """Log-only delivery while the database is not writable: each line once (see module docstring)."""
+        printer = self.notifiers.get("log")
+        if not isinstance(printer, LogNotifier):
+            printer = LogNotifier(sys.stderr, "json")
+        ctx = PlanContext(None, self.state_store, now_ms, self.node, new_known)  # type: ignore[arg-type]
+        items: list[OutboxItem] = [i for i in printer.plan(groups, notes, ctx)
+                                   if i.idem_key not in self._printed_while_degraded]
+        printer.deliver([OutboxRow(0, "log", i.idem_key, i.kind, i.payload, "pending", 0, now_ms, "")
+                         for i in items])
+        self._printed_while_degraded.update(i.idem_key for i in items)
+
+    def _after_store(self, derivation: Derivation, enqueued: int, now_ms: int) -> None:
         for transition in derivation.transitions:
             log.debug(
                 "alert transition",

@@ -446,7 +446,9 @@ class SlackNotifier:
                         extra={"idem_key": row.idem_key, "error": str(exc)},
                     )
                     return None
-                raise
+                # 5xx, 429, a network error: the post may still exist. Stay uncertain and verify again
+                # later; a blind re-post here is how one alert became two messages.
+                raise DeliveryError(str(exc), uncertain=True, retry_after_seconds=exc.retry_after_seconds) from exc
             for message in page.get("messages", []) or []:
                 meta = message.get("metadata") or {}
                 if (meta.get("event_payload") or {}).get("idem_key") == row.idem_key:

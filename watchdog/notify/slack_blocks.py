@@ -50,6 +50,8 @@ def _cap(text: str, limit: int) -> str:
 
 
 def _mrkdwn_escape(text: str) -> str:
+    """Slack's three control characters as entities: ``<!channel>`` in a label or a process name is shown,
+    never executed as a mention or a link (every text that reaches Slack goes through here)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
@@ -95,18 +97,19 @@ def grafana_explore_url(expr: str, links: Links) -> str:
 
 def _context_fields(alert: AlertSnapshot, node: str, members: int) -> list[Block]:
     labels = alert.labels
-    fields = [f"*Severity*\n{alert.severity or '-'}", f"*Node*\n{labels.get('node', node)}"]
+    esc = _mrkdwn_escape
+    fields = [f"*Severity*\n{esc(alert.severity or '-')}", f"*Node*\n{esc(labels.get('node', node))}"]
     if members <= 1 and labels.get("gpu"):
-        fields.append(f"*GPU*\n{labels['gpu']}" + (f" ({labels['uuid']})" if labels.get("uuid") else ""))
+        fields.append(f"*GPU*\n{esc(labels['gpu'])}" + (f" ({esc(labels['uuid'])})" if labels.get("uuid") else ""))
     engine = " ".join(v for v in (labels.get("job", ""), labels.get("instance", "")) if v)
     if engine:
-        fields.append(f"*Engine*\n{engine}")
+        fields.append(f"*Engine*\n{esc(engine)}")
     if labels.get("model_name"):
-        fields.append(f"*Model*\n{labels['model_name']}")
+        fields.append(f"*Model*\n{esc(labels['model_name'])}")
     if members <= 1:
         fields.append(f"*Value*\n{humanize(alert.value)}")
-    fields.append(f"*Firing since*\n{slack_date(alert.fired_at_ms)}")
-    return [{"type": "mrkdwn", "text": _cap(_mrkdwn_escape(f), 2000)} for f in fields[:10]]
+    fields.append(f"*Firing since*\n{slack_date(alert.fired_at_ms)}")  # Slack's date token: not escaped
+    return [{"type": "mrkdwn", "text": _cap(f, 2000)} for f in fields[:10]]
 
 
 def render_alert_message(
@@ -164,7 +167,8 @@ def render_alert_message(
     url = runbook_url(runbook, links)
     if runbook:
         label = runbook_title or runbook
-        link_parts.append(f"*Runbook:* <{url}|{_mrkdwn_escape(label)}>" if url else f"*Runbook:* {label}")
+        link_parts.append(f"*Runbook:* <{url}|{_mrkdwn_escape(label)}>" if url
+                          else f"*Runbook:* {_mrkdwn_escape(label)}")
     explore = grafana_explore_url(lead.generator, links)
     if explore:
         link_parts.append(f"<{explore}|Grafana>")
@@ -179,7 +183,7 @@ def render_alert_message(
                 {
                     "type": "mrkdwn",
                     "text": _cap(
-                        f"inference-watchdog on {node} · {len(members)} alert(s)"
+                        f"inference-watchdog on {_mrkdwn_escape(node)} · {len(members)} alert(s)"
                         f" · fingerprint {lead.fingerprint[:16]}",
                         2000,
                     ),
@@ -187,7 +191,7 @@ def render_alert_message(
             ],
         }
     )
-    text = _cap(f"{head}: {summary or description}", 3000)
+    text = _cap(_mrkdwn_escape(f"{head}: {summary or description}"), 3000)
     return Rendered(text, blocks[:50])
 
 
@@ -204,7 +208,7 @@ def render_resolved_reply(
         )
     if len(resolved) > 40:
         lines.append(f"… and {len(resolved) - 40} more")
-    text = f"Resolved: {resolved[0].name} ({len(resolved)}) on {node}"
+    text = _mrkdwn_escape(f"Resolved: {resolved[0].name} ({len(resolved)}) on {node}")
     return Rendered(
         text, [{"type": "section", "text": {"type": "mrkdwn", "text": _cap("\n".join(lines), 3000)}}]
     )
@@ -239,7 +243,7 @@ def render_event(
     }.get(kind, kind.title())
     prefix = f"[{alertname}] " if standalone else ""
     head = f"*{prefix}{label}: {_mrkdwn_escape(title)}*"
-    body = _cap(text, max_chars)
+    body = _cap(_mrkdwn_escape(text), max_chars)  # process names, command output: shown, never parsed
     shown = f"{head}\n```{body}```" if kind in ("diagnostics", "result") and body else f"{head}\n{body}"
     blocks: list[Block] = [{"type": "section", "text": {"type": "mrkdwn", "text": _cap(shown, 3000)}}]
     for fingerprint, step in list(approvals)[:10]:
@@ -257,7 +261,8 @@ def render_event(
             "value": value,
             "text": {"type": "plain_text", "text": "Skip"},
         }
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _cap(f"Step *{step}*", 3000)}})
+        blocks.append({"type": "section",
+                       "text": {"type": "mrkdwn", "text": _cap(f"Step *{_mrkdwn_escape(step)}*", 3000)}})
         blocks.append(
             {
                 "type": "actions",
@@ -265,5 +270,5 @@ def render_event(
                 "elements": [approve, skip],
             }
         )
-    return Rendered(_cap(f"{prefix}{label.split(' ', 1)[1]}: {title}", 3000), blocks)
+    return Rendered(_cap(_mrkdwn_escape(f"{prefix}{label.split(' ', 1)[1]}: {title}"), 3000), blocks)
 

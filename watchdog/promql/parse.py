@@ -84,11 +84,64 @@ def _register_holt_winters() -> None:
 _register_holt_winters()
 
 
+MAX_QUERY_CHARS = 16_384
+MAX_NESTING = 64
+MAX_OPERATORS = 200
+_OPERATOR_WORDS = frozenset(("and", "or", "unless", "atan2"))
+_WORD = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
+
+
+def check_query_size(text: str) -> None:
+    """Reject, before the Rust parser sees it, a query that could crash it or exhaust Python's recursion:
+    longer than ``MAX_QUERY_CHARS``, brackets nested deeper than ``MAX_NESTING``, or more than
+    ``MAX_OPERATORS`` operators (a chain ``a + a + ...`` nests as deep as it is long; the parser dies
+    with SIGSEGV around five thousand). Linear in the text; string literals are skipped."""
+    if len(text) > MAX_QUERY_CHARS:
+        raise PromQLError(f"query is {len(text)} characters long; the limit is {MAX_QUERY_CHARS}")
+    depth = deepest = operators = 0
+    i, size = 0, len(text)
+    while i < size:
+        ch = text[i]
+        if ch in "\"'`":
+            close = text.find(ch, i + 1)
+            while close != -1 and ch != "`" and _escaped(text, close):
+                close = text.find(ch, close + 1)
+            i = size if close == -1 else close + 1
+            continue
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth -= 1
+        elif ch in "+-*/%^<>=!":
+            operators += 1
+        elif ch.isalpha() or ch in "_:":
+            word = _WORD.match(text, i)
+            if word is not None:
+                operators += word.group(0) in _OPERATOR_WORDS
+                i = word.end()
+                continue
+        i += 1
+    if deepest > MAX_NESTING:
+        raise PromQLError(f"query nests brackets {deepest} deep; the limit is {MAX_NESTING}")
+    if operators > MAX_OPERATORS:
+        raise PromQLError(f"query has {operators} operators; the limit is {MAX_OPERATORS}")
+
+
+def _escaped(text: str, index: int) -> bool:
+    backslashes = 0
+    while index - 1 - backslashes >= 0 and text[index - 1 - backslashes] == "\\":
+        backslashes += 1
+    return backslashes % 2 == 1
+
+
 @lru_cache(maxsize=2048)
 def parse_expr(text: str) -> n.Expr:
-    """Parse and validate ``text``; raises :class:`PromQLError` naming the problem."""
+    """Parse and validate ``text``; raises :class:`PromQLError` naming the problem (also for a query
+    too large or too deep to parse safely, see :func:`check_query_size`)."""
     if not text.strip():
         raise PromQLError("empty query")
+    check_query_size(text)
     try:
         prepared = prepare(text)
         try:
@@ -99,6 +152,8 @@ def parse_expr(text: str) -> n.Expr:
         token = _AT_MARKERS.set(prepared.markers)
         try:
             return _convert(root)
+        except RecursionError:
+            raise PromQLError("query is nested too deeply") from None
         finally:
             _AT_MARKERS.reset(token)
     except PromQLError as exc:

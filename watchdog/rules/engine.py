@@ -34,6 +34,7 @@ from watchdog.promql import PromQLError, evaluate, parse_query
 from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Candidate
 from watchdog.rules.loader import AlertingRule, RecordingRule, RuleGroup, RuleSet
 from watchdog.rules.templates import TemplateContext, expand
+from watchdog.store import SeriesQuotaExceeded
 
 log = logging.getLogger("watchdog.rules")
 
@@ -228,8 +229,12 @@ class RuleEngine:
                 continue
             finally:
                 self._deadline = None
+            try:
+                self.store.ingest(self._source(runtime, index), samples, t_ms)
+            except SeriesQuotaExceeded as exc:  # a rule whose output would crowd out the others
+                self._record_failure(runtime, index, rule, t_ms, exc.reason, "quota")
+                continue
             self.last_failures.pop((runtime.key, index), None)
-            self.store.ingest(self._source(runtime, index), samples, t_ms)
         stats.evaluations_total += 1
         stats.last_duration_seconds = max(self.clock() - started, 0.0)
         stats.last_evaluation_ms = t_ms

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from watchdog.infra.yamlguard import YamlBoundsError, check_yaml
 from watchdog.infra.yamllines import line_of
 
 NULL_TAG = "tag:yaml.org,2002:null"
@@ -42,7 +43,12 @@ class Entry:
 
 
 def compose(text: str) -> yaml.Node | None:
-    """The node tree of a single-document YAML text; raises :class:`YamlError`."""
+    """The node tree of a single-document YAML text; raises :class:`YamlError` (also for a text outside
+    :mod:`watchdog.infra.yamlguard`'s bounds: binary, too deep, an alias bomb)."""
+    try:
+        check_yaml(text)
+    except YamlBoundsError as exc:
+        raise YamlError(exc.line, f"yaml: {exc.problem}") from None
     try:
         return yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as exc:

@@ -30,6 +30,7 @@ import yaml
 
 from watchdog.config.settings import RunbooksSettings
 from watchdog.infra.paths import asset_dirs
+from watchdog.infra.yamlguard import YamlBoundsError, check_yaml, decode_yaml
 from watchdog.infra.yamllines import path_line
 from watchdog.runbooks.steps import Step, StepError, parse_step
 
@@ -157,6 +158,10 @@ def parse_runbook(text: str, file: str) -> Runbook:
         return RunbookError(file, key_path, problem, path_line(text, _key_parts(key_path)))
 
     try:
+        check_yaml(text)
+    except YamlBoundsError as exc:
+        raise RunbookError(file, "", exc.problem, exc.line or None) from None
+    try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -223,9 +228,11 @@ def load_runbook_file(path: str | Path) -> Runbook:
     """Parse one runbook file; raises :class:`RunbookError`."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = decode_yaml(p.read_bytes())
     except OSError as exc:
         raise RunbookError(str(p), "", f"cannot read: {exc.strerror}") from exc
+    except YamlBoundsError as exc:
+        raise RunbookError(str(p), "", exc.problem, exc.line or None) from None
     return parse_runbook(text, str(p))
 
 

@@ -8,7 +8,8 @@ that is data in the result.
 - command: ``subprocess`` with an argv list (never a shell), stdin closed, a minimal environment
   (no secrets inherited), its own process group killed on timeout, output capped while reading.
 - systemd: ``systemctl --no-ask-password <verb> <unit>`` through an injected runner (tests pass a fake).
-- http: ``urllib`` with proxies and redirects disabled (a redirect could leave the allowlist).
+- http: ``http.client``, no proxies, no redirects (a redirect could leave the allowlist), one deadline
+  for the whole exchange.
 - signal: the unit's MainPID (``systemctl show``, through the runner), then ``os.kill``; PIDs 0, 1 and
   the agent's own are refused.
 - notify: nothing to execute; the text is the output.
@@ -16,17 +17,17 @@ that is data in the result.
 
 from __future__ import annotations
 
+import http.client
 import os
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
+from watchdog.infra.httpdeadline import Cutoff, UnsupportedURL, connection
 from watchdog.runbooks.steps import RenderedAction, signal_number
 
 SAFE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ")
@@ -164,17 +165,11 @@ class SystemdExecutor:
         return self.runner(self.argv(action), timeout_s, max_output_bytes)
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
 class HttpExecutor:
-    """Sends ``http`` steps with urllib: no proxies, no redirects; 2xx is success (exit code 0),
-    any other status is the exit code, a connection failure has exit code None."""
-
-    def __init__(self) -> None:
-        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+    """Sends ``http`` steps with http.client: no proxies, no redirects (a redirect could leave the
+    allowlist); the timeout covers the whole exchange (:mod:`watchdog.infra.httpdeadline`: a server that drips
+    its answer cannot hold a worker past it); 2xx is success (exit code 0), any other status is the exit
+    code, a connection failure or the deadline has exit code None."""
 
     def execute(self, action: RenderedAction, timeout_s: float, max_output_bytes: int) -> ExecResult:
         """Send the request and read at most ``max_output_bytes`` of the response."""
@@ -183,17 +178,26 @@ class HttpExecutor:
         if action.body is not None:
             headers.setdefault("Content-Type", "application/json")
         headers.setdefault("User-Agent", "inference-watchdog-runbook")
-        request = urllib.request.Request(action.url, data=action.body, method=action.method, headers=headers)
         try:
-            with self.opener.open(request, timeout=timeout_s) as response:
-                body = response.read(max_output_bytes + 1)
+            conn, path = connection(action.url, timeout_s)
+        except UnsupportedURL as exc:
+            return ExecResult(None, b"", 0.0, f"{action.method} failed: {exc}")
+        with Cutoff(conn, timeout_s) as cutoff:
+            try:
+                conn.request(action.method, path, body=action.body, headers=headers)
+                response = conn.getresponse()
+                body = b""
+                while len(body) <= max_output_bytes:
+                    chunk = response.read1(max_output_bytes + 1 - len(body))
+                    if not chunk:
+                        break
+                    body += chunk
                 status = int(response.status)
-        except urllib.error.HTTPError as exc:
-            body = exc.read(max_output_bytes + 1) if exc.fp is not None else b""
-            status = int(exc.code)
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
-            return ExecResult(None, b"", time.monotonic() - started, f"{action.method} failed: {reason}")
+                if cutoff.expired:
+                    raise TimeoutError
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                reason = f"timed out after {timeout_s:g}s" if cutoff.expired else f"{type(exc).__name__}: {exc}"
+                return ExecResult(None, b"", time.monotonic() - started, f"{action.method} failed: {reason}")
         truncated = len(body) > max_output_bytes
         code = 0 if 200 <= status < 300 else status
         error = "" if code == 0 else f"HTTP {status}"

@@ -30,7 +30,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +39,7 @@ from watchdog.config.settings import RemediationMode, RemediationSettings, Secre
 from watchdog.infra.logs import redact
 from watchdog.infra.secrets import SecretError, read_secret
 from watchdog.infra.state import StateDB
+from watchdog.infra.workers import DaemonPool
 from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.runbooks.audit import AuditRecord, Decision, Episode, EpisodePhase, RunbookState, digest
 from watchdog.runbooks.catalogue import Catalogue, Runbook
@@ -164,8 +165,9 @@ class RunbookManager:
         self.conditions: ConditionCheck = conditions or StoreConditions(store)
         self.clock = clock
         self.node = node or socket.gethostname()
-        self._pool = ThreadPoolExecutor(max_workers=settings.workers,
-                                        thread_name_prefix="runbook")
+        # Diagnostics and remediation have their own workers: hung diagnostics cannot starve remediation.
+        self._pool = DaemonPool(settings.workers, "runbook")
+        self._diagnostics_pool = DaemonPool(settings.workers, "diagnose")
         self._lock = threading.RLock()
         self._jobs: list[_Job] = []
         self._approvals: list[_Approval] = []
@@ -285,6 +287,7 @@ class RunbookManager:
     def close(self, wait: bool = False) -> None:
         """Stop the worker pool (running subprocesses finish or hit their own timeouts)."""
         self._pool.shutdown(wait=wait, cancel_futures=True)
+        self._diagnostics_pool.shutdown(wait=wait, cancel_futures=True)
 
     # -- episodes -----------------------------------------------------------------------------------
 
@@ -527,7 +530,7 @@ class RunbookManager:
                                           now_ms))
                 continue
             timeout = min(step.timeout_s, self.diagnostics_timeout_s)
-            future = self._pool.submit(self.executors[action.kind].execute, action, timeout,
+            future = self._diagnostics_pool.submit(self.executors[action.kind].execute, action, timeout,
                                        self.diagnostics_max_bytes)
             self._jobs.append(_Job(future, episode, runbook, step, "diagnose", action, now_ms))
 

@@ -1,0 +1,90 @@
+"""Item 3: the exporter cannot be used to blind the agent: idle and slowloris connections are capped
+and cut, and a wrong-password flood is refused before the expensive hash."""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import time
+import urllib.request
+from pathlib import Path
+
+from tests.support.polling import wait_until
+from watchdog.exporter.security import BasicAuth
+from watchdog.exporter.server import exporter_for_store
+from watchdog.store import Store
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _connect(port: int, source: str) -> socket.socket:
+    sock = socket.socket()
+    sock.bind((source, 0))
+    sock.connect(("127.0.0.1", port))
+    return sock
+
+
+def test_a_thousand_idle_connections_cannot_exhaust_descriptors_or_block_scrapes() -> None:
+    server = exporter_for_store(Store(), "127.0.0.1:0", ready=lambda: True)
+    server.max_connections_per_client = 16
+    server.request_deadline_seconds = 1.0
+    server.start()
+    attackers: list[socket.socket] = []
+    try:
+        before = _open_fds()
+        for batch in range(6):  # 300 from one address (a thousand would exceed this test's own fd limit)
+            attackers.extend(_connect(server.port, "127.0.0.2") for _ in range(50))
+            wait_until(lambda: server.stats.connections_rejected >= 50 * (batch + 1) - 16, 10,  # noqa: B023
+                       "the excess connections closed at accept")
+        server_side = _open_fds() - before - len(attackers)
+        assert server_side <= 16 + 4  # only the admitted ones hold a descriptor on the agent's side
+        with urllib.request.urlopen(f"{server.url}/metrics", timeout=5) as response:  # a scraper still gets in
+            assert response.status == 200
+    finally:
+        for sock in attackers:
+            sock.close()
+        server.stop()
+
+
+def test_a_slowloris_request_is_cut_at_the_deadline() -> None:
+    server = exporter_for_store(Store(), "127.0.0.1:0", ready=lambda: True)
+    server.request_deadline_seconds = 1.0
+    server.start()
+    try:
+        sock = _connect(server.port, "127.0.0.1")
+        sock.settimeout(0.2)
+        started = time.monotonic()
+        cut = False
+        for byte in b"GET /metrics HTTP/1.1\r\nHost: x\r\n" * 10:
+            try:
+                sock.send(bytes([byte]))
+                if sock.recv(1) == b"":
+                    cut = True
+                    break
+            except TimeoutError:
+                continue
+            except OSError:
+                cut = True
+                break
+        assert cut and time.monotonic() - started < 5
+        sock.close()
+    finally:
+        server.stop()
+
+
+def test_wrong_password_floods_are_refused_before_the_hash(tmp_path: Path) -> None:
+    auth = BasicAuth.from_password("prometheus", "s3cret")
+    wrong = "Basic " + base64.b64encode(b"prometheus:guess").decode()
+    started = time.monotonic()
+    for _ in range(2000):
+        assert not auth.check(wrong)
+    assert time.monotonic() - started < 5  # ~2000 PBKDF2 derivations would take far longer
+    assert auth.budget.refused > 1900
+    time.sleep(0.2)  # the bucket refills: the right password gets through, and is cached from then on
+    right = "Basic " + base64.b64encode(b"prometheus:s3cret").decode()
+    assert auth.check(right)
+    for _ in range(100):
+        assert auth.check(right)

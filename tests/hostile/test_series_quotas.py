@@ -1,0 +1,105 @@
+"""Item 1: no source can starve another. An engine inventing series cannot crowd out the kernel log,
+and a page over its quota is ``up 0`` with the reason, never an absent ``up``."""
+
+from __future__ import annotations
+
+import itertools
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from tests.hostile.conftest import hostile_agent
+from tests.loopback import serving
+from watchdog.model import AlertState, Sample, label_value, metric, metric_name
+from watchdog.store import SeriesQuotaExceeded, SeriesQuotas, Store
+
+XID79 = "NVRM: Xid (PCI:0000:{bus}:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+_request_ids = itertools.count()
+
+
+class ChurningEngine(BaseHTTPRequestHandler):
+    """Every scrape invents 1500 new series (a ``request_id`` label); ``/wide`` is one 3000-series page."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path == "/wide":
+            lines = [f'vllm:wide{{i="{i}"}} 1' for i in range(3000)]
+        else:
+            lines = [f'vllm:request_latency{{request_id="{next(_request_ids)}"}} 1' for _ in range(1500)]
+        body = ("\n".join(lines) + "\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_store_refuses_a_source_over_quota_and_keeps_the_reserve_for_the_fault_path() -> None:
+    store = Store(max_series=1000, quotas=SeriesQuotas(per_source=10_000, reserved=200))
+    store.ingest("collector:engine:a", [Sample(metric("m", i=str(i)), 1) for i in range(800)], 1000)
+    try:
+        store.ingest("collector:engine:b", [Sample(metric("n", i=str(i)), 1) for i in range(100)], 1000)
+        raise AssertionError("engine b should not fit the engines' share")
+    except SeriesQuotaExceeded as exc:
+        assert "shared by engines" in exc.reason
+    # the kernel log still finds room in the reserve
+    assert store.ingest("collector:kmsg", [Sample(metric("watchdog_gpu_xid_errors_total", xid="79"), 1)],
+                        1000) == 1
+
+
+def test_a_churning_engine_evicts_only_its_own_series() -> None:
+    store = Store(max_series=1000, quotas=SeriesQuotas(per_source=300, reserved=100))
+    store.ingest("collector:nvml", [Sample(metric("watchdog_gpu_temperature_celsius"), 50)], 0)
+    for t in range(10):
+        batch = [Sample(metric("m", request_id=f"{t}-{i}"), 1) for i in range(200)]
+        assert store.ingest("collector:engine:a", batch, t * 1000) == 200
+    assert len(store) <= 301
+    assert store.evicted_series_total > 0
+    assert [metric_name(s.labels) for s in store.select([("__name__", "=", "watchdog_gpu_temperature_celsius")])]
+
+
+def test_series_churn_cannot_silence_an_xid_79(tmp_path: Path) -> None:
+    kern = tmp_path / "kern.log"
+    kern.write_text("")
+    clock = [1_800_000_000.0]
+    with serving(ChurningEngine, ThreadingHTTPServer) as base:
+        agent = hostile_agent(tmp_path, clock, {
+            "max_series": 6000, "reserved_series": 1500, "max_series_per_source": 100_000,
+            "kmsg": {"source": str(kern)},
+            "engines": [{"url": base + "/metrics", "job": "churn"}],
+        })
+        try:
+            for _ in range(8):  # 12000 invented series: twice the whole store
+                agent.tick()
+                clock[0] += 1
+            assert len(agent.store) <= 6000
+            kern.write_text(XID79.format(bus="18"))
+            fired: set[str] = set()
+            for _ in range(3):
+                fired |= {a.name for a in agent.tick() if a.state is AlertState.FIRING}
+                clock[0] += 1
+            assert "GpuFallenOffBus" in fired
+            ups = [s for s in agent.store.select([("__name__", "=", "up")])]
+            assert ups and ups[0].latest() is not None and ups[0].latest()[1] == 1.0  # type: ignore[index]
+        finally:
+            agent.close()
+
+
+def test_a_page_over_the_per_source_quota_is_up_0_with_its_reason(tmp_path: Path) -> None:
+    clock = [1_800_000_000.0]
+    with serving(ChurningEngine, ThreadingHTTPServer) as base:
+        agent = hostile_agent(tmp_path, clock, {
+            "max_series_per_source": 2000,
+            "engines": [{"url": base + "/wide", "job": "wide"}],
+        })
+        try:
+            agent.tick()
+            (up,) = agent.store.select([("__name__", "=", "up")])
+            assert up.latest() is not None and up.latest()[1] == 0.0  # type: ignore[index]
+            success = {label_value(s.labels, "collector"): s.latest()[1]  # type: ignore[index]
+                       for s in agent.store.select([("__name__", "=", "watchdog_collector_success")])}
+            assert success["engine:wide"] == 0.0
+            assert success["nvml"] == 1.0
+            assert not list(agent.store.select([("__name__", "=", "vllm:wide")]))
+        finally:
+            agent.close()
