@@ -36,8 +36,10 @@ from watchdog.config.settings import Settings, settings_document
 from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.notify.dispatcher import dispatcher_for
+from watchdog.notify.incidents import incident_causes
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_ruleset
+from watchdog.rules.queries import engine_gpus_in
 from watchdog.rules.state_store import RuleStateStore
 from watchdog.runbooks.catalogue import catalogue_from_settings
 from watchdog.runbooks.links import runbook_info_samples, with_runbook_urls
@@ -206,7 +208,9 @@ class Agent:
                 self._reconciled = True
                 self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))
             events = self._stage("runbooks", lambda: self.runbooks.on_alerts(alerts, now_ms), [])
-            self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms))
+            causes = self._stage("incidents",
+                                 lambda: incident_causes(alerts, engine_gpus_in(self.store, now_ms)), {})
+            self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms, causes=causes))
             if self._stage("persist", lambda: self._persist_alert_state(now_ms), False) is False:
                 self.db.note_error("write")
             self.stats.ticks_total += 1

@@ -1,5 +1,5 @@
-"""``inference-watchdog check [--config PATH] [--json]``: Nagios/Icinga exit codes 0 ok, 1 warning,
-2 critical, 3 unknown (the config cannot be loaded, or the check itself crashed)."""
+"""``inference-watchdog check [--config PATH] [--json | --digest]``: Nagios/Icinga exit codes 0 ok,
+1 warning, 2 critical, 3 unknown (the config cannot be loaded, or the check itself crashed)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="config file (default /etc/inference-watchdog/config.yaml if it exists, "
                              "like run)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON (docs/cli.md)")
+    parser.add_argument("--digest", action="store_true",
+                        help="print only the engine-config audit's findings, per engine (docs/engine-config-audit.md)")
     parser.add_argument("--interval", type=float, default=1.0,
                         help="seconds between the two collections (default 1)")
     parser.set_defaults(func=_check)
@@ -33,7 +35,8 @@ def _check(args: argparse.Namespace) -> int:
 
     path = config_path(args.config)
     try:
-        report = run_check(load_settings(path), interval_seconds=args.interval)
+        settings = load_settings(path)
+        report = run_check(settings, interval_seconds=args.interval)
     except ConfigError as exc:
         print(f"UNKNOWN: config error: {exc}", file=sys.stderr)
         return EXIT_UNKNOWN
@@ -41,6 +44,11 @@ def _check(args: argparse.Namespace) -> int:
         log.exception("check crashed")
         print(f"UNKNOWN: the check itself failed: {exc}", file=sys.stderr)
         return EXIT_UNKNOWN
+    if args.digest:
+        from watchdog.engines.config_audit import config_digest
+
+        sys.stdout.write(config_digest(report.alerts, settings.node or "this node"))
+        return report.exit_code
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -137,6 +137,29 @@ class ModelSloSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class EngineProbeSettings:
+    """``engines[].probe``: the canary probe (docs/probes.md)."""
+
+    url: str
+    model: str
+    prompt: str
+    max_tokens: int
+    seed: int
+    interval_seconds: float
+    timeout_seconds: float
+    ttft_slo_seconds: float
+    tpot_slo_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineLogSettings:
+    """``engines[].log``: the engine's log file or systemd unit (docs/engine-logs.md)."""
+
+    file: str | None
+    unit: str | None
+
+
+@dataclasses.dataclass(frozen=True)
 class EngineSettings:
     """``engines[]``: one scraped endpoint."""
 
@@ -149,6 +172,15 @@ class EngineSettings:
     unit: str
     process: EngineProcessSettings
     models: tuple[ModelSloSettings, ...]
+    probe: EngineProbeSettings | None
+    log: EngineLogSettings | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ForecastSettings:
+    """``forecast``: the KV exhaustion forecast (docs/forecast.md)."""
+
+    kv_exhaustion_horizon_seconds: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,6 +400,7 @@ class Settings:
     processes: ProcessesSettings
     engines: tuple[EngineSettings, ...]
     slo: SloSettings
+    forecast: ForecastSettings
     notifiers: NotifiersSettings
     remediation: RemediationSettings
     runbooks: RunbooksSettings

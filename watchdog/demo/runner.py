@@ -54,7 +54,8 @@ def start_engines(scenario: Scenario, start: float, clock_file: Path | None = No
         extra = ["--clock-file", str(clock_file)] if clock_file else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "watchdog.demo.engine_sim", "--scenario", scenario.source,
-             "--job", spec.job, "--start", repr(start), *extra],
+             "--job", spec.job, "--start", repr(start), *extra,
+             *(["--", *spec.engine_args] if spec.engine_args else [])],
             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         assert proc.stdout is not None

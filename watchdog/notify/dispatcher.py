@@ -32,7 +32,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
@@ -270,8 +270,13 @@ class NotificationDispatcher:
         lead = group.lead
         return lead.labels.get("notifier", "") if lead.name == NOTIFIER_FAILING else ""
 
-    def handle(self, alerts: list[Alert], events: list[RunbookEvent], now_ms: int) -> None:
-        """Record this tick's transitions and events in the outbox (one transaction); never blocks on I/O."""
+    def handle(self, alerts: list[Alert], events: list[RunbookEvent], now_ms: int,
+               causes: Mapping[str, str] | None = None) -> None:
+        """Record this tick's transitions and events in the outbox (one transaction); never blocks on I/O.
+
+        ``causes`` maps a symptom alert's fingerprint to its incident's cause (watchdog.notify.incidents):
+        notifiers that thread (Slack) fold the symptom under the cause's message.
+        """
         with self._lock:
             events, self._unstored_events = [*self._unstored_events, *events], []
             derivation = derive_transitions(self._known, [*alerts, *self._internal_alerts(now_ms)], now_ms)
@@ -294,7 +299,8 @@ class NotificationDispatcher:
             if groups or notes or changed or derivation.deletes:
                 try:
                     firing = [a.labels for a in alerts if a.state is AlertState.FIRING]
-                    enqueued = self._store_tick(groups, notes, changed, derivation, new_known, now_ms, firing)
+                    enqueued = self._store_tick(groups, notes, changed, derivation, new_known, now_ms, firing,
+                                                dict(causes or {}))
                 except sqlite3.Error as exc:  # the storage boundary: degrade to the log, retry next tick
                     self.db.note_error("write")
                     log.error("state database not writable: printing notifications to the log until it "
@@ -310,13 +316,14 @@ class NotificationDispatcher:
 
     def _store_tick(self, groups: list[GroupNotification], notes: list[EventNotification],
                     changed: dict[str, KnownAlert], derivation: Derivation, new_known: dict[str, KnownAlert],
-                    now_ms: int, firing: list[dict[str, str]]) -> int:
+                    now_ms: int, firing: list[dict[str, str]], causes: dict[str, str]) -> int:
         """The tick's outbox rows and state changes in one transaction (muted members left out, see
-        :mod:`watchdog.notify.muting`; ``firing``: label sets of the alerts firing now, for inhibition);
+        :mod:`watchdog.notify.muting`; ``firing``: label sets of the alerts firing now, for inhibition;
+        ``causes``: symptom fingerprint -> its incident's cause, see :mod:`watchdog.notify.incidents`);
         returns how many rows are new."""
         enqueued = 0
         with self.db.transaction() as cur:
-            ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known)
+            ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known, causes=causes)
             for name, notifier in self.notifiers.items():
                 mine, my_notes = self.muting.apply(
                     name, [g for g in groups if self._excluded(g) != name], notes, firing, now_ms)

@@ -181,6 +181,8 @@ class SlackNotifier:
     ) -> list[OutboxItem]:
         """Posts for firing groups, reply + update per message for resolves, thread replies for events."""
         items: list[OutboxItem] = []
+        # Causes before symptoms, so a symptom firing in the same tick finds its cause's message.
+        groups = sorted(groups, key=lambda g: all(m.fingerprint in ctx.causes for m in g.members))
         for group in groups:
             if self.mode == "webhook":
                 items.append(self._webhook_group(group))
@@ -209,6 +211,9 @@ class SlackNotifier:
         return OutboxItem(f"webhook:{group.key}", "webhook", {"text": body.text, "blocks": body.blocks})
 
     def _plan_firing(self, group: GroupNotification, ctx: PlanContext) -> OutboxItem:
+        folded = self._plan_symptoms(group, ctx)
+        if folded is not None:
+            return folded
         message_key = f"msg:{group.key}"
         ctx.store.add_slack_message(ctx.cur, message_key, list(group.members), ctx.now_ms)
         for member in group.members:
@@ -219,6 +224,20 @@ class SlackNotifier:
             "post",
             {"channel": self.channel, "text": body.text, "blocks": body.blocks, "message_key": message_key},
         )
+
+    def _plan_symptoms(self, group: GroupNotification, ctx: PlanContext) -> OutboxItem | None:
+        """A reply in the cause's thread when every member is a symptom of one incident whose cause has a
+        message (one incident, one top-level message); None otherwise."""
+        parents = {ctx.message_key_of(ctx.causes.get(m.fingerprint, "")) for m in group.members}
+        if len(parents) != 1 or "" in parents:
+            return None
+        parent = parents.pop()
+        for member in group.members:
+            ctx.set_message_key(member.fingerprint, parent)
+        body = self._render(list(group.members), [])
+        return OutboxItem(f"reply:{group.key}", "reply",
+                          {"message_key": parent, "text": body.text, "blocks": body.blocks,
+                           "orphan": {"text": body.text, "blocks": body.blocks}})
 
     def _plan_resolved(self, group: GroupNotification, ctx: PlanContext) -> list[OutboxItem]:
         by_message: dict[str, list[AlertSnapshot]] = {}
