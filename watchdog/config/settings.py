@@ -167,6 +167,7 @@ class RulesSettings:
 
     paths: tuple[str, ...]
     rule_timeout_seconds: float
+    max_samples: int
 
 
 @dataclasses.dataclass(frozen=True)
