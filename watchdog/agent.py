@@ -172,7 +172,8 @@ class Agent:
             log.warning("no rules loaded: nothing will alert (check rules.paths)",
                         extra={"rules_paths": list(settings.rules.paths)})
         return RuleEngine(ruleset, self.store, restored_state=restored,
-                          rule_timeout_s=settings.rules.rule_timeout_seconds, honour_group_intervals=True)
+                          rule_timeout_s=settings.rules.rule_timeout_seconds, honour_group_intervals=True,
+                          sample_limit=settings.rules.max_samples)
 
     def _build_runbooks(self, settings: Settings) -> RunbookManager:
         return RunbookManager(settings.remediation, self.db, self.store, clock=self.clock,

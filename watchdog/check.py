@@ -80,7 +80,7 @@ def run_check(settings: Settings, context: CollectorContext | None = None,
     store = Store()
     collectors = build_collectors(settings, context or CollectorContext())
     runner = CollectorRunner(collectors)
-    engine = RuleEngine(load_ruleset(settings), store)
+    engine = RuleEngine(load_ruleset(settings), store, sample_limit=settings.rules.max_samples)
     alerts: list[Alert] = []
     results: list[CollectResult] = []
     try:

@@ -202,6 +202,7 @@ class RulesSettings:
 
     paths: tuple[str, ...]
     rule_timeout_seconds: float
+    max_samples: int
 
 
 @dataclasses.dataclass(frozen=True)

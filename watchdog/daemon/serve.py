@@ -53,7 +53,8 @@ def build_exporter(agent: Agent, listen: str) -> ExporterServer:
     exporter = exporter_for_store(agent.store, listen, ready=lambda: agent.ready and agent.watching(),
                                   section=agent.settings.exporter, clock=agent.clock)
     exporter.api = QueryAPI(agent.store, engine=lambda: agent.rule_engine, clock=agent.clock,
-                            subquery_step_ms=round(agent.settings.tick_interval_seconds * 1000))
+                            subquery_step_ms=round(agent.settings.tick_interval_seconds * 1000),
+                            sample_limit=agent.settings.rules.max_samples)
     return exporter
 
 
