@@ -149,3 +149,21 @@ def test_query_command_on_a_real_page() -> None:
     (result,) = json.loads(out.stdout)["data"]["result"]
     (want,) = raw_samples(page("under-load"))["vllm:num_requests_waiting"].values()
     assert float(result["value"][1]) == want
+
+
+def test_rendered_newest_vllm_fixture_has_the_real_shape() -> None:
+    """tests/fixtures/engines/vllm-0.32.txt (generate.py) carries what the real 0.32 page carries."""
+    real, rendered = raw_samples(page("idle")), raw_samples(FIXTURES / "vllm-0.32.txt")
+
+    def reasons(raw: dict[str, dict[str, float]]) -> set[str]:
+        return {json.loads(k)["finished_reason"] for k in raw["vllm:request_success_total"]}
+
+    def label_names(raw: dict[str, dict[str, float]], name: str) -> set[frozenset[str]]:
+        return {frozenset(json.loads(k)) for k in raw[name]}
+
+    assert reasons(rendered) == reasons(real) == {"stop", "length", "abort", "error", "repetition"}
+    assert label_names(rendered, "vllm:admission_rejections_total") == \
+        label_names(real, "vllm:admission_rejections_total") == {frozenset({"model_name", "reason"})}
+    (info,) = (json.loads(k) for k in rendered["vllm:cache_config_info"])
+    assert {"kv_cache_size_tokens", "kv_cache_max_concurrency"} <= set(info)
+    assert int(info["kv_cache_size_tokens"]) == int(info["num_gpu_blocks"]) * int(info["block_size"])
