@@ -28,6 +28,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 DS = {"type": "prometheus", "uid": "${datasource}"}
+LEGEND_CALCS = ("lastNotNull", "max", "mean")  # legend tables: last, max and mean of every series
 TAG = "inference-watchdog"
 SCHEMA_VERSION = 39
 
@@ -48,6 +49,7 @@ class Target:
     legend: str = ""
     instant: bool = False
     table: bool = False
+    heatmap: bool = False
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Panel:
     thresholds: list[tuple[float | None, str]] = field(default_factory=list)
     stack: bool = False
     bars: bool = False
+    links: dict[str, tuple[str, str]] = field(default_factory=dict)  # column -> (title, URL) data link
 
 
 @dataclass
@@ -116,8 +119,16 @@ def render_panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
             "stacking": {"mode": "normal" if panel.stack else "none", "group": "A"},
         }
         defaults["color"] = {"mode": "palette-classic"}
-        options = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+        options = {"legend": {"displayMode": "table", "placement": "bottom", "showLegend": True,
+                              "calcs": list(LEGEND_CALCS), "sortBy": "Max", "sortDesc": True},
                    "tooltip": {"mode": "multi", "sort": "desc"}}
+    elif panel.kind == "heatmap":
+        options = {"calculate": False, "cellGap": 1, "color": {"mode": "scheme", "scheme": "Oranges",
+                                                               "exponent": 0.5, "fill": "dark-orange",
+                                                               "steps": 64, "reverse": False},
+                   "yAxis": {"axisPlacement": "left", "unit": panel.unit},
+                   "rowsFrame": {"layout": "auto"}, "tooltip": {"show": True, "yHistogram": True},
+                   "legend": {"show": True}, "filterValues": {"le": 1e-9}}
     elif panel.kind == "stat":
         defaults["color"] = {"mode": "thresholds"}
         options = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
@@ -137,16 +148,30 @@ def render_panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
                                  "instant": target.instant, "editorMode": "code"}
         if target.table:
             entry["format"] = "table"
+        if target.heatmap:
+            entry["format"] = "heatmap"
         targets.append(entry)
     out: dict[str, Any] = {
         "id": panel_id, "type": panel.kind, "title": panel.title, "description": panel.description,
         "datasource": DS, "gridPos": {"h": panel.height, "w": panel.width, "x": x, "y": y},
-        "targets": targets, "fieldConfig": {"defaults": defaults, "overrides": []}, "options": options,
+        "targets": targets, "fieldConfig": {"defaults": defaults, "overrides": [
+            {"matcher": {"id": "byName", "options": column},
+             "properties": [{"id": "links", "value": [{"title": title, "url": url, "targetBlank": True}]}]}
+            for column, (title, url) in panel.links.items()]}, "options": options,
     }
     if panel.kind == "table":
         out["transformations"] = [{"id": "organize", "options": {
             "excludeByName": {"Time": True, "Value": True, "__name__": True}}}]
     return out
+
+
+# Firing alerts (the agent's ALERTS series) as annotations on every time series: one region per alert.
+ALERT_ANNOTATION: dict[str, Any] = {
+    "name": "Firing alerts", "datasource": DS, "enable": True, "hide": False, "iconColor": "red",
+    "expr": f'ALERTS{{{NODE}, alertstate="firing"}}', "step": "30s", "useValueForTime": False,
+    "titleFormat": "{{alertname}}", "textFormat": "{{severity}} on {{node}} {{gpu}} {{job}}",
+    "tagKeys": "alertname,severity", "target": {"refId": "Anno"},
+}
 
 
 def render_dashboard(uid: str, title: str, description: str, rows: list[Row]) -> dict[str, Any]:
@@ -179,7 +204,7 @@ def render_dashboard(uid: str, title: str, description: str, rows: list[Row]) ->
         "annotations": {"list": [{
             "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True,
             "hide": True, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts",
-            "type": "dashboard"}]},
+            "type": "dashboard"}, ALERT_ANNOTATION]},
         "links": [{"title": "inference-watchdog", "type": "dashboards", "tags": [TAG], "asDropdown": True,
                    "includeVars": True, "keepTime": True, "icon": "external link"}],
         "panels": panels,
@@ -323,10 +348,21 @@ JOB_LEGEND = "{{node}} {{job}}"
 
 
 def quantiles(signal: str, title: str, description: str) -> Panel:
-    """p50/p90/p99 over 5 m of one canonical latency histogram (recording rules)."""
-    return Panel(title, description, [
-        Target(f"engine:{signal}_seconds:p{q}_5m{{{MODEL}}}", f"{ENGINE_LEGEND} p{q}") for q in (50, 90, 99)
+    """p50/p90/p99 over 5 m of one canonical latency histogram (recording rules), and the mean."""
+    by = "sum by (node, job, model_name)"
+    mean = (f"{by} (rate(engine:{signal}_seconds_sum{{{MODEL}}}[5m])) / "
+            f"{by} (rate(engine:{signal}_seconds_count{{{MODEL}}}[5m]))")
+    return Panel(title, description + " Mean beside the quantiles.", [
+        *(Target(f"engine:{signal}_seconds:p{q}_5m{{{MODEL}}}", f"{ENGINE_LEGEND} p{q}") for q in (50, 90, 99)),
+        Target(mean, f"{ENGINE_LEGEND} mean"),
     ], unit="s", width=12)
+
+
+def heatmap(series: str, title: str, description: str, unit: str) -> Panel:
+    """The distribution of one canonical histogram over time: bucket rates by ``le``."""
+    return Panel(title, description, [
+        Target(f"sum by (le) (rate({series}_bucket{{{MODEL}}}[$__rate_interval]))", "{{le}}", heatmap=True),
+    ], kind="heatmap", unit=unit, width=12)
 
 
 ENGINE_ROWS = [
@@ -386,6 +422,15 @@ ENGINE_ROWS = [
         quantiles("itl", "Inter-token latency", "Inter-token latency quantiles over 5 minutes."),
         quantiles("e2e_latency", "End-to-end latency", "Request latency quantiles over 5 minutes."),
         quantiles("queue_time", "Queue time", "Time requests waited before scheduling, quantiles over 5 minutes."),
+    ]),
+    Row("Distributions", [
+        heatmap("engine:ttft_seconds", "TTFT distribution", "Time to first token, every request: where the bulk "
+                "sits and how heavy the tail is.", "s"),
+        heatmap("engine:itl_seconds", "Inter-token latency distribution", "Gaps between output tokens.", "s"),
+        heatmap("engine:request_prompt_tokens", "Prompt length distribution", "Prompt tokens per request.",
+                "short"),
+        heatmap("engine:request_generation_tokens", "Generation length distribution",
+                "Generated tokens per request.", "short"),
     ]),
     Row("SLO", [
         Panel("SLO attainment (5m)", "Share of requests within the latency target, per SLO (ttft, tpot, e2e), "
@@ -452,8 +497,13 @@ AGENT_ROWS = [
               [Target(f"sum(watchdog_store_series{{{NODE}}})", instant=True)], kind="stat", width=4, height=4),
         Panel("Alerts by state", "Pending and firing alerts over time.",
               [Target(f"count by (alertstate) (ALERTS{{{NODE}}})", "{{alertstate}}")], stack=True),
-        Panel("Firing alerts", "Every firing alert with its labels.",
-              [Target(f'ALERTS{{{NODE}, alertstate="firing"}}', instant=True, table=True)], kind="table"),
+        Panel("Firing alerts", "Every firing alert with its labels and a link to its runbook (the runbook_url "
+              "column; runbooks.url_base in the agent's config sets where it points).",
+              # Alerts Prometheus evaluates itself may lack `node`: those rows stay, without a link.
+              [Target(f'(ALERTS{{{NODE}, alertstate="firing"}} * on (node, alertname) group_left (runbook, '
+                      f'runbook_url) watchdog_runbook_info{{{NODE}}}) or on (node, alertname) '
+                      f'ALERTS{{{NODE}, alertstate="firing"}}', instant=True, table=True)],
+              kind="table", links={"runbook_url": ("Open the runbook", "${__value.raw}")}),
     ]),
     Row("Remediation", [
         Panel("Remediation decisions", "Runbook decisions per outcome (suggested, skipped, ran, failed, "

@@ -27,17 +27,22 @@ from pathlib import Path
 from typing import Any
 
 from watchdog import __version__
-from watchdog.collectors.base import Collector, CollectorContext, CollectorRunner, ingest_results
+from watchdog.collectors.base import Collector, CollectorContext, CollectorRunner, CollectResult, ingest_results
+from watchdog.collectors.gpu_flags import GpuFlagStore, read_boot_id
+from watchdog.collectors.health import Problem, assess, health_samples
 from watchdog.collectors.registry import build_collectors
 from watchdog.config import load_settings
 from watchdog.config.settings import Settings, settings_document
 from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.notify.dispatcher import dispatcher_for
+from watchdog.notify.incidents import incident_causes
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_ruleset
+from watchdog.rules.queries import engine_gpus_in
 from watchdog.rules.state_store import RuleStateStore
 from watchdog.runbooks.catalogue import catalogue_from_settings
+from watchdog.runbooks.links import runbook_info_samples, with_runbook_urls
 from watchdog.runbooks.manager import RunbookManager
 from watchdog.store import SeriesQuotas, Store
 
@@ -139,6 +144,8 @@ class Agent:
         given = context or CollectorContext()
         self.context = dataclasses.replace(given, state_db=given.state_db or self.db, clock=given.clock or clock)
         self.rule_state = RuleStateStore(self.db)
+        self.gpu_flags = GpuFlagStore(self.db, self.context.boot_id or read_boot_id())
+        self.gpu_flags.clear_rebooted(int(clock() * 1000))
         self.collectors = build_collectors(settings, self.context)
         self.background_scrapes = background_scrapes
         self.runner = build_runner(settings, self.collectors, background_scrapes)
@@ -153,6 +160,7 @@ class Agent:
         self.dispatcher.attach_runbooks(self.runbooks)
         self._reconciled = False
         self.alerts: list[Alert] = []
+        self.health: list[Problem] = []
         self._last_tick: tuple[int, float] | None = None  # (tick time ms, monotonic seconds)
         self._clock_stepped = False
 
@@ -164,7 +172,8 @@ class Agent:
             log.warning("no rules loaded: nothing will alert (check rules.paths)",
                         extra={"rules_paths": list(settings.rules.paths)})
         return RuleEngine(ruleset, self.store, restored_state=restored,
-                          rule_timeout_s=settings.rules.rule_timeout_seconds, honour_group_intervals=True)
+                          rule_timeout_s=settings.rules.rule_timeout_seconds, honour_group_intervals=True,
+                          sample_limit=settings.rules.max_samples)
 
     def _build_runbooks(self, settings: Settings) -> RunbookManager:
         return RunbookManager(settings.remediation, self.db, self.store, clock=self.clock,
@@ -192,12 +201,17 @@ class Agent:
                 self._stage("before_tick", functools.partial(before, now))
             results = self._stage("collect", self.runner.run_once, [])
             ingest_results(self.store, results, now_ms)
+            self.health = self._stage("health", lambda: self._assess_health(results), self.health)
+            self._stage("gpu_flags", lambda: self._flag_gpus(results, now_ms))
             alerts: list[Alert] = self._stage("rules", lambda: self.rule_engine.evaluate(now_ms), [])
+            alerts = self._stage("runbook_urls", lambda: self._with_runbook_urls(alerts), alerts)
             if not self._reconciled:
                 self._reconciled = True
                 self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))
             events = self._stage("runbooks", lambda: self.runbooks.on_alerts(alerts, now_ms), [])
-            self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms))
+            causes = self._stage("incidents",
+                                 lambda: incident_causes(alerts, engine_gpus_in(self.store, now_ms)), {})
+            self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms, causes=causes))
             if self._stage("persist", lambda: self._persist_alert_state(now_ms), False) is False:
                 self.db.note_error("write")
             self.stats.ticks_total += 1
@@ -213,6 +227,31 @@ class Agent:
         for hook in self.after_tick:
             self._stage("after_tick", hook)
         return alerts
+
+    def _with_runbook_urls(self, alerts: list[Alert]) -> list[Alert]:
+        url_base = self.settings.runbooks.url_base
+        return with_runbook_urls(alerts, self.runbooks.catalogue, url_base)
+
+    def _runbook_info(self) -> list[Sample]:
+        """``watchdog_runbook_info{alertname,runbook,runbook_url}`` 1 per alert a runbook serves, so that a
+        dashboard joins ALERTS with the runbook to link."""
+        url_base = self.settings.runbooks.url_base
+        return runbook_info_samples(self.runbooks.catalogue, url_base)
+
+    def _assess_health(self, results: list[CollectResult]) -> list[Problem]:
+        ruleset = self.rule_engine.ruleset
+        return assess(ruleset.rule_count, len(ruleset.alerting_rules()), results)
+
+    def _flag_gpus(self, results: list[CollectResult], now_ms: int) -> None:
+        for flag in self.gpu_flags.observe((s for r in results if r.name == "nvml" for s in r.samples), now_ms):
+            log.warning("GPU flagged until it is recovered", extra={"gpu": flag.gpu, "uuid": flag.uuid,
+                                                                  "recovery": flag.recovery.value,
+                                                                  "reason": flag.reason})
+        self.store.ingest("self:gpu_flags", self.gpu_flags.samples(), now_ms)
+
+    def watching(self) -> bool:
+        """False while something the agent should watch is not watched (see :mod:`watchdog.collectors.health`)."""
+        return not any(p.unwatched for p in self.health)
 
     def tick_time_ms(self, monotonic_now: float) -> int:
         """The tick's timestamp: the wall clock, unless it stepped back behind the previous tick; then
@@ -268,6 +307,8 @@ class Agent:
             Sample(metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
             Sample(metric("watchdog_clock_steps_total", direction="backward"), float(s.clock_steps_total)),
             Sample(metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
+            *health_samples(self.health),
+            *self._runbook_info(),
         ]
         for kind in sorted({"corrupt", "write", *self.db.errors}):
             out.append(Sample(metric("watchdog_state_errors_total", kind=kind), float(self.db.errors[kind])))

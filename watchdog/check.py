@@ -3,7 +3,9 @@
 Contract: nothing is sent and nothing is remediated; the state database is not touched. Two collections
 ``interval_seconds`` apart let ``rate()``-style rules see movement. An alert counts as active when its
 expression holds now (pending or firing): a one-shot check cannot wait out ``for``. The verdict is the
-worst severity among active alerts — ``critical`` → 2, ``warning`` (or a failed collector) → 1, else 0.
+worst of the active alerts' severities and the agent's own health problems (:mod:`watchdog.collectors.health`: no
+rules, an engine that cannot be scraped, a GPU host whose driver or NVML does not load, ...), with the
+Nagios/Icinga codes: 0 ok, 1 warning, 2 critical (3 unknown is the CLI's, for a config error or a crash).
 """
 
 from __future__ import annotations
@@ -14,26 +16,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from watchdog.collectors.base import CollectorContext, CollectorRunner, CollectResult, ingest_results
+from watchdog.collectors.health import Problem, Severity, assess, worst
 from watchdog.collectors.registry import build_collectors
 from watchdog.config.settings import Settings
 from watchdog.model import Alert, AlertState
 from watchdog.store import Store
-
-EXIT_CODES = {"ok": 0, "warning": 1, "critical": 2}
 
 
 @dataclass(frozen=True)
 class CheckReport:
     """What a check found."""
 
-    status: str
+    severity: Severity
     alerts: list[Alert]
     collectors: list[CollectResult]
+    problems: list[Problem]
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``warning`` or ``critical``."""
+        return self.severity.word
 
     @property
     def exit_code(self) -> int:
-        """0 ok, 1 warning, 2 critical."""
-        return EXIT_CODES[self.status]
+        """0 ok, 1 warning, 2 critical (Nagios plugin codes)."""
+        return int(self.severity)
 
     def to_json(self) -> dict[str, Any]:
         """The ``check --json`` document (docs/cli.md)."""
@@ -49,17 +56,18 @@ class CheckReport:
                  "error": c.error}
                 for c in self.collectors
             ],
+            "problems": [p.to_json() for p in self.problems],
         }
 
 
-def verdict(alerts: list[Alert], collectors: list[CollectResult]) -> str:
-    """The worst status among active alerts and collector failures."""
-    severities = {a.severity for a in alerts if a.state in (AlertState.PENDING, AlertState.FIRING)}
-    if "critical" in severities:
-        return "critical"
-    if "warning" in severities or any(not c.success for c in collectors):
-        return "warning"
-    return "ok"
+ALERT_SEVERITY = {"critical": Severity.CRITICAL, "warning": Severity.WARNING}
+
+
+def verdict(alerts: list[Alert], problems: list[Problem]) -> Severity:
+    """The worst of the active alerts' severities (``info`` counts as ok) and the health problems."""
+    from_alerts = [ALERT_SEVERITY.get(a.severity, Severity.OK) for a in alerts
+                   if a.state in (AlertState.PENDING, AlertState.FIRING)]
+    return max([*from_alerts, worst(problems)])
 
 
 def run_check(settings: Settings, context: CollectorContext | None = None,
@@ -72,7 +80,7 @@ def run_check(settings: Settings, context: CollectorContext | None = None,
     store = Store()
     collectors = build_collectors(settings, context or CollectorContext())
     runner = CollectorRunner(collectors)
-    engine = RuleEngine(load_ruleset(settings), store)
+    engine = RuleEngine(load_ruleset(settings), store, sample_limit=settings.rules.max_samples)
     alerts: list[Alert] = []
     results: list[CollectResult] = []
     try:
@@ -86,4 +94,6 @@ def run_check(settings: Settings, context: CollectorContext | None = None,
     finally:
         runner.close()
     active = [a for a in alerts if a.state in (AlertState.PENDING, AlertState.FIRING)]
-    return CheckReport(verdict(active, results), active, results)
+    ruleset = engine.ruleset
+    problems = assess(ruleset.rule_count, len(ruleset.alerting_rules()), results)
+    return CheckReport(verdict(active, problems), active, results, problems)

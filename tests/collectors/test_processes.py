@@ -189,7 +189,8 @@ def test_tp_group_and_numa_mismatch(tmp_path: Path, script: Path, engines: list[
     for sample in samples:  # every series is catalogued, with exactly its catalogued labels
         spec = catalogue[metric_name(sample.labels)]
         assert {k for k, _ in sample.labels} - {"__name__"} == set(spec.labels), spec.name
-    assert len({metric_name(s.labels) for s in samples}) == 10
+    # 10 process and GPU series + the config audit's TP size and two NCCL flags (a plain python command line)
+    assert len({metric_name(s.labels) for s in samples}) == 13
     memory = {label_value(s.labels, "gpu"): s.value
               for s in series(samples, "watchdog_engine_gpu_memory_used_bytes")}
     assert memory == {"0": float(40 << 30), "1": float(41 << 30)}

@@ -67,6 +67,8 @@ def test_firing_alert_survives_a_restart_with_its_fired_at(tmp_path: Path) -> No
     agent = _agent(tmp_path, clock, nvml)
     (alert,) = [a for a in agent.tick() if a.name == "GpuHotForTest"]
     assert alert.state is AlertState.FIRING
+    runbook_md = Path(__file__).resolve().parents[2] / "runbooks" / "gpu-thermal-margin.md"
+    assert alert.annotations["runbook_url"] == runbook_md.as_uri()  # kube-prometheus convention
     fired_at = alert.fired_at_ms
     agent.close()
     clock[0] += 30
@@ -105,3 +107,24 @@ def test_a_host_without_the_nvidia_driver_is_quiet_no_data(tmp_path: Path) -> No
     assert not any(name.startswith("watchdog_gpu_") for name in _names(agent))
     assert "watchdog_ticks_total" in _names(agent)
     agent.close()
+
+
+def test_health_is_not_ok_when_nothing_is_watched(tmp_path: Path) -> None:
+    """No rules: watching() is False (so /-/ready answers 503) and watchdog_health says critical."""
+    from watchdog.model import label_value
+
+    clock = [1_800_000_000.0]
+    (tmp_path / "rules.yaml").write_text("groups: []\n")
+    agent = _agent(tmp_path, clock)
+    agent.tick()
+    assert not agent.watching()
+    health = {metric_name(labels) + label_value(labels, "check"): value
+              for labels, _, value in agent.store.latest_values(int(clock[0] * 1000), 60_000)
+              if metric_name(labels).startswith("watchdog_health")}
+    assert health == {"watchdog_health": 2.0, "watchdog_health_problemrules": 1.0}
+    agent.close()
+    (tmp_path / "rules.yaml").write_text(RULE)
+    healthy = _agent(tmp_path, clock)
+    healthy.tick()
+    assert healthy.watching() and healthy.health == []
+    healthy.close()

@@ -1,4 +1,5 @@
-"""`inference-watchdog check`: one-shot collect + evaluate, exit 0 ok / 1 warning / 2 critical."""
+"""`inference-watchdog check`: one-shot collect + evaluate; Nagios exit codes 0 ok / 1 warning / 2 critical /
+3 unknown; never "ok" while it watches nothing."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import yaml
 
 from tests.support.settings import settings_of
+from tests.support.sysfs import make_sysfs
 from watchdog.check import run_check
 from watchdog.collectors.base import CollectorContext
 from watchdog.config.settings import Settings
@@ -76,6 +78,43 @@ def test_cli_json_and_exit_code(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "watchdog", "check", "--config", str(config_path), "--json",
                            "--interval", "0.1"], capture_output=True, text=True, timeout=60, check=False)
     report = json.loads(proc.stdout)
-    assert set(report) == {"status", "alerts", "collectors"}
+    assert set(report) == {"status", "alerts", "collectors", "problems"}
     assert proc.returncode == {"ok": 0, "warning": 1, "critical": 2}[report["status"]]
     assert [c["name"] for c in report["collectors"] if c["success"]] == ["host"]
+
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "watchdog", "check", "--interval", "0", *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_driver_installed_but_not_loaded_is_critical(tmp_path: Path) -> None:
+    sysfs, modules, _ = make_sysfs(tmp_path, gpus=8, loaded=False, installed=True)
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump({
+        "state_dir": str(tmp_path / "state"), "rules": {"paths": [RULES]}, "kmsg": {"enabled": False},
+        "collectors": {"nvml": {"sysfs_root": str(sysfs), "modules_root": str(modules)}},
+    }))
+    proc = _cli("--config", str(config_path))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "CRITICAL gpu_driver: 8 NVIDIA GPU(s) on the PCI bus, but the nvidia kernel module is not loaded" \
+        in proc.stdout
+    assert "what to do: read `dmesg | grep -i nvidia`" in proc.stdout
+    assert proc.stdout.rstrip().endswith("status: critical")
+
+
+def test_no_rules_is_never_ok(tmp_path: Path) -> None:
+    config = _config(tmp_path, rules={"paths": []})
+    report = run_check(config, CollectorContext(nvml=_busy_fake()), interval_seconds=0,
+                       sleep=lambda _: None)
+    assert report.status == "critical"
+    assert [p.check for p in report.problems] == ["rules"]
+
+
+def test_a_config_error_is_unknown(tmp_path: Path) -> None:
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text("tick_interval_seconds: -1\n")
+    proc = _cli("--config", str(config_path))
+    assert proc.returncode == 3
+    assert proc.stderr.startswith(f"UNKNOWN: config error: {config_path}:1: tick_interval_seconds")

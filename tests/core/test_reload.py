@@ -93,6 +93,10 @@ SECTIONS: list[tuple[str, Callable[[Node], Callable[[dict[str, Any]], None]], Ca
     ("slo", lambda n: lambda doc: (_set("engines", [{"job": "v", "url": "http://127.0.0.1:9/m"}])(doc),
                                    _set("slo.ttft_seconds", 1.0)(doc)),
      lambda n: "engine-slo" in [g.name for g in n.agent.rule_engine.ruleset.groups]),
+    ("forecast", lambda n: lambda doc: (_set("engines", [{"job": "v", "url": "http://127.0.0.1:9/m"}])(doc),
+                                        _set("forecast.kv_exhaustion_horizon_seconds", 120)(doc)),
+     lambda n: [r.expr for g in n.agent.rule_engine.ruleset.groups if g.name == "engine-forecast-config"
+                for r in g.rules] == ["vector(120)"]),
     ("notifiers.log", lambda n: _set("notifiers.log.enabled", True), lambda n: "log" in n.agent.dispatcher.notifiers),
     ("notifiers.alertmanager", lambda n: _set("notifiers.alertmanager.urls", ["http://127.0.0.1:9/"]),
      lambda n: "alertmanager" in n.agent.dispatcher.notifiers),

@@ -16,12 +16,15 @@ from watchdog.fakes.pynvml import FakeNvml
 from watchdog.model import AlertState
 
 
-def _hot_agent(tmp_path: Path, clock: list[float], nvml: FakeNvml):  # type: ignore[no-untyped-def]
+def _hot_agent(tmp_path: Path, clock: list[float], nvml: FakeNvml,  # type: ignore[no-untyped-def]
+               nvml_timeout: float = 5.0):
+    """An agent with one rule on GPU temperature. The NVML deadline is generous unless a test hangs NVML
+    on purpose: on a loaded machine the first collection alone can take longer than a tight one."""
     rules = tmp_path / "hot.yaml"
     rules.write_text(HOT_RULE)
     return hostile_agent(tmp_path, clock, {"rules": {"paths": [str(rules)]},
                                            "collectors": {"host": {"enabled": False},
-                                                          "nvml": {"timeout_seconds": 0.3}}}, nvml=nvml)
+                                                          "nvml": {"timeout_seconds": nvml_timeout}}}, nvml=nvml)
 
 
 def _states(alerts: list) -> dict[str, AlertState]:  # type: ignore[type-arg]
@@ -32,7 +35,7 @@ def test_a_hung_nvml_keeps_a_firing_alert_firing(tmp_path: Path) -> None:
     clock = [1_800_000_000.0]
     nvml = FakeNvml.from_profile("h100-sxm-8")
     nvml.set(3, temperature_celsius=90)
-    agent = _hot_agent(tmp_path, clock, nvml)
+    agent = _hot_agent(tmp_path, clock, nvml, nvml_timeout=1.0)
     try:
         assert _states(agent.tick()).get("GpuHot") is AlertState.FIRING
         nvml.hang("nvmlDeviceGetCount")

@@ -114,7 +114,8 @@ def test_approve_mode_adds_buttons_to_suggestions(
     parent = fake_slack.top_level()[0]
     [reply] = fake_slack.replies(parent.ts)
     [actions] = [b for b in reply.blocks if b["type"] == "actions"]
-    assert [a["action_id"] for a in actions["elements"]] == ["watchdog_approve", "watchdog_skip"]
+    assert [a["action_id"] for a in actions["elements"]] == ["watchdog_approve", "watchdog_skip", "watchdog_ack",
+                                                            "watchdog_silence"]
     assert json.loads(actions["elements"][0]["value"]) == {
         "fingerprint": alert.fingerprint,
         "step": "restart-engine",

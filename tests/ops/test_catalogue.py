@@ -2,11 +2,11 @@
 
 The whole agent pipeline runs (on simulated time) against the fake NVML with an H100 profile and a fault
 for each kind of hardware trouble, two engine simulator processes over loopback HTTP (one of them flapping
-down), a kernel-log file with Xid, SXid and OOM-kill lines, the shipped rules plus one alert of this test,
-runbooks in suggest mode and the log notifier; then its real exporter is scraped over HTTP. Every exported
-``watchdog_*`` series (and ``up``, ``scrape_*``, ``ALERTS``, ``ALERTS_FOR_STATE``) must be in
-``watchdog/exporter/catalogue.yaml`` with the labels it lists, and every catalogue entry must have been
-exported.
+down, the other canary-probed on a loopback OpenAI API and its log followed), a kernel-log file with Xid,
+SXid and OOM-kill lines, the shipped rules plus one alert of this test, runbooks in suggest mode and the
+log notifier; then its real exporter is scraped over HTTP. Every exported ``watchdog_*`` series (and
+``up``, ``scrape_*``, ``ALERTS``, ``ALERTS_FOR_STATE``) must be in ``watchdog/exporter/catalogue.yaml``
+with the labels it lists, and every catalogue entry must have been exported.
 """
 
 from __future__ import annotations
@@ -15,12 +15,16 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from importlib import resources
+from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.support.openai import openai_server
+from tests.support.sysfs import make_sysfs
 from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
+from watchdog.config.settings import EngineLogSettings, EngineProbeSettings, section_settings
 from watchdog.daemon.serve import build_exporter
 from watchdog.demo.gpu_driver import GpuSimulator
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
@@ -30,6 +34,7 @@ from watchdog.exporter.catalogue import load_catalogue
 from .conftest import http_get
 
 SIM_START = 1_800_000_000.0
+ENGINE_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "engine_logs"
 TICKS = 75
 AGENT_OWNED = re.compile(r"^(watchdog_.*|up|scrape_.*|ALERTS|ALERTS_FOR_STATE)$")
 # Labels every series of a family may carry beyond those the catalogue lists (alert labels on ALERTS).
@@ -43,6 +48,8 @@ SCENARIO = {
     "duration": f"{TICKS}s",
     "engines": [
         {"job": "vllm-busy", "model": "meta-llama/Llama-3.1-70B-Instruct", "gpus": [0, 1, 2, 3],
+         "engine_args": ["--tensor-parallel-size", "4", "--max-num-seqs", "256", "--max-model-len", "32768",
+                         "--gpu-memory-utilization", "0.9", "--enable-chunked-prefill", "--enable-prefix-caching"],
          "knobs": {"kv_usage": "0.5x5 0.5+0.1x4 0.98", "waiting": "0x5 0+10x10 100",
                    "preemption_rate": "0x5 3", "abort_ratio": "0x10 0.5"}},
         {"job": "vllm-flappy", "model": "meta-llama/Llama-3.1-8B-Instruct", "gpus": [4, 5, 6, 7],
@@ -117,11 +124,24 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
     engines = start_engines(scenario, SIM_START, clock_file=clock_file)
     agent = None
     exporter = None
+    probe_server = openai_server()  # the busy engine's OpenAI API, for the canary probe's series
+    _, probe_url = probe_server.__enter__()
     try:
         gpus = GpuSimulator(scenario, kmsg, SIM_START, engine_pids={e.job: e.process.pid for e in engines})
-        config = demo_config(scenario, engines, base, "127.0.0.1:0")
+        sysfs, modules, _ = make_sysfs(base, gpus=8, loaded=True, installed=True)
+        config = demo_config(scenario, engines, base, "127.0.0.1:0", host_collector=True, extra={
+            "remediation": {"diagnostics": {"simulated": False}},  # run them: their self-metrics count
+            # A fixture PCI bus; one GPU vanished (9 expected): a health problem.
+            "collectors": {"nvml": {"sysfs_root": str(sysfs), "modules_root": str(modules), "expected_gpus": 9}}})
         config = replace(config, rules=replace(config.rules, paths=(*config.rules.paths, str(rules_path))))
-        agent = Agent(config, clock=lambda: now[0], background_scrapes=False, context=CollectorContext(nvml=gpus.nvml))
+        engine_log = base / "engine.log"
+        engine_log.touch()
+        probe = section_settings(EngineProbeSettings, "engines[].probe", {
+            "url": f"{probe_url}/v1/completions", "model": "m", "interval_seconds": 5, "timeout_seconds": 2})
+        busy = replace(config.engines[0], probe=probe, log=EngineLogSettings(file=str(engine_log), unit=None))
+        config = replace(config, engines=(busy, *config.engines[1:]))
+        agent = Agent(config, clock=lambda: now[0], background_scrapes=False,
+                      context=CollectorContext(nvml=gpus.nvml))
         agent.before_tick.append(gpus.advance)
         agent.before_tick.append(_fail_once(at=SIM_START + 12))
         for step in range(TICKS):
@@ -132,6 +152,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
                 with kmsg.open("a") as handle:
                     handle.write("\n".join([*SXID_LINES, f"NVRM: GPU {fallen}: GPU has fallen off the bus."]) + "\n")
                 gpus.nvml.fail("nvmlDeviceGetPowerUsage", NVML_ERROR_UNKNOWN, gpu=7)
+                with engine_log.open("a") as handle:
+                    handle.write((ENGINE_LOGS / "vllm-mp-nccl-timeout.log").read_text(encoding="utf-8"))
             agent.tick()
         exporter = build_exporter(agent, "127.0.0.1:0")
         exporter.start()
@@ -143,6 +165,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
         if agent is not None:
             agent.close(timeout_seconds=2)
         stop_engines(engines)
+        probe_server.__exit__(None, None, None)
     names: dict[str, set[frozenset[str]]] = {}
     for name, labels in _parse_exposition(text):
         if AGENT_OWNED.match(name):

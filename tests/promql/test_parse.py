@@ -79,6 +79,7 @@ def test_durations_offsets_and_at_are_integer_milliseconds() -> None:
     assert matrix.selector.offset_ms == -120_000
     assert matrix.selector.at == n.At(1_700_000_000_500)
     assert parse_query("x @ start()").selectors()[0].at == n.At(None)
+    assert parse_query("x @ end()").selectors()[0].at == n.At(None, end=True)
 
 
 def test_subquery_step_and_default_step() -> None:

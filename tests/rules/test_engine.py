@@ -112,7 +112,7 @@ groups:
     by_name = {metric_name(s.labels): s.value for s in engine.self_samples()}
     failures = {dict(s.labels)["reason"]: s.value for s in engine.self_samples()
                 if metric_name(s.labels) == "watchdog_rule_evaluation_failures_total"}
-    assert failures == {"error": 1, "timeout": 0}
+    assert failures == {"error": 1, "timeout": 0, "samples": 0}
     assert by_name["watchdog_rule_group_rules"] == 2
     assert by_name["watchdog_rule_group_evaluations_total"] == 1
     assert by_name["watchdog_rule_group_last_duration_seconds"] == 0.25

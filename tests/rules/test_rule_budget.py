@@ -48,7 +48,7 @@ def test_a_rule_past_its_budget_is_stopped_counted_and_logged(caplog: pytest.Log
     assert elapsed < 2.0, f"the tick took {elapsed:.2f}s despite a 0.05s budget"  # unbounded: minutes
     (failure,) = engine.failures_at(900_000)
     assert failure.rule == "heavy:max" and "timed out" in failure.error
-    assert _failures(engine) == {"error": 0, "timeout": 1}
+    assert _failures(engine) == {"error": 0, "timeout": 1, "samples": 0}
     record = next(r for r in caplog.records if getattr(r, "reason", None) == "timeout")
     assert (record.file, record.rule_group, record.rule) == ("heavy.yaml", "heavy", "heavy:max")
     assert "time budget of 0.05s" in record.error
@@ -62,7 +62,7 @@ def test_without_a_budget_the_same_rule_finishes() -> None:
     engine = RuleEngine(load_rule_text(text, "heavy.yaml"), _store(), rule_timeout_s=5.0)
     engine.evaluate(900_000)
     assert engine.failures_at(900_000) == []
-    assert _failures(engine) == {"error": 0, "timeout": 0}
+    assert _failures(engine) == {"error": 0, "timeout": 0, "samples": 0}
 
 
 def test_groups_honour_their_interval() -> None:

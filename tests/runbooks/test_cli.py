@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.alert_names import GPU_PRESENCE_ALERTS, ISSUE_5_ALERTS, ISSUE_15_ALERTS
 from watchdog.cli import main
 from watchdog.infra.state import StateDB
 from watchdog.runbooks.audit import AuditRecord, Decision, RunbookState
@@ -43,7 +44,8 @@ def test_list_names_every_runbook(capsys: pytest.CaptureFixture[str]) -> None:
     assert "gpu-xid" in out and "alerts: GpuXidFatal, GpuXidBurst" in out
     code, out, _ = run(capsys, "runbooks", "list", "--path", str(RUNBOOKS), "--json")
     rows = json.loads(out)
-    assert len(rows) == 23 and {"id", "title", "summary", "alerts", "source", "markdown"} <= set(rows[0])
+    assert len(rows) == len(list(RUNBOOKS.glob("*.yaml")))
+    assert {"id", "title", "summary", "alerts", "source", "markdown"} <= set(rows[0])
     assert next(r for r in rows if r["id"] == "engine-slo-burn")["alerts"] == ["EngineTtftSloBurn",
                                                                              "EngineTpotSloBurn"]
 
@@ -112,12 +114,14 @@ def test_show_uses_live_alerts_and_history(tmp_path: Path, capsys: pytest.Captur
 
 def test_show_unknown_id(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "runbooks", "show", "nope", "--path", str(RUNBOOKS))
-    assert code == 1 and "no runbook 'nope'" in err
+    assert code == 1 and "no runbook or alert named 'nope'" in err
 
 
 def test_check_accepts_the_shipped_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "runbooks", "check", str(RUNBOOKS))
-    assert code == 0 and "23 runbooks ok, serving 28 alerts" in out
+    runbooks = len(list(RUNBOOKS.glob("*.yaml")))
+    alerts = len(ISSUE_5_ALERTS) + len(GPU_PRESENCE_ALERTS) + len(ISSUE_15_ALERTS) + 1  # + WatchdogNotifierFailing
+    assert code == 0 and f"{runbooks} runbooks ok, serving {alerts} alerts" in out
 
 
 def test_check_rejects_a_shell_string_and_bad_promql(tmp_path: Path,
@@ -132,3 +136,12 @@ def test_check_rejects_a_shell_string_and_bad_promql(tmp_path: Path,
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
     code, _, err = run(capsys, "runbooks", "check", str(tmp_path))
     assert code == 1 and "verify" in err
+
+
+def test_show_accepts_an_alert_name_and_suggests_on_a_typo(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "runbooks", "show", "GpuXidFatal", "--path", str(RUNBOOKS), "--no-markdown")
+    assert code == 0 and out.startswith("== gpu-xid:")
+    code, _, err = run(capsys, "runbooks", "show", "GpuXidFatl", "--path", str(RUNBOOKS))
+    assert code == 1 and "no runbook or alert named 'GpuXidFatl' (did you mean GpuXidFatal?)" in err
+    code, _, err = run(capsys, "runbooks", "show", "gpu-xdi", "--path", str(RUNBOOKS))
+    assert code == 1 and "(did you mean gpu-xid?)" in err

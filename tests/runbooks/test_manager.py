@@ -626,3 +626,13 @@ def test_gateway_call_and_unit_restart_through_the_manager(tmp_path: Path) -> No
     assert h.decisions("shed-load") == ["started", "ran"] and h.decisions("restart-engine") == ["started", "ran"]
     shed = next(r for r in h.audit() if r["step"] == "shed-load" and r["decision"] == "ran")
     assert shed["exit_code"] == 0 and shed["action"].startswith(f"POST {base}/admin/shed ")
+
+
+def test_simulated_diagnostics_say_what_would_run_and_run_nothing(tmp_path: Path) -> None:
+    runbook = {**RUNBOOK, "diagnose": [{"name": "chatty", "command": ["/bin/echo", "hello"]}]}
+    h = Harness(tmp_path, [runbook], {"diagnostics": {"commands": ["/bin/echo"], "simulated": True}})
+    events = h.tick([make_alert()])
+    [event] = [e for e in events if e.kind == "diagnostics"]
+    assert event.title == "chatty: would run (simulated node)" and "/bin/echo hello" in event.text
+    assert h.calls() == []
+    assert h.decisions("chatty") == ["skipped"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.alert_names import ISSUE_5_ALERTS
+from tests.support.alert_names import GPU_PRESENCE_ALERTS, ISSUE_5_ALERTS, ISSUE_15_ALERTS
 from watchdog.config import load_config_text
 from watchdog.config.settings import settings_from_config
 from watchdog.runbooks.catalogue import Catalogue, Runbook, load_catalogue
@@ -23,7 +23,7 @@ SECTIONS = ("## Symptoms", "## How to confirm", "## Root causes", "## Immediate 
 # Labels a firing alert of each family carries, for rendering every template.
 SAMPLE_LABELS = {"gpu": "3", "uuid": "GPU-0f1e2d3c", "xid": "79", "link": "2", "reason": "hw_slowdown",
                  "job": "vllm-llama", "instance": "127.0.0.1:8000", "process": "python3",
-                 "model_name": "llama", "notifier": "slack"}
+                 "model_name": "llama", "notifier": "slack", "knob": "max_num_seqs"}
 CONFIG = load_config_text("""
 engines:
   - {job: vllm-llama, url: "http://127.0.0.1:8000/metrics", unit: vllm-llama.service}
@@ -48,10 +48,11 @@ def all_runbooks() -> list[Runbook]:
 
 
 def test_every_alert_of_the_rule_pack_has_a_runbook(catalogue: Catalogue) -> None:
-    missing = [a for a in ISSUE_5_ALERTS if catalogue.for_alert(a) is None]
+    missing = [a for a in (*ISSUE_5_ALERTS, *ISSUE_15_ALERTS) if catalogue.for_alert(a) is None]
     assert missing == []
     # Plus the agent's own alert about a failing notifier (raised by the dispatcher, not a rule).
-    assert set(catalogue.by_alert) == {*ISSUE_5_ALERTS, "WatchdogNotifierFailing"}
+    assert set(catalogue.by_alert) == {*ISSUE_5_ALERTS, *GPU_PRESENCE_ALERTS, *ISSUE_15_ALERTS,
+                                       "WatchdogNotifierFailing"}
 
 
 @pytest.mark.parametrize("runbook", all_runbooks(), ids=lambda r: r.id)

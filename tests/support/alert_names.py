@@ -8,3 +8,13 @@ ISSUE_5_ALERTS: tuple[str, ...] = (
     "EngineGoodputCollapse", "EngineRetryStorm", "EngineHeadroomLow", "TpStraggler", "TpCollectiveHang",
     "HostCpuContention", "HostNumaMismatch", "HostOomKill",
 )
+
+# Issue 13: GPUs that are not there or not usable until someone acts (rules/gpu-presence.yaml).
+GPU_PRESENCE_ALERTS: tuple[str, ...] = ("GpuDriverNotLoaded", "GpuMissing", "GpuRecoveryRequired")
+# Issue 15's alerts (rules/forecast.yaml, ...), kept apart from the issue-5 pack.
+ISSUE_15_ALERTS: tuple[str, ...] = (
+    "EngineKvExhaustionPredicted", "EngineWedged", "EngineProbeSlowWhileIdle", "EngineOutputChanged",
+    "EngineConfigGpuMemoryUtilizationHigh", "EngineConfigMaxNumSeqsAboveBmax", "EngineConfigChunkedPrefillOff",
+    "EngineConfigMaxModelLenOversized", "EngineConfigPrefixCachingOff", "EngineConfigNcclTimeoutsUnset",
+    "EngineNcclTimeout",
+)

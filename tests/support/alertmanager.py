@@ -25,9 +25,10 @@ receivers:
 class RealAlertmanager:
     """One alertmanager process with its own config and storage, clustering off."""
 
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
+    def __init__(self, workdir: Path, port: int | None = None, config: str = CONFIG) -> None:
         self.workdir = workdir
         self.port = port or free_port()
+        self.config = config
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -36,7 +37,7 @@ class RealAlertmanager:
 
     def start(self) -> RealAlertmanager:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / "am.yml").write_text(CONFIG)
+        (self.workdir / "am.yml").write_text(self.config)
         assert BINARY is not None
         self._log = open(self.workdir / "am.log", "wb")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(

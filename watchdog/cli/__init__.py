@@ -22,6 +22,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "rules",
     "kmsg",
     "xid",
+    "gpu",
+    "silence",
     "runbooks",
     "config",
     "plan",
@@ -37,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"inference-watchdog {__version__}")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", default="auto", choices=["auto", "json", "text"],
+                        help="log and alert lines: aligned text on a terminal, JSON lines otherwise (auto, the "
+                             "default), or forced")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
@@ -50,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from watchdog.infra.logs import setup_logging
 
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, json_lines=None if args.log_format == "auto" else args.log_format == "json")
     try:
         code: int = args.func(args)
     except BrokenPipeError:

@@ -28,9 +28,23 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    """Every problem in one pass (``watchdog.config.lint``), then what loading finds beyond the schema."""
     from watchdog.config import ConfigError, load_settings
+    from watchdog.config.lint import config_problems
     from watchdog.daemon.preflight import preflight
 
+    try:
+        with open(args.path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        print(f"error: {args.path}: cannot read: {exc.strerror}", file=sys.stderr)
+        return 2
+    problems = config_problems(text, args.path)
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if problems:
+        print(f"{args.path}: {len(problems)} problem(s)", file=sys.stderr)
+        return 2
     try:
         preflight(load_settings(args.path), str(args.path))
     except ConfigError as exc:

@@ -37,4 +37,5 @@ def _demo(args: argparse.Namespace) -> int:
         return 2
     from watchdog.demo.runner import run_demo
 
-    return run_demo(scenario, args.listen, args.duration, alertmanager_urls=args.alertmanager)
+    return run_demo(scenario, args.listen, args.duration, alertmanager_urls=args.alertmanager,
+                    log_format=args.log_format)

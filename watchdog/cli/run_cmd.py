@@ -23,19 +23,21 @@ def _run(args: argparse.Namespace) -> int:
 
     install_early_sighup()  # before anything slow: an early SIGHUP must not kill the daemon
     from watchdog.agent import Agent
+    from watchdog.cli.common import config_path
     from watchdog.config import ConfigError, load_settings
-    from watchdog.config.loader import DEFAULT_CONFIG_PATH
+    from watchdog.config.settings import with_log_format
     from watchdog.daemon.preflight import preflight
     from watchdog.daemon.serve import serve
     from watchdog.daemon.systemd_hooks import systemd_hooks
 
-    path = args.config or (str(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else None)
+    path = config_path(args.config)
     try:
         settings = load_settings(path)
         preflight(settings, path or "<defaults>")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    settings = with_log_format(settings, args.log_format)
     try:
         agent = Agent(settings, config_path=path)
     except Exception as exc:  # start-up boundary: a clear message and a non-zero exit

@@ -51,9 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     lst.add_argument("--json", action="store_true", help="print JSON")
     lst.set_defaults(func=_list)
 
-    show = inner.add_parser("show", help="a runbook, with the suggestion for an alert")
+    show = inner.add_parser("show", help="a runbook (by id or by an alert it serves), with the suggestion for an alert")
     common(show)
-    show.add_argument("id", metavar="ID")
+    show.add_argument("id", metavar="ID|ALERT", help="runbook id (gpu-xid) or alert name (GpuXidFatal)")
     show.add_argument("--alert", metavar="NAME", help="alert name to plan for (default: the runbook's first)")
     show.add_argument("--labels", default="", metavar="K=V,...", help="alert labels, e.g. gpu=3,job=vllm")
     show.add_argument("--no-markdown", action="store_true", help="only the machine part and suggestion")
@@ -234,15 +234,18 @@ def _template_text(action: Any) -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from watchdog.infra.suggest import did_you_mean
     from watchdog.rules.alerting import fingerprint as alert_fingerprint
 
     loaded = _load(args)
     if loaded is None:
         return 2
     config, _, catalogue = loaded
-    runbook = catalogue.get(args.id)
+    runbook = catalogue.get(args.id) or catalogue.for_alert(args.id)
     if runbook is None:
-        print(f"error: no runbook {args.id!r}; known: {', '.join(r.id for r in catalogue)}", file=sys.stderr)
+        names = [r.id for r in catalogue] + [a for r in catalogue for a in r.alerts]
+        print(f"error: no runbook or alert named {args.id!r}{did_you_mean(args.id, names)}; runbooks: "
+              f"{', '.join(r.id for r in catalogue)}", file=sys.stderr)
         return 1
     try:
         extra = _parse_labels(args.labels)

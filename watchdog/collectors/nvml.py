@@ -376,6 +376,7 @@ class NvmlCollector:
         except nvml.NVMLError as exc:
             code = _error_code(exc)
             raise self._break_session(nvml, code if code is not None else F.NVML_ERROR_UNKNOWN) from exc
+        samples: list[Sample] = [Sample(metric("watchdog_gpu_nvml_devices"), float(count))]
         deadline = time.monotonic() + self.gpu_deadline_seconds
         started_reads: dict[int, Future[tuple[list[Sample], CallStats]]] = {}
         stalled: list[int] = []
@@ -386,7 +387,6 @@ class NvmlCollector:
                 continue
             future = start_daemon(functools.partial(self._read_gpu, nvml, index), f"nvml-gpu{index}")
             self._inflight[index] = started_reads[index] = future
-        samples: list[Sample] = []
         broken: SessionBroken | None = None
         for index, future in started_reads.items():
             try:

@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 from watchdog.collectors.base import CollectorContext
 from watchdog.collectors.engines import scrape_instance
 from watchdog.config.settings import EngineSettings, Settings
+from watchdog.engines.engine_args import engine_arg_samples, parse_engine_args
 from watchdog.infra.state import StateDB
 from watchdog.kmsg.pci import GpuRef, InitialisedNvml, sysfs_pci_address
 from watchdog.model import Sample, metric
@@ -342,6 +343,7 @@ class ProcessCollector:
             Sample(metric(PREFIX + "restarts_total", **ids),
                    float(self._restarts(target, int(root.pid), create_time))),
         ]
+        out.extend(self._config_samples(root, ids))
         for gpu, procs in gpu_processes:
             held = [pid for pid in procs if pid in members]
             if not held:
@@ -357,6 +359,18 @@ class ProcessCollector:
             mismatch = numa_mismatch(gpu_node, cpus, cpu_nodes)
             out.append(Sample(metric("watchdog_engine_numa_mismatch", **labels), 1.0 if mismatch else 0.0))
         return out
+
+    def _config_samples(self, root: Any, ids: dict[str, str]) -> list[Sample]:
+        """The engine's knobs from its command line and environment (config audit); none if unreadable."""
+        try:
+            argv = list(root.cmdline())
+        except self._skip:
+            return []
+        try:
+            environ = dict(root.environ())
+        except self._skip:  # another user's environment needs root: the NCCL flags then read unset
+            environ = {}
+        return engine_arg_samples(ids, parse_engine_args(argv, environ))
 
 
 def process_collectors(settings: Settings, context: CollectorContext) -> list[Any]:

@@ -12,17 +12,20 @@ import contextlib
 import dataclasses
 from collections.abc import Callable
 
-from watchdog.collectors import engines, host, kmsg, nvml, processes
+from watchdog.collectors import engine_logs, engines, gpu_presence, host, kmsg, nvml, probe, processes
 from watchdog.collectors.base import Collector, CollectorContext, NoData
 from watchdog.config.settings import Settings
 
 Factory = Callable[[Settings, CollectorContext], list[Collector]]
 
 FACTORIES: dict[str, Factory] = {
+    "engine_logs": engine_logs.engine_log_collectors,
     "engines": engines.engine_collectors,
+    "gpu_presence": gpu_presence.gpu_presence_collectors,
     "host": host.host_collectors,
     "kmsg": kmsg.kmsg_collectors,
     "nvml": nvml.nvml_collectors,
+    "probes": probe.probe_collectors,
     "processes": processes.process_collectors,
 }
 

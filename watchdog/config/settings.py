@@ -74,6 +74,9 @@ class NvmlSettings:
     processes: bool
     static_refresh_seconds: float
     init_backoff_max_seconds: float
+    expected_gpus: int | None
+    sysfs_root: str | None
+    modules_root: str | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +137,29 @@ class ModelSloSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class EngineProbeSettings:
+    """``engines[].probe``: the canary probe (docs/probes.md)."""
+
+    url: str
+    model: str
+    prompt: str
+    max_tokens: int
+    seed: int
+    interval_seconds: float
+    timeout_seconds: float
+    ttft_slo_seconds: float
+    tpot_slo_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineLogSettings:
+    """``engines[].log``: the engine's log file or systemd unit (docs/engine-logs.md)."""
+
+    file: str | None
+    unit: str | None
+
+
+@dataclasses.dataclass(frozen=True)
 class EngineSettings:
     """``engines[]``: one scraped endpoint."""
 
@@ -146,6 +172,15 @@ class EngineSettings:
     unit: str
     process: EngineProcessSettings
     models: tuple[ModelSloSettings, ...]
+    probe: EngineProbeSettings | None
+    log: EngineLogSettings | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ForecastSettings:
+    """``forecast``: the KV exhaustion forecast (docs/forecast.md)."""
+
+    kv_exhaustion_horizon_seconds: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +202,7 @@ class RulesSettings:
 
     paths: tuple[str, ...]
     rule_timeout_seconds: float
+    max_samples: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +210,7 @@ class RunbooksSettings:
     """``runbooks``."""
 
     paths: tuple[str, ...]
+    url_base: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,6 +235,7 @@ class DiagnosticsSettings:
     """``remediation.diagnostics``."""
 
     enabled: bool
+    simulated: bool
     timeout_seconds: float
     max_output_bytes: int
     commands: tuple[str, ...]
@@ -254,6 +292,7 @@ class SlackSettings:
     max_members_listed: int
     diagnostics_max_chars: int
     broadcast_resolved: bool
+    honor_alertmanager_silences: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,6 +304,7 @@ class AlertmanagerSettings:
     resend_interval_seconds: float
     timeout_seconds: float
     generator_url: str
+    silences_refresh_seconds: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,6 +327,15 @@ class OutboxSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class InhibitRuleSettings:
+    """``notifiers.inhibit_rules[]``: Alertmanager's inhibit rule (matchers as amtool writes them)."""
+
+    source_matchers: tuple[str, ...]
+    target_matchers: tuple[str, ...]
+    equal: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class NotifiersSettings:
     """``notifiers``."""
 
@@ -295,6 +344,7 @@ class NotifiersSettings:
     alertmanager: AlertmanagerSettings
     grouping: GroupingSettings
     outbox: OutboxSettings
+    inhibit_rules: tuple[InhibitRuleSettings, ...]
 
 
 # -- exporter -----------------------------------------------------------------------------------------
@@ -323,6 +373,7 @@ class BasicAuthSettings:
 class ExporterSettings:
     """``exporter``."""
 
+    web_config_file: str
     tls: TlsSettings
     basic_auth: BasicAuthSettings
     max_series_per_metric: int
@@ -350,6 +401,7 @@ class Settings:
     processes: ProcessesSettings
     engines: tuple[EngineSettings, ...]
     slo: SloSettings
+    forecast: ForecastSettings
     notifiers: NotifiersSettings
     remediation: RemediationSettings
     runbooks: RunbooksSettings
@@ -441,3 +493,11 @@ def settings_document(settings: Settings) -> dict[str, Any]:
     None): what runbook templates read with ``{{ config.PATH }}``."""
     document: dict[str, Any] = _plain(settings)
     return document
+
+
+def with_log_format(settings: Settings, log_format: str) -> Settings:
+    """``settings`` with ``notifiers.log.format`` set (``--log-format``; unchanged for ``auto``)."""
+    if log_format == "auto":
+        return settings
+    log = dataclasses.replace(settings.notifiers.log, format=LogFormat(log_format))
+    return dataclasses.replace(settings, notifiers=dataclasses.replace(settings.notifiers, log=log))

@@ -8,8 +8,10 @@ knowing about it.
 
 from __future__ import annotations
 
+import errno
 import logging
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -48,10 +50,11 @@ class Hooks:
 def build_exporter(agent: Agent, listen: str) -> ExporterServer:
     """An exporter serving the agent's store and self-metrics on ``listen`` (TLS, auth and caps from the
     config's ``exporter`` section; raises ExporterConfigError when that section is unusable)."""
-    exporter = exporter_for_store(agent.store, listen, ready=lambda: agent.ready,
+    exporter = exporter_for_store(agent.store, listen, ready=lambda: agent.ready and agent.watching(),
                                   section=agent.settings.exporter, clock=agent.clock)
     exporter.api = QueryAPI(agent.store, engine=lambda: agent.rule_engine, clock=agent.clock,
-                            subquery_step_ms=round(agent.settings.tick_interval_seconds * 1000))
+                            subquery_step_ms=round(agent.settings.tick_interval_seconds * 1000),
+                            sample_limit=agent.settings.rules.max_samples)
     return exporter
 
 
@@ -80,6 +83,9 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
         exporter.start()
     except (ExporterConfigError, OSError, ValueError) as exc:  # start-up boundary: say why, exit non-zero
         log.error("cannot start the exporter", extra={"listen": listen, "error": str(exc)})
+        if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE:
+            print(f"error: cannot listen on {listen}: the address is already in use (another agent or demo?); "
+                  "choose another with --listen HOST:PORT, or set listen: in the config", file=sys.stderr)
         agent.close()
         return 2
     log.info("exporter listening", extra={"address": f"{exporter.host}:{exporter.port}", "url": exporter.url,

@@ -292,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=float, default=None)
     parser.add_argument("--clock-file", default=None,
                         help="read simulated time (epoch seconds) from this file instead of the wall clock")
+    parser.add_argument("engine_args", nargs=argparse.REMAINDER,
+                        help="after --: the real engine's flags it stands for (ignored; the config audit reads them)")
     args = parser.parse_args(argv)
     scenario = load_scenario(args.scenario)
     spec = next((e for e in scenario.engines if e.job == args.job), None)

@@ -7,21 +7,24 @@ time: the harness owns the clock, writes it to a file the engine simulators read
 once per simulated second as fast as the CPU allows. No exporter, no scheduler.
 
 Contract: :func:`run_scenario` returns when the simulated duration is over (or ``stop_when`` says so)
-and reports the simulated second at which each alert first fired (and first went pending).
+and reports the simulated second at which each alert first fired (and first went pending), and at which
+each ``watch`` expression (PromQL over the agent's store, after the tick's rules) first returned a sample.
 """
 
 from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from watchdog.collectors.base import CollectorContext
+from watchdog.config.settings import Settings
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
 from watchdog.demo.scenario import Scenario, load_scenario
-from watchdog.model import AlertState
+from watchdog.model import Alert, AlertState
+from watchdog.rules.queries import engine_gpus_in, instant_values
 
 log = logging.getLogger("watchdog.demo.harness")
 SIM_START = 1_800_000_000.0  # a fixed simulated epoch: runs are reproducible
@@ -35,6 +38,9 @@ class ScenarioResult:
     seconds: float
     fired: dict[str, float] = field(default_factory=dict)
     pending: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, float] = field(default_factory=dict)  # watch name -> first second it had a sample
+    final_alerts: list[Alert] = field(default_factory=list)  # pending/firing/resolved at the last tick
+    engine_gpus: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # TP groups of the last 15 min
 
     def fired_within(self, seconds: float) -> set[str]:
         """Alert names that fired at or before ``seconds``."""
@@ -46,8 +52,13 @@ def run_scenario(
     duration_seconds: float | None = None,
     stop_when: Callable[[ScenarioResult], bool] | None = None,
     workdir: Path | None = None,
+    watch: Mapping[str, str] | None = None,
+    configure: Callable[[Settings], Settings] | None = None,
 ) -> ScenarioResult:
-    """Run ``scenario`` (object, name or path) on simulated time; see the module docstring."""
+    """Run ``scenario`` (object, name or path) on simulated time; see the module docstring.
+
+    ``configure`` may replace the agent's settings before it starts (a test adding a notifier).
+    """
     from watchdog.agent import Agent
     from watchdog.demo.gpu_driver import GpuSimulator
 
@@ -67,6 +78,8 @@ def run_scenario(
             gpus = GpuSimulator(scenario, base / "kmsg.log", SIM_START,
                                 engine_pids={e.job: e.process.pid for e in engines})
             config = demo_config(scenario, engines, base, "127.0.0.1:0", host_collector=False)
+            if configure is not None:
+                config = configure(config)
             agent = Agent(config, clock=lambda: now[0], background_scrapes=False,
                           context=CollectorContext(nvml=gpus.nvml))
             agent.before_tick.append(gpus.advance)
@@ -81,9 +94,14 @@ def run_scenario(
                         result.fired.setdefault(alert.name, elapsed)
                     if alert.state in (AlertState.PENDING, AlertState.FIRING):
                         result.pending.setdefault(alert.name, elapsed)
+                for name, expr in (watch or {}).items():
+                    if name not in result.seen and instant_values(expr, agent.store, int(now[0] * 1000)):
+                        result.seen[name] = elapsed
                 result.seconds = elapsed
+                result.final_alerts = alerts
                 if stop_when is not None and stop_when(result):
                     break
+            result.engine_gpus = engine_gpus_in(agent.store, int(now[0] * 1000))
         finally:
             if agent is not None:
                 agent.close(timeout_seconds=2)

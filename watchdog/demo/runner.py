@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ import yaml
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_config_text
 from watchdog.config.settings import Settings, settings_from_config
+from watchdog.demo.progress import DemoProgress
 from watchdog.demo.scenario import Scenario
 from watchdog.infra.paths import asset_dir
 
@@ -52,7 +54,8 @@ def start_engines(scenario: Scenario, start: float, clock_file: Path | None = No
         extra = ["--clock-file", str(clock_file)] if clock_file else []
         proc = subprocess.Popen(
             [sys.executable, "-m", "watchdog.demo.engine_sim", "--scenario", scenario.source,
-             "--job", spec.job, "--start", repr(start), *extra],
+             "--job", spec.job, "--start", repr(start), *extra,
+             *(["--", *spec.engine_args] if spec.engine_args else [])],
             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         assert proc.stdout is not None
@@ -77,11 +80,14 @@ def stop_engines(engines: list[EngineProcess]) -> None:
 
 
 def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path, listen: str,
-                alertmanager_urls: list[str] | None = None, host_collector: bool = True) -> Settings:
-    """The agent config of a demo run: loopback engines, fake NVML, a kmsg file, suggest-only runbooks.
+                alertmanager_urls: list[str] | None = None, host_collector: bool = False,
+                extra: Mapping[str, Any] | None = None) -> Settings:
+    """The agent config of a demo run: loopback engines, fake NVML, a kmsg file, suggest-only runbooks,
+    diagnostics that say what they would run (never run against the machine hosting the simulation);
+    ``extra`` is merged into the document, section by section (tests adjust single keys).
 
-    ``host_collector=False`` leaves out this machine's real CPU and memory (the harness does, so that a
-    busy test machine cannot change what a scenario fires)."""
+    The host collector is off unless ``host_collector``: this machine's real CPU and memory are not the
+    simulated node's, and a busy demo machine must not change what a scenario fires."""
     rules_dir = asset_dir("rules")
     kinds = {spec.job: spec.kind for spec in scenario.engines}
     runbooks_dir = asset_dir("runbooks")
@@ -101,7 +107,7 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
         # Chat-style SLOs on vLLM V1 bucket boundaries: TTFT 1 s, TPOT 50 ms, 99 % of requests.
         "slo": {"objective": 0.99, "ttft_seconds": 1.0, "tpot_seconds": 0.05},
         # Suggest only; the gateway endpoints exist only as what a suggestion would call.
-        "remediation": {"mode": "suggest", "vars": {
+        "remediation": {"mode": "suggest", "diagnostics": {"simulated": True}, "vars": {
             "gateway_shed_url": "http://127.0.0.1:9000/admin/shed",
             "gateway_drain_url": "http://127.0.0.1:9000/admin/drain",
             "gateway_limits_url": "http://127.0.0.1:9000/admin/limits",
@@ -113,13 +119,32 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
     }
     if runbooks_dir:
         doc["runbooks"] = {"paths": [str(runbooks_dir)]}
+    _merge(doc, extra or {})
     return settings_from_config(load_config_text(yaml.safe_dump(doc), "<demo config>"))
 
 
+def _merge(doc: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    """Merge ``extra`` into ``doc`` section by section (tests adjust one key of the demo config)."""
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(doc.get(key), dict):
+            _merge(doc[key], value)
+        else:
+            doc[key] = value
+
+
+def _report(progress: DemoProgress, agent: Any) -> None:
+    """Print the progress lines of the tick that just ended (after_tick hook)."""
+    firing = {a.name for a in agent.history_fired}
+    pending = {a.name for a in agent.alerts if a.state.value == "pending"}
+    for line in progress.update(agent.clock(), firing, pending):
+        print(line, file=sys.stderr, flush=True)
+
+
 def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
-             alertmanager_urls: list[str] | None = None) -> int:
+             alertmanager_urls: list[str] | None = None, log_format: str = "auto") -> int:
     """Run the scenario for ``duration_seconds`` (default: the scenario's); returns the exit code."""
     from watchdog.agent import Agent
+    from watchdog.config.settings import with_log_format
     from watchdog.daemon.serve import serve
     from watchdog.demo.gpu_driver import GpuSimulator
 
@@ -133,15 +158,18 @@ def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
             gpus = GpuSimulator(scenario, workdir / "kmsg.log", start,
                                 engine_pids={e.job: e.process.pid for e in engines})
             config = demo_config(scenario, engines, workdir, listen, alertmanager_urls)
+            config = with_log_format(config, log_format)
             agent = Agent(config, context=CollectorContext(nvml=gpus.nvml))
             agent.before_tick.append(gpus.advance)
             log.info("demo started", extra={
                 "scenario": scenario.name, "listen": listen, "duration_seconds": duration,
                 "engines": {e.job: f"http://127.0.0.1:{e.port}/metrics" for e in engines}})
             print(f"scenario {scenario.name}: {scenario.description}", file=sys.stderr, flush=True)
+            progress = DemoProgress(scenario.expect_alerts, scenario.expect_within_seconds, start)
+            print(progress.opening(), file=sys.stderr, flush=True)
+            agent.after_tick.append(lambda: _report(progress, agent))
             code = serve(agent, listen, duration_seconds=duration)
-            fired = sorted({a.name for a in agent.history_fired})
-            print(f"demo finished: alerts that fired: {', '.join(fired) or 'none'}", file=sys.stderr)
+            print(progress.summary(), file=sys.stderr)
             return code
         finally:
             stop_engines(engines)

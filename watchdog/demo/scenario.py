@@ -69,6 +69,15 @@ class ScenarioError(ValueError):
     """A scenario file problem, naming the file and the key."""
 
 
+def _engine_args(raw: Any, where: str) -> tuple[str, ...]:
+    """``engine_args``: a list of strings (flags such as ``--max-num-seqs``, ``256``)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(a, (str, int, float)) for a in raw):
+        raise ScenarioError(f"{where}: must be a list of strings")
+    return tuple(str(a) for a in raw)
+
+
 def parse_duration(text: str | int | float, where: str = "") -> float:
     """``'90s'``, ``'2m'``, ``'500ms'`` or a plain number of seconds → seconds."""
     if isinstance(text, (int, float)):
@@ -89,6 +98,7 @@ class EngineSpec:
     gpus: tuple[int, ...]
     knobs: dict[str, list[float | None]]
     kind: str = "vllm"
+    engine_args: tuple[str, ...] = ()  # the real engine's flags it stands for (its command line shows them)
 
 
 @dataclass(frozen=True)
@@ -180,6 +190,7 @@ def parse_scenario(doc: Any, source: str) -> Scenario:
             gpus=tuple(int(g) for g in raw.get("gpus", [])),
             knobs=_knobs(raw.get("knobs"), ENGINE_KNOBS, f"{where}.knobs"),
             kind=str(raw.get("kind", "vllm")),
+            engine_args=_engine_args(raw.get("engine_args"), f"{where}.engine_args"),
         ))
         if engines[-1].kind not in ("vllm", "sglang"):
             raise ScenarioError(f"{where}.kind: must be vllm or sglang")
@@ -234,7 +245,11 @@ def load_scenario(name_or_path: str) -> Scenario:
                 path = candidate
                 break
         else:
-            raise ScenarioError(f"no scenario named {name_or_path!r} (known: {', '.join(list_scenarios())})")
+            from watchdog.infra.suggest import did_you_mean
+
+            known = list_scenarios()
+            raise ScenarioError(f"no scenario named {name_or_path!r}{did_you_mean(name_or_path, known)} "
+                                f"(known: {', '.join(known)})")
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:

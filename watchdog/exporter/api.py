@@ -63,16 +63,18 @@ class Response:
 
 class QueryAPI:
     """Answers ``/api/v1/*`` requests; ``store`` is read, ``engine`` (a callable returning the current
-    :class:`watchdog.rules.engine.RuleEngine` or None) gives ``rules`` and ``alerts``."""
+    :class:`watchdog.rules.engine.RuleEngine` or None) gives ``rules`` and ``alerts``. ``sample_limit``
+    bounds the samples one evaluation holds and the points a range query returns (``--query.max-samples``)."""
 
     def __init__(self, store: Any, engine: Callable[[], Any] = lambda: None,
                  clock: Callable[[], float] = time.time, subquery_step_ms: int = 1000,
-                 lookback_ms: int = 300_000) -> None:
+                 lookback_ms: int = 300_000, sample_limit: int | None = None) -> None:
         self.store = store
         self.engine = engine
         self.clock = clock
         self.subquery_step_ms = subquery_step_ms
         self.lookback_ms = lookback_ms
+        self.sample_limit = sample_limit
 
     def handle(self, method: str, path: str, query_string: str, body: bytes = b"",
                content_type: str = "") -> Response:
@@ -129,9 +131,12 @@ class QueryAPI:
             timeout = min(timeout, _duration_param(form, "timeout") / 1000)
         return time.monotonic() + timeout
 
-    def _evaluate(self, query: Any, t_ms: int, deadline: float) -> Any:
+    def _evaluate(self, query: Any, t_ms: int, deadline: float, range_ms: tuple[int, int] | None = None) -> Any:
+        """One evaluation at ``t_ms``; in a range query, ``range_ms`` is its ``(start, end)``, which
+        ``@ start()`` and ``@ end()`` resolve to (Prometheus' ``PreprocessExpr``)."""
         try:
-            return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, deadline)
+            return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, deadline,
+                            sample_limit=self.sample_limit, range_ms=range_ms)
         except PromQLError as exc:
             raise APIError(exc.kind if exc.kind in _ERROR_CODES else "execution", exc.message) from None
 
@@ -160,13 +165,18 @@ class QueryAPI:
             raise APIError("bad_data", f'invalid expression type "{kind}" for range query, must be Scalar '
                                        "or instant Vector")
         series: dict[Labels, list[list[Any]]] = {}
+        returned = 0
         for t_ms in range(start, end + 1, step):
-            value = self._evaluate(query, t_ms, deadline)
+            value = self._evaluate(query, t_ms, deadline, (start, end))
             points: Iterable[tuple[Labels, float]]
             if isinstance(value, Scalar):
                 points = [((), value.value)]
             else:
                 points = [(s.labels, s.value) for s in value if isinstance(s, VectorSample)]
+            returned += len(points)
+            if self.sample_limit is not None and returned > self.sample_limit:
+                raise APIError("execution", "query processing would load too many samples into memory in "
+                                            "query execution")
             for labels, v in points:
                 series.setdefault(labels, []).append([api_timestamp(t_ms), format_api_value(v)])
         return {"resultType": "matrix",

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from watchdog.config.settings import BasicAuthSettings, ExporterSettings, TlsSettings
 from watchdog.infra.secrets import SecretError, read_secret
@@ -28,6 +29,14 @@ from watchdog.infra.secrets import SecretError, read_secret
 PBKDF2_ITERATIONS = 50_000
 _VERIFIED_CACHE_SIZE = 8
 _TLS_VERSIONS = {"TLS1.2": ssl.TLSVersion.TLSv1_2, "TLS1.3": ssl.TLSVersion.TLSv1_3}
+
+
+class AuthCheck(Protocol):
+    """Verifies an HTTP ``Authorization`` header."""
+
+    def check(self, header: str | None) -> bool:
+        """True when the header carries valid credentials."""
+        ...
 
 
 class ExporterConfigError(ValueError):
@@ -38,6 +47,41 @@ def _derive(password: str, salt: bytes) -> bytes:
     return hashlib.pbkdf2_hmac("sha256", password.encode("utf-8"), salt, PBKDF2_ITERATIONS)
 
 
+class VerifiedCache:
+    """Credentials that passed, remembered as keyed digests (at most a few), so a scrape every few seconds
+    does not pay the password KDF again. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._key = os.urandom(16)
+        self._verified: dict[bytes, None] = {}
+        self._lock = threading.Lock()
+
+    def _digest(self, token: bytes) -> bytes:
+        return hmac.new(self._key, token, hashlib.sha256).digest()
+
+    def __contains__(self, token: bytes) -> bool:
+        with self._lock:
+            return self._digest(token) in self._verified
+
+    def add(self, token: bytes) -> None:
+        """Remember ``token`` (the base64 part of the header) as verified."""
+        with self._lock:
+            if len(self._verified) >= _VERIFIED_CACHE_SIZE:
+                self._verified.pop(next(iter(self._verified)))
+            self._verified[self._digest(token)] = None
+
+
+def basic_credentials(header: str | None) -> tuple[bytes, str, str] | None:
+    """``(token, user, password)`` of a ``Basic`` ``Authorization`` header; None when absent or malformed."""
+    if not header or not header.startswith("Basic "):
+        return None
+    token = header[len("Basic "):].strip().encode("ascii", "replace")
+    try:
+        decoded = base64.b64decode(token, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    user, sep, password = decoded.partition(":")
+    return (token, user, password) if sep else None
 class HashBudget:
     """A token bucket for password derivations: ``rate`` per second, at most ``burst`` at once. A flood
     of wrong passwords is refused before the expensive hash instead of burning the agent's CPU; the
@@ -69,8 +113,7 @@ class BasicAuth:
     username: str
     salt: bytes
     digest: bytes
-    _verified: dict[bytes, None] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _cache: VerifiedCache = field(default_factory=VerifiedCache, repr=False)
     budget: HashBudget = field(default_factory=HashBudget, repr=False)
 
     @classmethod
@@ -81,37 +124,37 @@ class BasicAuth:
 
     def check(self, header: str | None) -> bool:
         """True when ``header`` is ``Basic base64(user:password)`` with the right user and password."""
-        if not header or not header.startswith("Basic "):
-            return False
-        token = header[len("Basic "):].strip().encode("ascii", "replace")
-        key = hmac.new(self.salt, token, hashlib.sha256).digest()
-        with self._lock:
-            if key in self._verified:
-                return True
-        try:
-            decoded = base64.b64decode(token, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return False
-        user, sep, password = decoded.partition(":")
-        if not sep or not self.budget.take():
+        return check_basic(header, self._cache, self._verify)
+
+    def _verify(self, user: str, password: str) -> bool:
+        if not self.budget.take():  # a flood of wrong passwords does not burn the CPU
             return False
         user_ok = hmac.compare_digest(user.encode("utf-8"), self.username.encode("utf-8"))
         password_ok = hmac.compare_digest(_derive(password, self.salt), self.digest)
-        if not (user_ok and password_ok):
-            return False
-        with self._lock:
-            if len(self._verified) >= _VERIFIED_CACHE_SIZE:
-                self._verified.pop(next(iter(self._verified)))
-            self._verified[key] = None
+        return user_ok and password_ok
+
+
+def check_basic(header: str | None, cache: VerifiedCache, verify: Callable[[str, str], bool]) -> bool:
+    """True when ``header`` carries credentials ``verify(user, password)`` accepts (remembered in ``cache``)."""
+    credentials = basic_credentials(header)
+    if credentials is None:
+        return False
+    token, user, password = credentials
+    if token in cache:
         return True
+    if not verify(user, password):
+        return False
+    cache.add(token)
+    return True
 
 
 @dataclass(frozen=True)
 class ExporterSecurity:
-    """What the server enforces: an SSL context (None = plain HTTP) and basic auth (None = open)."""
+    """What the server enforces: an SSL context (None = plain HTTP) and basic auth (None = open); ``auth``
+    is anything with ``check(header) -> bool`` (:class:`BasicAuth`, or web-config's bcrypt users)."""
 
     tls: ssl.SSLContext | None = None
-    auth: BasicAuth | None = None
+    auth: AuthCheck | None = None
 
     @property
     def scheme(self) -> str:
@@ -170,5 +213,12 @@ def load_basic_auth(section: BasicAuthSettings, environ: Mapping[str, str] | Non
 
 
 def load_security(section: ExporterSettings, environ: Mapping[str, str] | None = None) -> ExporterSecurity:
-    """TLS and basic auth from the ``exporter`` settings (all-or-nothing)."""
+    """TLS and basic auth from the ``exporter`` settings (all-or-nothing), or from an exporter-toolkit
+    web-config file (``exporter.web_config_file``, exclusive with ``tls``/``basic_auth``)."""
+    if section.web_config_file:
+        if section.tls.cert_file or section.basic_auth.username:
+            raise ExporterConfigError("exporter.web_config_file: set either it or exporter.tls/basic_auth, not both")
+        from watchdog.exporter.webconfig import load_web_config
+
+        return load_web_config(section.web_config_file)
     return ExporterSecurity(tls=load_tls(section.tls), auth=load_basic_auth(section.basic_auth, environ))

@@ -251,14 +251,16 @@ class KmsgReader:
 
 
 class JournalReader:
-    """Poll ``journalctl -k`` with a cursor file. ``command`` is injectable (tests use a stub script)."""
+    """Poll ``journalctl -k`` (or another ``selector``, e.g. ``-u UNIT``) with a cursor file. ``command`` is
+    injectable (tests use a stub script)."""
 
     def __init__(self, cursor_file: str | Path, command: Sequence[str] | None = None,
-                 timeout_seconds: float = 10.0) -> None:
+                 timeout_seconds: float = 10.0, selector: Sequence[str] = ("-k",)) -> None:
         self.cursor_file = Path(cursor_file)
         self.name = "journal"
         self.command = list(command) if command else ["journalctl"]
         self.timeout_seconds = timeout_seconds
+        self.selector = list(selector)
 
     @staticmethod
     def available() -> bool:
@@ -267,14 +269,14 @@ class JournalReader:
 
     def argv(self) -> list[str]:
         """The command line of one poll (``--boot`` only on the very first one: no cursor yet)."""
-        argv = [*self.command, "-k", "-o", "short-precise", "--no-pager", "-q",
+        argv = [*self.command, *self.selector, "-o", "short-precise", "--no-pager", "-q",
                 f"--cursor-file={self.cursor_file}"]
         if not self.cursor_file.exists():
             argv.append("--boot")
         return argv
 
     def read(self) -> list[str]:
-        """Kernel entries after the cursor (journald moves the cursor file itself)."""
+        """Entries after the cursor (journald moves the cursor file itself)."""
         self.cursor_file.parent.mkdir(parents=True, exist_ok=True)
         result = subprocess.run(  # fixed argv, no shell
             self.argv(), capture_output=True, timeout=self.timeout_seconds, check=False

@@ -1,8 +1,12 @@
-"""Approve / Skip buttons (``remediation.mode: approve``) received over Slack Socket Mode.
+"""Slack buttons received over Socket Mode: Approve / Skip (``remediation.mode: approve``), Acknowledge and
+Silence.
 
-Only Slack user ids in ``notifiers.slack.approvers`` are honoured; a click by anyone else is refused and
-logged. Honoured clicks call the runbook manager (``approve(fingerprint, step, user)`` /
-``skip(fingerprint, step, user)``), which audits the decision like every other and posts it to the thread.
+Approve, Skip and Silence are honoured only for Slack user ids in ``notifiers.slack.approvers``; a click by
+anyone else is refused and logged. Acknowledge is honoured for anyone in the channel. Approve / Skip call
+the runbook manager (``approve(fingerprint, step, user)`` / ``skip(...)``), which audits the decision and
+posts it to the thread. Acknowledge and Silence go to :class:`AlertButtons`: Silence stores a silence of
+the alert's exact labels (less ``severity``) for :data:`SILENCE_BUTTON_HOURS` (see
+:mod:`watchdog.notify.silences`); both answer in the alert's thread with who did what.
 """
 
 from __future__ import annotations
@@ -14,7 +18,15 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from watchdog.notify.slack_blocks import APPROVE_ACTION, SKIP_ACTION
+from watchdog.notify.silences import Matcher, SilenceStore
+from watchdog.notify.slack_blocks import (
+    ACK_ACTION,
+    APPROVE_ACTION,
+    SILENCE_ACTION,
+    SILENCE_BUTTON_HOURS,
+    SKIP_ACTION,
+)
+from watchdog.notify.state_store import AlertStateStore
 from watchdog.runbooks.events import RunbookEvent
 
 log = logging.getLogger("watchdog.notify.approvals")
@@ -61,15 +73,53 @@ def approvable_steps(event: RunbookEvent) -> tuple[str, ...]:
     return tuple(found)
 
 
+ACTIONS = {APPROVE_ACTION: "approve", SKIP_ACTION: "skip", ACK_ACTION: "ack", SILENCE_ACTION: "silence"}
+
+
 @dataclass(frozen=True)
 class Interaction:
-    """One button click: what, on which alert and step, by whom, and whether that user may decide."""
+    """One button click: what, on which alert and step, by whom, whether that user may, and where."""
 
-    action: str  # approve | skip
+    action: str  # approve | skip | ack | silence
     fingerprint: str
     step: str
     user: str
     allowed: bool
+    channel: str = ""
+    thread_ts: str = ""
+
+
+class AlertButtons:
+    """Acknowledge and Silence: look the alert up, store a silence, say so in the thread."""
+
+    def __init__(self, alerts: AlertStateStore, silences: SilenceStore, clock: Any = None) -> None:
+        import time
+
+        self.alerts = alerts
+        self.silences = silences
+        self.clock = clock or time.time
+
+    def acknowledge(self, fingerprint: str, user: str) -> str:
+        """The thread reply for an acknowledgement."""
+        known = self.alerts.load_alerts().get(fingerprint)
+        name = known.snapshot.name if known is not None else "this alert"
+        log.info("alert acknowledged", extra={"fingerprint": fingerprint, "user": user})
+        return f":eyes: <@{user}> acknowledged {name}."
+
+    def silence(self, fingerprint: str, user: str) -> str:
+        """Silence the alert's exact labels; the thread reply (or why not)."""
+        known = self.alerts.load_alerts().get(fingerprint)
+        if known is None:
+            return "Cannot silence: the alert is no longer known here (it resolved)."
+        labels = {k: v for k, v in known.snapshot.labels.items() if k != "severity"}
+        now_ms = int(self.clock() * 1000)
+        silence = self.silences.add([Matcher(k, "=", v) for k, v in sorted(labels.items())], now_ms,
+                                    now_ms + SILENCE_BUTTON_HOURS * 3_600_000, f"slack:{user}",
+                                    "silenced from Slack", now_ms)
+        log.info("alert silenced from Slack", extra={"fingerprint": fingerprint, "user": user,
+                                                     "silence": silence.id})
+        return (f":mute: <@{user}> silenced {known.snapshot.name} for {SILENCE_BUTTON_HOURS}h "
+                f"(`inference-watchdog silence expire {silence.id[:12]}` ends it).")
 
 
 def parse_interaction(payload: dict[str, Any], approvers: Collection[str]) -> list[Interaction]:
@@ -77,41 +127,48 @@ def parse_interaction(payload: dict[str, Any], approvers: Collection[str]) -> li
     if payload.get("type") != "block_actions":
         return []
     user = str((payload.get("user") or {}).get("id", ""))
+    message = payload.get("message") or {}
+    channel = str((payload.get("channel") or {}).get("id", ""))
+    thread_ts = str(message.get("thread_ts") or message.get("ts") or
+                    (payload.get("container") or {}).get("message_ts", ""))
     out = []
     for action in payload.get("actions") or []:
-        action_id = action.get("action_id")
-        if action_id not in (APPROVE_ACTION, SKIP_ACTION):
+        kind = ACTIONS.get(str(action.get("action_id")))
+        if kind is None:
             continue
         try:
             value = json.loads(action.get("value") or "{}")
         except json.JSONDecodeError:
             continue
-        out.append(
-            Interaction(
-                action="approve" if action_id == APPROVE_ACTION else "skip",
-                fingerprint=str(value.get("fingerprint", "")),
-                step=str(value.get("step", "")),
-                user=user,
-                allowed=bool(user) and user in set(approvers),
-            )
-        )
+        allowed = bool(user) and (kind == "ack" or user in set(approvers))
+        out.append(Interaction(kind, str(value.get("fingerprint", "")), str(value.get("step", "")), user,
+                               allowed, channel, thread_ts))
     return out
 
 
-def apply_interactions(interactions: list[Interaction], manager: RunbookDecisions) -> int:
-    """Call the manager for allowed clicks; refused ones are logged. Returns how many were honoured."""
+def apply_interactions(interactions: list[Interaction], manager: RunbookDecisions,
+                       buttons: AlertButtons | None = None,
+                       reply: Any = None) -> int:
+    """Act on allowed clicks (refused ones are logged); ``reply(channel, thread_ts, text)`` answers
+    Acknowledge / Silence in the thread. Returns how many were honoured."""
     honoured = 0
     for it in interactions:
         if not it.allowed:
             log.warning(
-                "approval click refused: user not in approvers",
+                "button click refused: user not in approvers",
                 extra={"user": it.user, "fingerprint": it.fingerprint, "step": it.step, "action": it.action},
             )
             continue
         if it.action == "approve":
             manager.approve(it.fingerprint, it.step, it.user)
-        else:
+        elif it.action == "skip":
             manager.skip(it.fingerprint, it.step, it.user)
+        elif buttons is None:
+            continue
+        else:
+            text = (buttons.acknowledge if it.action == "ack" else buttons.silence)(it.fingerprint, it.user)
+            if reply is not None and it.channel:
+                reply(it.channel, it.thread_ts, text)
         honoured += 1
     return honoured
 
@@ -125,12 +182,14 @@ class ApprovalListener:
         approvers: Collection[str],
         manager: RunbookDecisions,
         base_url: str = "https://slack.com/api/",
+        buttons: AlertButtons | None = None,
     ) -> None:
         from slack_sdk.socket_mode import SocketModeClient
         from slack_sdk.web import WebClient
 
         self.approvers = tuple(approvers)
         self.manager = manager
+        self.buttons = buttons
         self.client = SocketModeClient(app_token=app_token, web_client=WebClient(base_url=base_url))
         self.client.socket_mode_request_listeners.append(self._on_request)
 
@@ -139,7 +198,11 @@ class ApprovalListener:
 
         client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
         if request.type == "interactive":
-            apply_interactions(parse_interaction(request.payload or {}, self.approvers), self.manager)
+            apply_interactions(parse_interaction(request.payload or {}, self.approvers), self.manager,
+                               self.buttons, self._reply)
+
+    def _reply(self, channel: str, thread_ts: str, text: str) -> None:
+        self.client.web_client.chat_postMessage(channel=channel, thread_ts=thread_ts or None, text=text)
 
     def start(self) -> None:
         """Connect (in the SDK's own threads)."""

@@ -61,6 +61,7 @@ class PlanContext:
     node: str
     alerts: dict[str, KnownAlert]  # this tick's alert states by fingerprint (writable: message keys)
     message_keys: dict[str, str] = field(default_factory=dict)  # fingerprint -> Slack message key
+    causes: dict[str, str] = field(default_factory=dict)  # symptom fingerprint -> its incident's cause
 
     def set_message_key(self, fingerprint: str, message_key: str) -> None:
         """Remember which Slack message an alert belongs to (persisted with its state)."""

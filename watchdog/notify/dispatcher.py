@@ -32,20 +32,21 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TextIO
 
-from watchdog.config.settings import NotifiersSettings, RemediationMode, Settings
-from watchdog.infra.secrets import SecretError, read_secret
+from watchdog.config.settings import NotifiersSettings, RemediationMode, Settings, SlackMode
 from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.notify.base import Notifier, PlanContext
 from watchdog.notify.grouping import group_transitions
 from watchdog.notify.log import LogNotifier
 from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.muting import Muting
 from watchdog.notify.outbox import Outbox, OutboxItem, OutboxRow
-from watchdog.notify.registry import NotifierContext, build_notifiers
+from watchdog.notify.registry import NotifierContext, app_token, build_notifiers
+from watchdog.notify.silences import AlertmanagerSilences, InhibitRule, SilenceStore
 from watchdog.notify.state_store import AlertStateStore
 from watchdog.notify.transitions import Derivation, KnownAlert, derive_transitions
 from watchdog.notify.worker import Backoff, DeliveryWorker
@@ -139,11 +140,14 @@ class NotificationDispatcher:
             for name, n in self.notifiers.items()
         }
         self._approvals: Any = None
+        self.muting = self._build_muting(settings)
         self._start_threads = start_threads
         self._rand = rand
         if start_threads:
             for worker in self.workers.values():
                 worker.start()
+            if self.muting.alertmanager is not None:
+                self.muting.alertmanager.start()
 
     def _context(self, remediation_mode: RemediationMode, tick_seconds: float, listen: str) -> NotifierContext:
         return NotifierContext(
@@ -188,6 +192,11 @@ class NotificationDispatcher:
                         worker.notifier, worker.backoff = notifier, backoff
                         worker.poll_seconds = settings.outbox.poll_interval_seconds
                     self.notifiers[name] = notifier
+            old_muting, self.muting = self.muting, self._build_muting(settings)
+            if old_muting.alertmanager is not None:
+                old_muting.alertmanager.close()
+            if self._start_threads and self.muting.alertmanager is not None:
+                self.muting.alertmanager.start()
             if self._approvals is not None and (settings.slack != old_slack or remediation_mode != old_mode):
                 self._approvals.close()  # attach_runbooks starts it again when approve mode still wants it
                 self._approvals = None
@@ -195,27 +204,37 @@ class NotificationDispatcher:
         return apply
 
     # -- construction ------------------------------------------------------------------------------
+    def _build_muting(self, settings: NotifiersSettings) -> Muting:
+        """Our silences, ``inhibit_rules``, and Alertmanager's silences for Slack when one is configured."""
+        rules = [InhibitRule.from_settings(rule) for rule in settings.inhibit_rules]
+        am, slack = settings.alertmanager, settings.slack
+        silences = None
+        if slack.enabled and slack.honor_alertmanager_silences and am.enabled and am.urls:
+            silences = AlertmanagerSilences(list(am.urls), refresh_seconds=am.silences_refresh_seconds,
+                                            timeout_seconds=am.timeout_seconds)
+        return Muting(SilenceStore(self.db), rules, silences)
+
     def attach_runbooks(self, manager: Any) -> bool:
-        """Wire Slack's Approve / Skip buttons to ``manager`` (approve mode + app token); True if wired.
+        """Wire Slack's buttons (Approve / Skip in approve mode; Acknowledge and Silence always) to
+        ``manager`` and the silences when a Slack app token is configured; True if wired.
 
         Called again (config reload with a new manager), it re-points the running listener."""
         if self._approvals is not None:
             self._approvals.manager = manager
             return True
         slack = self.settings.slack
-        if not slack.enabled or self.remediation_mode is not RemediationMode.APPROVE:
+        if not slack.enabled or slack.mode is not SlackMode.BOT:
             return False
-        try:
-            app_token = read_secret(slack.app_token_env, slack.app_token_file)
-        except SecretError as exc:
-            log.error("slack app token unavailable; approval buttons disabled", extra={"error": str(exc)})
+        token = app_token(slack)
+        if not token:
+            if self.remediation_mode is RemediationMode.APPROVE:
+                log.warning("approve mode without a Slack app token: buttons are shown but cannot be received")
             return False
-        if not app_token:
-            log.warning("approve mode without a Slack app token: buttons are shown but cannot be received")
-            return False
-        from watchdog.notify.approvals import ApprovalListener
+        from watchdog.notify.approvals import AlertButtons, ApprovalListener
 
-        self._approvals = ApprovalListener(app_token, list(slack.approvers), manager, base_url=slack.base_url)
+        self._approvals = ApprovalListener(token, list(slack.approvers), manager, base_url=slack.base_url,
+                                           buttons=AlertButtons(self.state_store, self.muting.store,
+                                                                clock=self.clock))
         self._approvals.start()
         return True
 
@@ -223,7 +242,8 @@ class NotificationDispatcher:
     def firing_alerts(self) -> list[AlertSnapshot]:
         """The alerts firing now (latest values), for Alertmanager's periodic re-send."""
         with self._lock:
-            return list(self._firing.values())
+            muted = self.muting.muted("alertmanager")
+            return [snap for fp, snap in self._firing.items() if fp not in muted]
 
     def _internal_alerts(self, now_ms: int) -> list[Alert]:
         out = []
@@ -250,8 +270,13 @@ class NotificationDispatcher:
         lead = group.lead
         return lead.labels.get("notifier", "") if lead.name == NOTIFIER_FAILING else ""
 
-    def handle(self, alerts: list[Alert], events: list[RunbookEvent], now_ms: int) -> None:
-        """Record this tick's transitions and events in the outbox (one transaction); never blocks on I/O."""
+    def handle(self, alerts: list[Alert], events: list[RunbookEvent], now_ms: int,
+               causes: Mapping[str, str] | None = None) -> None:
+        """Record this tick's transitions and events in the outbox (one transaction); never blocks on I/O.
+
+        ``causes`` maps a symptom alert's fingerprint to its incident's cause (watchdog.notify.incidents):
+        notifiers that thread (Slack) fold the symptom under the cause's message.
+        """
         with self._lock:
             events, self._unstored_events = [*self._unstored_events, *events], []
             derivation = derive_transitions(self._known, [*alerts, *self._internal_alerts(now_ms)], now_ms)
@@ -273,7 +298,9 @@ class NotificationDispatcher:
             enqueued = 0
             if groups or notes or changed or derivation.deletes:
                 try:
-                    enqueued = self._store_tick(groups, notes, changed, derivation, new_known, now_ms)
+                    firing = [a.labels for a in alerts if a.state is AlertState.FIRING]
+                    enqueued = self._store_tick(groups, notes, changed, derivation, new_known, now_ms, firing,
+                                                dict(causes or {}))
                 except sqlite3.Error as exc:  # the storage boundary: degrade to the log, retry next tick
                     self.db.note_error("write")
                     log.error("state database not writable: printing notifications to the log until it "
@@ -289,14 +316,18 @@ class NotificationDispatcher:
 
     def _store_tick(self, groups: list[GroupNotification], notes: list[EventNotification],
                     changed: dict[str, KnownAlert], derivation: Derivation, new_known: dict[str, KnownAlert],
-                    now_ms: int) -> int:
-        """The tick's outbox rows and state changes in one transaction; returns how many rows are new."""
+                    now_ms: int, firing: list[dict[str, str]], causes: dict[str, str]) -> int:
+        """The tick's outbox rows and state changes in one transaction (muted members left out, see
+        :mod:`watchdog.notify.muting`; ``firing``: label sets of the alerts firing now, for inhibition;
+        ``causes``: symptom fingerprint -> its incident's cause, see :mod:`watchdog.notify.incidents`);
+        returns how many rows are new."""
         enqueued = 0
         with self.db.transaction() as cur:
-            ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known)
+            ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known, causes=causes)
             for name, notifier in self.notifiers.items():
-                mine = [g for g in groups if self._excluded(g) != name]
-                for item in notifier.plan(mine, notes, ctx):
+                mine, my_notes = self.muting.apply(
+                    name, [g for g in groups if self._excluded(g) != name], notes, firing, now_ms)
+                for item in notifier.plan(mine, my_notes, ctx):
                     if name == "log" and item.idem_key in self._printed_while_degraded:
                         continue  # printed while the database was not writable
                     enqueued += Outbox.enqueue(cur, name, item, now_ms)
@@ -400,6 +431,8 @@ class NotificationDispatcher:
                 )
         for notifier in self.notifiers.values():
             notifier.close()
+        if self.muting.alertmanager is not None:
+            self.muting.alertmanager.close()
         if self._approvals is not None:
             self._approvals.close()
 

@@ -49,22 +49,45 @@ def alert_fields(kind: str, alert: AlertSnapshot, node: str, group: GroupNotific
     return fields
 
 
+NAME_WIDTH = 26
+INDENT = " " * 9  # under the text after "HH:MM:SS "
+SHORT_KINDS = {"diagnostics": "diagnose", "suggestion": "suggest"}  # 8 columns, like the severity
+FOLD_LINES = 3  # diagnostics and results: the first lines, then how many more
+
+
+def _value(value: Any) -> str:
+    """A value with sensible precision: ``125``, ``0.973``, ``1.2e+06``."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _fold(text: str) -> list[str]:
+    lines = [line for line in text.splitlines() if line.strip()]
+    shown = lines[:FOLD_LINES]
+    if len(lines) > FOLD_LINES:
+        shown.append(f"… {len(lines) - FOLD_LINES} more line(s) (JSON log, Slack thread)")
+    return shown
+
+
 def format_text(fields: dict[str, Any]) -> str:
-    """Human form: ``FIRING critical GpuHot node=n1 gpu=3 - summary``."""
+    """Human form for a terminal: one aligned line per event (state, severity, alert, labels, summary,
+    value); a runbook suggestion as an indented numbered list; diagnostics and results folded."""
     event = str(fields.get("event", ""))
+    name = str(fields.get("alertname", ""))
     if event.startswith("alert_"):
-        head = f"{event[6:].upper():<8} {fields.get('severity') or '-':<8} {fields.get('alertname')}"
+        state = event[6:].upper()
         labels = fields.get("labels", {})
         who = " ".join(f"{k}={v}" for k, v in labels.items() if k not in ("alertname", "severity"))
-        line = (
-            f"{head} node={fields.get('node')} {who} - {fields.get('summary') or fields.get('description')}"
-        )
+        summary = fields.get("summary") or fields.get("description")
+        line = f"{state:<8} {fields.get('severity') or '-':<8} {name:<{NAME_WIDTH}} {summary}"
+        detail = f"{who}  value={_value(fields.get('value'))}" if who else f"value={_value(fields.get('value'))}"
         if fields.get("resolved_at"):
-            line += f" (resolved {fields['resolved_at']})"
-        return line
-    return f"RUNBOOK  {fields.get('kind', ''):<8} {fields.get('alertname')} {fields.get('title')}: " + str(
-        fields.get("text", "")
-    ).replace("\n", " | ")
+            detail += f"  resolved {fields['resolved_at']}"
+        return f"{line}\n{INDENT}{detail}"
+    kind = str(fields.get("kind", ""))
+    head = f"{'RUNBOOK':<8} {SHORT_KINDS.get(kind, kind):<8} {name:<{NAME_WIDTH}} {fields.get('title')}"
+    text = str(fields.get("text", ""))
+    body = [line for line in text.splitlines() if line.strip()] if kind == "suggestion" else _fold(text)
+    return "\n".join([head, *(f"{INDENT}  {line}" for line in body)])
 
 
 class LogNotifier:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from watchdog.config.settings import NotifiersSettings, RemediationMode, SlackMode
+from watchdog.config.settings import NotifiersSettings, RemediationMode, SlackMode, SlackSettings
 from watchdog.infra.secrets import SecretError, read_secret
 from watchdog.notify.alertmanager import AlertmanagerNotifier
 from watchdog.notify.base import Notifier
@@ -69,8 +69,18 @@ def build_slack(settings: NotifiersSettings, ctx: NotifierContext) -> Notifier |
     return SlackNotifier(
         section, ctx.state_store, ctx.node, token=token, webhook_url=webhook,
         approve_mode=ctx.remediation_mode is RemediationMode.APPROVE, runbook_title=ctx.runbook_title,
-        member_labels=settings.grouping.member_labels,
+        member_labels=settings.grouping.member_labels, interactive=app_token(section) is not None,
     )
+
+
+def app_token(section: SlackSettings) -> str | None:
+    """The Slack app-level token (Socket Mode: buttons can be received) when configured and readable."""
+    try:
+        token = read_secret(section.app_token_env, section.app_token_file)
+    except SecretError as exc:
+        log.error("slack app token unavailable; buttons disabled", extra={"error": str(exc)})
+        return None
+    return token or None
 
 
 def build_alertmanager(settings: NotifiersSettings, ctx: NotifierContext) -> Notifier | None:

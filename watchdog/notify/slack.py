@@ -148,6 +148,7 @@ class SlackNotifier:
         token: str | None = None,
         webhook_url: str | None = None,
         approve_mode: bool = False,
+        interactive: bool = False,
         runbook_title: Callable[[str], str] | None = None,
         member_labels: tuple[str, ...] = DEFAULT_MEMBER_LABELS,
     ) -> None:
@@ -161,6 +162,8 @@ class SlackNotifier:
         self.max_chars = settings.diagnostics_max_chars
         self.broadcast_resolved = settings.broadcast_resolved
         self.approve_mode = approve_mode and self.mode == "bot"
+        # Acknowledge / Silence buttons only where a Slack app receives the clicks (Socket Mode).
+        self.interactive = interactive and self.mode == "bot"
         self.runbook_title = runbook_title or (lambda _id: "")
         self.member_labels = member_labels
         timeout = settings.timeout_seconds
@@ -178,6 +181,8 @@ class SlackNotifier:
     ) -> list[OutboxItem]:
         """Posts for firing groups, reply + update per message for resolves, thread replies for events."""
         items: list[OutboxItem] = []
+        # Causes before symptoms, so a symptom firing in the same tick finds its cause's message.
+        groups = sorted(groups, key=lambda g: all(m.fingerprint in ctx.causes for m in g.members))
         for group in groups:
             if self.mode == "webhook":
                 items.append(self._webhook_group(group))
@@ -192,7 +197,8 @@ class SlackNotifier:
     def _render(self, members: list[AlertSnapshot], resolved: list[str]) -> Rendered:
         title = self.runbook_title(members[0].annotations.get("runbook", ""))
         return render_alert_message(
-            members, resolved, self.node, self.links, title, self.max_members, self.member_labels
+            members, resolved, self.node, self.links, title, self.max_members, self.member_labels,
+            interactive=self.interactive,
         )
 
     def _webhook_group(self, group: GroupNotification) -> OutboxItem:
@@ -205,6 +211,9 @@ class SlackNotifier:
         return OutboxItem(f"webhook:{group.key}", "webhook", {"text": body.text, "blocks": body.blocks})
 
     def _plan_firing(self, group: GroupNotification, ctx: PlanContext) -> OutboxItem:
+        folded = self._plan_symptoms(group, ctx)
+        if folded is not None:
+            return folded
         message_key = f"msg:{group.key}"
         ctx.store.add_slack_message(ctx.cur, message_key, list(group.members), ctx.now_ms)
         for member in group.members:
@@ -215,6 +224,20 @@ class SlackNotifier:
             "post",
             {"channel": self.channel, "text": body.text, "blocks": body.blocks, "message_key": message_key},
         )
+
+    def _plan_symptoms(self, group: GroupNotification, ctx: PlanContext) -> OutboxItem | None:
+        """A reply in the cause's thread when every member is a symptom of one incident whose cause has a
+        message (one incident, one top-level message); None otherwise."""
+        parents = {ctx.message_key_of(ctx.causes.get(m.fingerprint, "")) for m in group.members}
+        if len(parents) != 1 or "" in parents:
+            return None
+        parent = parents.pop()
+        for member in group.members:
+            ctx.set_message_key(member.fingerprint, parent)
+        body = self._render(list(group.members), [])
+        return OutboxItem(f"reply:{group.key}", "reply",
+                          {"message_key": parent, "text": body.text, "blocks": body.blocks,
+                           "orphan": {"text": body.text, "blocks": body.blocks}})
 
     def _plan_resolved(self, group: GroupNotification, ctx: PlanContext) -> list[OutboxItem]:
         by_message: dict[str, list[AlertSnapshot]] = {}

@@ -25,6 +25,9 @@ SEVERITY_EMOJI = {
 RESOLVED_EMOJI = ":white_check_mark:"
 APPROVE_ACTION = "watchdog_approve"
 SKIP_ACTION = "watchdog_skip"
+ACK_ACTION = "watchdog_ack"
+SILENCE_ACTION = "watchdog_silence"
+SILENCE_BUTTON_HOURS = 1
 
 Block = dict[str, Any]
 
@@ -46,13 +49,25 @@ class Rendered:
 
 
 def _cap(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"
+    """At most ``limit`` chars, ending in "…" when cut; never cuts an ``&amp;``-style entity in half."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(0, limit - 1)]
+    amp = cut.rfind("&", max(0, len(cut) - 5))
+    if amp >= 0 and ";" not in cut[amp:]:
+        cut = cut[:amp]
+    return cut + "…"
 
 
 def _mrkdwn_escape(text: str) -> str:
     """Slack's three control characters as entities: ``<!channel>`` in a label or a process name is shown,
     never executed as a mention or a link (every text that reaches Slack goes through here)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _code_block(text: str, limit: int) -> str:
+    """``text`` as a mrkdwn code block of at most ``limit`` chars: escaped, unable to close early."""
+    return "```" + _cap(_mrkdwn_escape(text).replace("```", "`\u200b``"), max(1, limit - 6)) + "```"
 
 
 def humanize(value: float) -> str:
@@ -87,6 +102,11 @@ def runbook_url(runbook: str, links: Links) -> str:
     return f"{links.runbook_base_url.rstrip('/')}/{runbook}.md" if runbook and links.runbook_base_url else ""
 
 
+def _web_url(url: str) -> str:
+    """``url`` when a person in Slack can open it (http/https), else ""."""
+    return url if url.startswith(("https://", "http://")) else ""
+
+
 def grafana_explore_url(expr: str, links: Links) -> str:
     """A Grafana Explore link running the rule's expression, or "" without a Grafana URL."""
     if not (expr and links.grafana_url):
@@ -96,20 +116,36 @@ def grafana_explore_url(expr: str, links: Links) -> str:
 
 
 def _context_fields(alert: AlertSnapshot, node: str, members: int) -> list[Block]:
+    """Label/value fields; values are escaped, the date token is not (Slack renders it)."""
     labels = alert.labels
-    esc = _mrkdwn_escape
-    fields = [f"*Severity*\n{esc(alert.severity or '-')}", f"*Node*\n{esc(labels.get('node', node))}"]
+    fields = [("Severity", alert.severity or "-"), ("Node", labels.get("node", node))]
     if members <= 1 and labels.get("gpu"):
-        fields.append(f"*GPU*\n{esc(labels['gpu'])}" + (f" ({esc(labels['uuid'])})" if labels.get("uuid") else ""))
+        fields.append(("GPU", labels["gpu"] + (f" ({labels['uuid']})" if labels.get("uuid") else "")))
     engine = " ".join(v for v in (labels.get("job", ""), labels.get("instance", "")) if v)
     if engine:
-        fields.append(f"*Engine*\n{esc(engine)}")
+        fields.append(("Engine", engine))
     if labels.get("model_name"):
-        fields.append(f"*Model*\n{esc(labels['model_name'])}")
+        fields.append(("Model", labels["model_name"]))
     if members <= 1:
-        fields.append(f"*Value*\n{humanize(alert.value)}")
-    fields.append(f"*Firing since*\n{slack_date(alert.fired_at_ms)}")  # Slack's date token: not escaped
-    return [{"type": "mrkdwn", "text": _cap(f, 2000)} for f in fields[:10]]
+        fields.append(("Value", humanize(alert.value)))
+    texts = [f"*{name}*\n{_cap(_mrkdwn_escape(value), 1900)}" for name, value in fields[:9]]
+    texts.append(f"*Firing since*\n{slack_date(alert.fired_at_ms)}")
+    return [{"type": "mrkdwn", "text": text} for text in texts]
+
+
+def _button(action_id: str, label: str, value: str, style: str = "") -> Block:
+    button: Block = {"type": "button", "action_id": action_id, "value": value[:2000],
+                     "text": {"type": "plain_text", "text": label}}
+    if style:
+        button["style"] = style
+    return button
+
+
+def alert_buttons(fingerprint: str) -> list[Block]:
+    """Acknowledge and Silence (1 h) buttons for one alert (handled by :mod:`watchdog.notify.approvals`)."""
+    value = json.dumps({"fingerprint": fingerprint})
+    return [_button(ACK_ACTION, "Acknowledge", value),
+            _button(SILENCE_ACTION, f"Silence {SILENCE_BUTTON_HOURS}h", value)]
 
 
 def render_alert_message(
@@ -120,10 +156,12 @@ def render_alert_message(
     runbook_title: str = "",
     max_members: int = 20,
     member_labels: Sequence[str] = DEFAULT_MEMBER_LABELS,
+    interactive: bool = False,
 ) -> Rendered:
     """The parent message of a group: firing while any member fires, resolved once all have.
 
     ``resolved`` lists fingerprints of members that resolved (shown struck through with a tick).
+    ``interactive`` (a Slack app receives clicks) adds Acknowledge and Silence buttons while firing.
     """
     lead = members[0]
     done = set(resolved)
@@ -164,7 +202,7 @@ def render_alert_message(
         )
     runbook = lead.annotations.get("runbook", "")
     link_parts = []
-    url = runbook_url(runbook, links)
+    url = runbook_url(runbook, links) or _web_url(lead.annotations.get("runbook_url", ""))
     if runbook:
         label = runbook_title or runbook
         link_parts.append(f"*Runbook:* <{url}|{_mrkdwn_escape(label)}>" if url
@@ -176,6 +214,8 @@ def render_alert_message(
         blocks.append(
             {"type": "section", "text": {"type": "mrkdwn", "text": _cap("  ·  ".join(link_parts), 3000)}}
         )
+    if interactive and not all_resolved:
+        blocks.append({"type": "actions", "block_id": "watchdog_alert", "elements": alert_buttons(lead.fingerprint)})
     blocks.append(
         {
             "type": "context",
@@ -233,7 +273,8 @@ def render_event(
 ) -> Rendered:
     """A runbook event: diagnostics output as a code block, suggestions, decisions and results.
 
-    ``approvals`` = [(fingerprint, step), ...] adds Approve / Skip buttons per step (approve mode).
+    ``approvals`` = [(fingerprint, step), ...] adds Approve / Skip buttons per step (approve mode), with
+    Acknowledge and Silence next to them.
     """
     label = {
         "diagnostics": ":mag: Diagnostics",
@@ -243,31 +284,21 @@ def render_event(
     }.get(kind, kind.title())
     prefix = f"[{alertname}] " if standalone else ""
     head = f"*{prefix}{label}: {_mrkdwn_escape(title)}*"
-    body = _cap(_mrkdwn_escape(text), max_chars)  # process names, command output: shown, never parsed
-    shown = f"{head}\n```{body}```" if kind in ("diagnostics", "result") and body else f"{head}\n{body}"
+    body = _cap(text, max_chars)
+    room = 3000 - len(head) - 1
+    shown = f"{head}\n{_code_block(body, room)}" if kind in ("diagnostics", "result") and body else (
+        f"{head}\n{_cap(_mrkdwn_escape(body), room)}")
     blocks: list[Block] = [{"type": "section", "text": {"type": "mrkdwn", "text": _cap(shown, 3000)}}]
     for fingerprint, step in list(approvals)[:10]:
         value = json.dumps({"fingerprint": fingerprint, "step": step})[:2000]
-        approve = {
-            "type": "button",
-            "action_id": APPROVE_ACTION,
-            "style": "primary",
-            "value": value,
-            "text": {"type": "plain_text", "text": "Approve"},
-        }
-        skip = {
-            "type": "button",
-            "action_id": SKIP_ACTION,
-            "value": value,
-            "text": {"type": "plain_text", "text": "Skip"},
-        }
-        blocks.append({"type": "section",
-                       "text": {"type": "mrkdwn", "text": _cap(f"Step *{_mrkdwn_escape(step)}*", 3000)}})
+        approve = _button(APPROVE_ACTION, "Approve", value, "primary")
+        skip = _button(SKIP_ACTION, "Skip", value)
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _cap(f"Step *{step}*", 3000)}})
         blocks.append(
             {
                 "type": "actions",
                 "block_id": _cap(f"watchdog_approval:{step}", 255),
-                "elements": [approve, skip],
+                "elements": [approve, skip, *alert_buttons(fingerprint)],
             }
         )
     return Rendered(_cap(_mrkdwn_escape(f"{prefix}{label.split(' ', 1)[1]}: {title}"), 3000), blocks)

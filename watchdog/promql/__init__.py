@@ -18,7 +18,7 @@ from typing import Any
 
 from watchdog.promql import nodes
 from watchdog.promql.engine import DEFAULT_LOOKBACK_MS, DEFAULT_SUBQUERY_STEP_MS, Selectable, evaluate_expr
-from watchdog.promql.errors import PromQLError
+from watchdog.promql.errors import PromQLError, TooManySamples
 from watchdog.promql.format import api_text_lines, to_api_json, to_text_lines
 from watchdog.promql.parse import FUNCTION_RETURN_TYPES, parse_expr
 from watchdog.promql.values import (
@@ -43,6 +43,7 @@ __all__ = [
     "RangeSeries",
     "Scalar",
     "String",
+    "TooManySamples",
     "Value",
     "Vector",
     "VectorSample",
@@ -91,6 +92,8 @@ def evaluate(
     subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
     deadline: float | None = None,
     max_samples: int | None = None,
+    sample_limit: int | None = None,
+    range_ms: tuple[int, int] | None = None,
 ) -> Value:
     """Evaluate ``query`` at ``t_ms`` (int ms) against ``store``.
 
@@ -99,12 +102,15 @@ def evaluate(
     subqueries written without one (Prometheus uses the global evaluation interval).
     Raises :class:`PromQLError` (``kind="execution"``) for evaluation errors such as many-to-many matching,
     and (``kind="timeout"``) once ``time.monotonic()`` passes ``deadline``. ``max_samples`` bounds the
-    samples a subquery holds (Prometheus' ``--query.max-samples``; promtool's unit tests use 10000).
+    samples a subquery holds as promtool's unit tests count them (limit 10000). ``sample_limit`` bounds
+    the samples the evaluation holds in memory at once (the agent's ``--query.max-samples``): past it,
+    :class:`TooManySamples`. ``range_ms`` is the ``(start, end)`` of the range query ``t_ms`` is a step
+    of: what ``@ start()`` and ``@ end()`` mean (without it, both are ``t_ms``).
     """
     if isinstance(query, str):
         query = parse_query(query)
     raw: Any = evaluate_expr(query.expr, store, int(t_ms), lookback_ms, subquery_step_ms, deadline,
-                             max_samples)
+                             max_samples, sample_limit, range_ms)
     kind = query.value_type
     if kind == nodes.SCALAR:
         return Scalar(float(raw), int(t_ms))

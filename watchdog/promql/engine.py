@@ -6,7 +6,7 @@ string ``str``.
 
 Time semantics (all integer milliseconds):
 - the reference time of a selector is ``(@ time or evaluation time) - offset``; ``@ start()`` and
-  ``@ end()`` are the top-level evaluation time;
+  ``@ end()`` are the start and end of the query's range (both the evaluation time of an instant query);
 - an instant selector takes each series' newest sample in ``[ref - lookback, ref]`` (closed, as 2.42),
   and returns nothing for a series whose newest sample there is a staleness marker;
 - a range selector takes the samples in ``[ref - range, ref]`` (closed, as 2.42), minus stale markers;
@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from watchdog.model import Labels, is_stale
 from watchdog.promql import aggregations, binary, functions
 from watchdog.promql import nodes as n
-from watchdog.promql.errors import PromQLError, evaluation_error
+from watchdog.promql.errors import PromQLError, TooManySamples, evaluation_error
 from watchdog.promql.labels import drop_name, find_duplicate
 from watchdog.store import Matcher
 
@@ -137,9 +137,17 @@ class Evaluator:
         subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
         deadline: float | None = None,
         max_samples: int | None = None,
+        sample_limit: int | None = None,
+        range_ms: tuple[int, int] | None = None,
     ) -> None:
         self.store = store
         self.max_samples = max_samples
+        # The agent's memory guard (Prometheus' --query.max-samples): samples held at once, counted
+        # where they are materialised (a node's result, a range selector's windows, a subquery's steps).
+        self.sample_limit = sample_limit
+        self._held = 0
+        # What ``@ start()`` and ``@ end()`` mean: the range query's start and end (else ``query_ms``).
+        self.range_ms = (query_ms, query_ms) if range_ms is None else range_ms
         self._counts: dict[int, int] | None = None  # id(node) -> samples it produced (in a subquery)
         # 2.42's @ bookkeeping (setOffsetForAtModifier): the evaluation time E its offsets were computed
         # for, the start S of the current (sub)query evaluator, and the subquery offsets (and the @ of
@@ -161,11 +169,30 @@ class Evaluator:
         """
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise PromQLError("query timed out in expression evaluation", kind="timeout")
+        held = self._held
         result = self._eval_node(expr, t)
+        if self.sample_limit is not None and expr.type != n.MATRIX:
+            # A node's inputs are freed once it has its output: what is held is what was held before
+            # plus that output (range selectors and subqueries count their matrices as they build them).
+            self._held = held
+            self._hold(len(result) if isinstance(result, list) else 1)
         if self._counts is not None:
             produced = 1 if isinstance(result, float) else 0 if isinstance(result, str) else len(result)
             self._counts[id(expr)] = self._counts.get(id(expr), 0) + produced
         return result
+
+    def _hold(self, samples: int) -> None:
+        """Count ``samples`` more held in memory; past ``sample_limit``, stop the query."""
+        self._held += samples
+        if self.sample_limit is not None and self._held > self.sample_limit:
+            raise TooManySamples(
+                "query processing would load too many samples into memory in query execution")
+
+    def _at_time(self, at: n.At) -> int:
+        """The time an ``@`` modifier names: its timestamp, or the query's start or end."""
+        if at.t_ms is not None:
+            return at.t_ms
+        return self.range_ms[1] if at.end else self.range_ms[0]
 
     def _eval_node(self, expr: n.Expr, t: int) -> Any:
         if isinstance(expr, n.VectorSelector):
@@ -213,7 +240,7 @@ class Evaluator:
         """
         if at is None:
             return t - offset_ms
-        base = self.query_ms if at.t_ms is None else at.t_ms
+        base = self._at_time(at)
         evaluated_for, start, subquery_offsets, subquery_at = self._at_context
         if subquery_at is not None:
             subquery_offsets += evaluated_for - subquery_at
@@ -255,10 +282,13 @@ class Evaluator:
         ref = self._reference(vs.at, vs.offset_ms, t)
         out: RangeVector = []
         mint = ref - ms.range_ms
+        limited = self.sample_limit is not None
         for series in self._series(vs.matchers):
             times, values = _window(series, mint, ref)
             if not times:
                 continue
+            if limited:
+                self._hold(len(times))
             times, values = _without_stale(times, values)
             if times:
                 out.append((series.labels, times, values))
@@ -282,8 +312,7 @@ class Evaluator:
         if inner_start != start:  # 2.42 recomputes the inner @ offsets for that start
             self._at_context = (inner_start, inner_start, 0, None)
         elif sq.at is not None:
-            self._at_context = (evaluated_for, start, sq.offset_ms,
-                                self.query_ms if sq.at.t_ms is None else sq.at.t_ms)
+            self._at_context = (evaluated_for, start, sq.offset_ms, self._at_time(sq.at))
         else:
             self._at_context = (evaluated_for, start, subquery_offsets + sq.offset_ms, subquery_at)
         try:
@@ -358,7 +387,7 @@ class Evaluator:
         """
         if vs.at is None:
             return [(drop_name(labels), ts / 1000) for labels, ts, _ in self.selector_points(vs, t)]
-        at_t = self.query_ms if vs.at.t_ms is None else vs.at.t_ms
+        at_t = self._at_time(vs.at)
         upper = min(at_t, at_t - vs.offset_ms)
         lower = max(at_t, at_t - vs.offset_ms) - self.lookback_ms
         out: InstantVector = []
@@ -452,9 +481,14 @@ def evaluate_expr(
     subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
     deadline: float | None = None,
     max_samples: int | None = None,
+    sample_limit: int | None = None,
+    range_ms: tuple[int, int] | None = None,
 ) -> Any:
     """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``.
     ``deadline`` (a ``time.monotonic()`` instant) stops it with a ``timeout`` :class:`PromQLError`;
-    ``max_samples`` limits what a subquery holds, as Prometheus' ``--query.max-samples``."""
-    return Evaluator(store, t_ms, lookback_ms, subquery_step_ms, deadline, max_samples).eval(expr, t_ms)
+    ``max_samples`` models promtool's accounting inside subqueries (``rules test``); ``sample_limit``
+    bounds the samples held at once anywhere (:class:`TooManySamples`); ``range_ms`` is the
+    ``(start, end)`` of a range query that ``t_ms`` is one step of (``@ start()``/``@ end()``)."""
+    return Evaluator(store, t_ms, lookback_ms, subquery_step_ms, deadline, max_samples, sample_limit,
+                     range_ms).eval(expr, t_ms)
 

@@ -20,3 +20,11 @@ class PromQLError(Exception):
 def evaluation_error(message: str) -> PromQLError:
     """An error raised while evaluating a valid query."""
     return PromQLError(message, kind="execution")
+
+
+class TooManySamples(PromQLError):
+    """An evaluation that would hold more samples in memory at once than its limit allows (Prometheus'
+    ``--query.max-samples``); ``kind`` is ``execution``, as in Prometheus' HTTP API."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="execution")

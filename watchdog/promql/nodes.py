@@ -24,7 +24,9 @@ class At:
     """An ``@`` modifier: a fixed time in ms, or ``start()``/``end()`` (the query's evaluation time)."""
 
     t_ms: int | None
-    """None for ``start()``/``end()``, which equal the top-level evaluation time of an instant query."""
+    """None for ``start()``/``end()``: the range query's start or end (an instant query's time)."""
+    end: bool = False
+    """With ``t_ms`` None: ``end()`` rather than ``start()``."""
 
 
 @dataclass(frozen=True)

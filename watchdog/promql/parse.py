@@ -240,7 +240,7 @@ def _at(modifier: pp.AtModifier | None) -> n.At | None:
     if modifier is None:
         return None
     if modifier.type in (pp.AtModifierType.Start, pp.AtModifierType.End):
-        return n.At(None)
+        return n.At(None, end=modifier.type == pp.AtModifierType.End)
     try:
         when = modifier.at
     except BaseException as exc:  # the binding panics on times before 1970 (pyo3's PanicException)

@@ -9,8 +9,9 @@ Contract:
 - A rule that fails (evaluation error, non-vector result, duplicate label sets) is logged and counted
   in ``watchdog_rule_evaluation_failures_total{rule_group, reason}``; the tick goes on with the next rule
   and the failed rule's previous output is left to age out, as in Prometheus. ``reason`` is ``error``,
-  ``timeout`` (the rule ran past ``rule_timeout_s``, its time budget per evaluation, and was stopped) or
-  ``internal`` (a bug of ours).
+  ``timeout`` (the rule ran past ``rule_timeout_s``, its time budget per evaluation, and was stopped),
+  ``samples`` (it would have held more than ``sample_limit`` samples in memory at once, Prometheus'
+  ``--query.max-samples``, and was stopped), ``quota`` or ``internal`` (a bug of ours).
 - With ``honour_group_intervals`` (the agent), a group with its own ``interval:`` is evaluated only when
   that interval has passed since its last evaluation; otherwise (promtool's unit tests, which ignore
   group intervals) every group runs at every ``evaluate`` call.
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Alert, Labels, Sample, make_labels
-from watchdog.promql import PromQLError, evaluate, parse_query
+from watchdog.promql import PromQLError, TooManySamples, evaluate, parse_query
 from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Candidate
 from watchdog.rules.loader import AlertingRule, RecordingRule, RuleGroup, RuleSet
 from watchdog.rules.templates import TemplateContext, expand
@@ -53,7 +54,8 @@ class GroupStats:
     rules: int
     evaluations_total: int = 0
     failures_total: int = 0
-    failures_by_reason: dict[str, int] = field(default_factory=lambda: {"error": 0, "timeout": 0})
+    failures_by_reason: dict[str, int] = field(
+        default_factory=lambda: {"error": 0, "timeout": 0, "samples": 0})
     last_duration_seconds: float = 0.0
     last_evaluation_ms: int | None = None
 
@@ -127,6 +129,7 @@ class RuleEngine:
         rule_timeout_s: float | None = None,
         honour_group_intervals: bool = False,
         max_samples: int | None = None,
+        sample_limit: int | None = None,
     ) -> None:
         self.ruleset = ruleset
         self.store = store
@@ -139,6 +142,7 @@ class RuleEngine:
         self.rule_timeout_s = rule_timeout_s
         self.honour_group_intervals = honour_group_intervals
         self.max_samples = max_samples
+        self.sample_limit = sample_limit
         self._deadline: float | None = None  # time.monotonic() at which the current rule is stopped
         self._rule_queries: dict[int, Any] = {}
         self.last_failures: dict[tuple[str, int], RuleFailure] = {}
@@ -218,6 +222,9 @@ class RuleEngine:
             self._deadline = None if self.rule_timeout_s is None else time.monotonic() + self.rule_timeout_s
             try:
                 samples = self._evaluate_rule(runtime, index, rule, t_ms)
+            except TooManySamples as exc:
+                self._record_failure(runtime, index, rule, t_ms, str(exc), "samples")
+                continue
             except (RuleEvaluationError, AlertEvaluationError, PromQLError) as exc:
                 timed_out = isinstance(exc, PromQLError) and exc.kind == "timeout"
                 self._record_failure(runtime, index, rule, t_ms, str(exc), "timeout" if timed_out else "error")
@@ -248,6 +255,8 @@ class RuleEngine:
                                                                error)
         if reason == "timeout":
             error = f"{error}: stopped after the rule time budget of {self.rule_timeout_s:g}s"
+        elif reason == "samples":
+            error = f"{error}: stopped at the rule sample limit of {self.sample_limit}"
         self.log.warning("rule evaluation failed", extra={
             "file": runtime.group.file, "rule_group": runtime.group.name, "rule": rule.name, "index": index,
             "t_ms": t_ms, "reason": reason, "error": error})
@@ -269,9 +278,9 @@ class RuleEngine:
     def _query(self, query: Any, t_ms: int) -> Any:
         if self.subquery_step_ms is None:
             return evaluate(query, self.store, t_ms, self.lookback_ms, deadline=self._deadline,
-                            max_samples=self.max_samples)
+                            max_samples=self.max_samples, sample_limit=self.sample_limit)
         return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, self._deadline,
-                        self.max_samples)
+                        self.max_samples, self.sample_limit)
 
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
         vector = vector_of(self._query(self._rule_query(rule), t_ms))

@@ -13,7 +13,7 @@ Contract:
 - Every problem found is collected; one :class:`RuleLoadError` carries them all, each naming file,
   line, group, rule and what is wrong.
 - :func:`load_ruleset` combines the config's ``rules.paths`` with the groups generated from the config
-  (SLOs) by ``watchdog.engines.slo.slo_rule_groups``.
+  (SLOs, the KV forecast's horizon) by ``watchdog.engines.slo`` and ``watchdog.engines.forecast``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from watchdog.config.settings import Settings
+from watchdog.engines.forecast import forecast_rule_groups
 from watchdog.engines.slo import slo_rule_groups
 from watchdog.infra.yamllines import line_of
 from watchdog.rules.durations import DurationError, parse_duration
@@ -440,9 +441,10 @@ def _parse_expr(expr: str, line: int, name: str, problem: Any) -> Any:
 
 
 def load_ruleset(settings: Settings, *, lint_duplicates: bool = True) -> RuleSet:
-    """The node's full rule set: ``rules.paths`` files, then groups generated from the config (SLOs)."""
+    """The node's full rule set: ``rules.paths`` files, then groups generated from the config (SLOs, the
+    KV forecast's horizon)."""
     files = load_rule_files(list(settings.rules.paths), lint_duplicates=lint_duplicates)
-    generated = slo_rule_groups(settings)
+    generated = [*slo_rule_groups(settings), *forecast_rule_groups(settings)]
     if not generated:
         return files
     return files.merged(load_rule_groups(generated, GENERATED_SOURCE, lint_duplicates=lint_duplicates))

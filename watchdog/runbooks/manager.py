@@ -155,6 +155,7 @@ class RunbookManager:
         self.policy = Policy.from_settings(settings)
         diag = settings.diagnostics
         self.diagnostics_enabled = diag.enabled
+        self.diagnostics_simulated = diag.simulated
         self.diagnostics_timeout_s = diag.timeout_seconds
         self.diagnostics_max_bytes = diag.max_output_bytes
         self.max_output_bytes = settings.max_output_bytes
@@ -528,6 +529,11 @@ class RunbookManager:
                 self._audit(episode, step.name, decision, problem, now_ms)
                 events.append(self._event(episode, "diagnostics", f"{step.name}: {decision.value}", problem,
                                           now_ms))
+                continue
+            if self.diagnostics_simulated:  # the node is simulated: say what would run, run nothing
+                self._audit(episode, step.name, Decision.SKIPPED, "simulated node: not run", now_ms)
+                events.append(self._event(episode, "diagnostics", f"{step.name}: would run (simulated node)",
+                                          f"$ {action.display}", now_ms))
                 continue
             timeout = min(step.timeout_s, self.diagnostics_timeout_s)
             future = self._diagnostics_pool.submit(self.executors[action.kind].execute, action, timeout,

@@ -1,0 +1,182 @@
+"""Silences and inhibition: a silence added by command, and one added in a real Alertmanager, each stop the
+matching Slack post and nothing else; a lost GPU inhibits the node's engine alerts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.notify.alerts import make_alert
+from tests.notify.conftest import Dispatchers, notify_config
+from tests.notify.slack_api import FakeSlack
+from tests.support.alertmanager import BINARY, RealAlertmanager
+from tests.support.polling import wait_until
+from watchdog.config.settings import InhibitRuleSettings
+from watchdog.infra.state import StateDB
+from watchdog.notify.silences import InhibitRule, Matcher, MatcherError, SilenceStore, inhibited
+
+NOW = 1_000_000
+
+
+@pytest.mark.parametrize(("text", "labels", "expected"), [
+    ("alertname=GpuXidFatal", {"alertname": "GpuXidFatal"}, True),
+    ('gpu="3"', {"gpu": "3"}, True),
+    ("gpu!=3", {"gpu": "3"}, False),
+    ("gpu!=3", {}, True),  # absent is the empty string
+    ("job=~vllm-.*", {"job": "vllm-a"}, True),
+    ("job=~vllm", {"job": "vllm-a"}, False),  # anchored
+    ("job!~vllm-.*", {"job": "sglang"}, True),
+])
+def test_matchers_follow_alertmanager(text: str, labels: dict[str, str], expected: bool) -> None:
+    assert Matcher.parse(text).matches(labels) is expected
+
+
+def test_a_bad_matcher_says_how_to_write_one() -> None:
+    with pytest.raises(MatcherError, match="write name=value"):
+        Matcher.parse("GpuXidFatal")
+    with pytest.raises(MatcherError, match="bad regular expression"):
+        Matcher.parse("job=~(")
+
+
+def test_store_add_list_expire(tmp_path: Path) -> None:
+    store = SilenceStore(StateDB(tmp_path / "state.db"))
+    silence = store.add([Matcher.parse("gpu=3")], NOW, NOW + 3_600_000, "alice", "swapping GPU 3", NOW)
+    reopened = SilenceStore(StateDB(tmp_path / "state.db"))  # durable
+    assert [s.id for s in reopened.active(NOW + 1)] == [silence.id]
+    assert reopened.active(NOW + 3_600_000) == []
+    assert reopened.expire(silence.id[:8], NOW + 10) is not None
+    assert reopened.active(NOW + 11) == [] and len(reopened.all()) == 1
+    assert reopened.expire(silence.id, NOW + 20) is None
+
+
+def test_inhibition_follows_alertmanager() -> None:
+    rule = InhibitRule.from_settings(InhibitRuleSettings(('alertname="GpuFallenOffBus"',), ('alertname=~"Engine.+"',),
+                                                         ("node",)))
+    lost = {"alertname": "GpuFallenOffBus", "gpu": "5", "node": "n1"}
+    engine = {"alertname": "EngineDown", "job": "vllm", "node": "n1"}
+    assert inhibited(engine, [lost], [rule])
+    assert not inhibited(engine, [{**lost, "node": "n2"}], [rule])
+    assert not inhibited(lost, [lost], [rule])
+    assert not inhibited({"alertname": "HostOomKill", "node": "n1"}, [lost], [rule])
+
+
+def _posted(slack: FakeSlack) -> list[str]:
+    """The alert names of the top-level Slack messages ("... CRITICAL: Name on node: ...")."""
+    return sorted(re.search(r"[A-Z]+: (\w+)", m.text).group(1) for m in slack.top_level())  # type: ignore[union-attr]
+
+
+def _drained(d) -> bool:  # type: ignore[no-untyped-def]
+    return sum(d.outbox.pending_counts().values()) == 0
+
+
+def _cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "watchdog", "silence", *args, "--config", str(config)],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "SUDO_USER": "alice"})
+
+
+def test_a_silence_added_by_command_stops_that_post_and_nothing_else(
+        tmp_path: Path, fake_slack: FakeSlack, slack_token: str, dispatchers: Dispatchers) -> None:
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump({"state_dir": str(dispatchers.state_dir)}))
+    typo = _cli(config_path, "add", "alertname=GpuThermalMarginLwo", "--comment", "x")
+    assert typo.returncode == 1 and "did you mean GpuThermalMarginLow?" in typo.stderr
+    added = _cli(config_path, "add", "alertname=GpuThermalMarginLow", "gpu=3", "--duration", "2h",
+                 "--comment", "replacing the fan")
+    assert added.returncode == 0, added.stderr
+    silence_id = added.stdout.strip()
+    listed = json.loads(_cli(config_path, "list", "--json").stdout)
+    assert [(s["id"], s["createdBy"], s["comment"], s["status"]["state"]) for s in listed] == [
+        (silence_id, "alice", "replacing the fan", "active")]
+
+    d = dispatchers(notify_config({"base_url": fake_slack.base_url}))
+    now = int(datetime.now(timezone.utc).timestamp() * 1000)
+    hot3 = make_alert("GpuThermalMarginLow", gpu="3", severity="warning")
+    hot4 = make_alert("GpuThermalMarginLow", gpu="4", severity="warning")
+    d.handle([hot3, hot4], [], now)
+    wait_until(lambda: _drained(d), what="delivered")
+    assert _posted(fake_slack) == ["GpuThermalMarginLow"]
+    blocks = json.dumps(fake_slack.top_level()[0].blocks)
+    assert "GPU*\\n4" in blocks and "GPU*\\n3" not in blocks  # only the unsilenced GPU
+    # The silenced alert resolving sends nothing either; the other one's resolve goes out.
+    d.handle([make_alert("GpuThermalMarginLow", "resolved", resolved_at_ms=now + 5000, gpu=g,
+                         severity="warning") for g in ("3", "4")], [], now + 6000)
+    wait_until(lambda: _drained(d), what="resolves delivered")
+    assert len(fake_slack.top_level()) == 1
+    assert len(fake_slack.replies(fake_slack.top_level()[0].ts)) == 1
+
+    expired = _cli(config_path, "expire", silence_id[:10])
+    assert expired.returncode == 0 and silence_id in expired.stdout
+    assert json.loads(_cli(config_path, "list", "--json").stdout) == []
+
+
+def test_a_lost_gpu_inhibits_the_nodes_engine_alerts(
+        fake_slack: FakeSlack, slack_token: str, dispatchers: Dispatchers) -> None:
+    d = dispatchers(notify_config({"base_url": fake_slack.base_url}))  # the default inhibit rule
+    d.handle([make_alert("GpuFallenOffBus", gpu="5"), make_alert("EngineDown", job="vllm"),
+              make_alert("HostOomKill", process="python3")], [], NOW)
+    wait_until(lambda: _drained(d), what="delivered")
+    assert _posted(fake_slack) == ["GpuFallenOffBus", "HostOomKill"]
+
+
+@pytest.mark.skipif(BINARY is None, reason="prometheus-alertmanager not installed")
+def test_an_alertmanager_silence_stops_the_direct_slack_post(
+        tmp_path: Path, fake_slack: FakeSlack, slack_token: str, dispatchers: Dispatchers) -> None:
+    am = RealAlertmanager(tmp_path / "am").start()
+    try:
+        start = datetime.now(timezone.utc)
+        body = json.dumps({"matchers": [{"name": "alertname", "value": "EngineQueueBuildup", "isRegex": False,
+                                         "isEqual": True}],
+                           "startsAt": start.isoformat(), "endsAt": (start + timedelta(hours=1)).isoformat(),
+                           "createdBy": "bob", "comment": "load test"}).encode()
+        request = urllib.request.Request(f"{am.url}/api/v2/silences", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.status == 200
+        d = dispatchers(notify_config({"base_url": fake_slack.base_url},
+                                      alertmanager={"urls": [am.url], "resend_interval_seconds": 60}))
+        now = int(datetime.now(timezone.utc).timestamp() * 1000)
+        d.handle([make_alert("EngineQueueBuildup", job="vllm"), make_alert("EngineKvCacheNearFull", job="vllm")],
+                 [], now)
+        wait_until(lambda: _drained(d), what="delivered")
+        assert _posted(fake_slack) == ["EngineKvCacheNearFull"]
+        # Alertmanager itself still receives both (it applies its own silence to what it routes).
+        wait_until(lambda: len(am.alerts()) == 2, what="both alerts in Alertmanager")
+    finally:
+        am.stop()
+
+
+def test_acknowledge_and_silence_buttons(tmp_path: Path, dispatchers: Dispatchers) -> None:
+    from watchdog.notify.approvals import AlertButtons, apply_interactions, parse_interaction
+
+    d = dispatchers(notify_config())
+    hot = make_alert("GpuThermalMarginLow", gpu="3", severity="warning")
+    d.handle([hot], [], NOW)
+    buttons = AlertButtons(d.state_store, d.muting.store, clock=lambda: NOW / 1000)
+
+    def click(action_id: str, user: str) -> dict[str, object]:
+        return {"type": "block_actions", "user": {"id": user}, "channel": {"id": "C0ALERTS"},
+                "message": {"ts": "171.000100"},
+                "actions": [{"action_id": action_id, "value": json.dumps({"fingerprint": hot.fingerprint})}]}
+
+    replies: list[tuple[str, str, str]] = []
+    clicks = [*parse_interaction(click("watchdog_ack", "U0ANYONE"), ["U0ONCALL"]),
+              *parse_interaction(click("watchdog_silence", "U0ANYONE"), ["U0ONCALL"]),  # refused
+              *parse_interaction(click("watchdog_silence", "U0ONCALL"), ["U0ONCALL"])]
+    assert apply_interactions(clicks, manager=None, buttons=buttons,  # type: ignore[arg-type]
+                              reply=lambda *a: replies.append(a)) == 2
+    assert replies[0] == ("C0ALERTS", "171.000100", ":eyes: <@U0ANYONE> acknowledged GpuThermalMarginLow.")
+    assert replies[1][2].startswith(":mute: <@U0ONCALL> silenced GpuThermalMarginLow for 1h")
+    [silence] = d.muting.store.active(NOW + 1)
+    assert silence.created_by == "slack:U0ONCALL" and silence.ends_ms == NOW + 3_600_000
+    assert silence.matches(hot.labels, NOW + 1)
+    assert not silence.matches({**hot.labels, "gpu": "4"}, NOW + 1)

@@ -1,0 +1,59 @@
+"""What the demo tells its viewer while it runs: the alerts the scenario expects, progress while it waits,
+each expected alert ticked off when it fires, and a last word on what did and did not fire. Pure.
+
+Contract: :class:`DemoProgress` is fed after every tick (``update(now, firing, pending)`` with alert
+names) and returns the lines to print (none most ticks): a waiting line every ``every_seconds`` until
+every expected alert has fired, one ``✓`` line per expected alert when it first fires, and one line per
+unexpected alert when it first fires. :meth:`summary` is the closing line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class DemoProgress:
+    """See the module docstring. Times are seconds (any origin, the same for ``start`` and ``now``)."""
+
+    expected: tuple[str, ...]
+    within_seconds: float
+    start: float
+    every_seconds: float = 5.0
+    fired_at: dict[str, float] = field(default_factory=dict)
+    _last_note: float = 0.0
+
+    def opening(self) -> str:
+        """The line printed before the first tick."""
+        if not self.expected:
+            return "this scenario expects no alert: a quiet node"
+        return f"expecting within {self.within_seconds:.0f}s: {', '.join(self.expected)}"
+
+    def update(self, now: float, firing: Iterable[str], pending: Iterable[str] = ()) -> list[str]:
+        """Lines to print after the tick at ``now``."""
+        elapsed = now - self.start
+        lines = []
+        for name in sorted(set(firing)):
+            if name in self.fired_at:
+                continue
+            self.fired_at[name] = elapsed
+            if name in self.expected:
+                done = sum(1 for n in self.expected if n in self.fired_at)
+                lines.append(f"  ✓ {name} fired after {elapsed:.0f}s ({done}/{len(self.expected)} expected)")
+            else:
+                lines.append(f"  • {name} fired after {elapsed:.0f}s (not in the scenario's expectations)")
+        waiting = [n for n in self.expected if n not in self.fired_at]
+        if waiting and elapsed - self._last_note >= self.every_seconds:
+            self._last_note = elapsed
+            building = sorted(set(pending) & set(waiting))
+            note = f"; pending: {', '.join(building)}" if building else ""
+            lines.append(f"  … {elapsed:.0f}s, waiting for {', '.join(waiting)}{note}")
+        return lines
+
+    def summary(self) -> str:
+        """The closing line: expected alerts ticked or crossed, and the others that fired."""
+        marks = [f"✓ {n}" if n in self.fired_at else f"✗ {n} (did not fire)" for n in self.expected]
+        others = sorted(n for n in self.fired_at if n not in self.expected)
+        text = "demo finished: " + (", ".join(marks) if marks else "no alert expected")
+        return text + (f"; also fired: {', '.join(others)}" if others else "")
