@@ -94,3 +94,28 @@ def test_different_xid_or_severity_is_a_different_cause() -> None:
 def test_grouping_disabled_keeps_every_alert_apart() -> None:
     transitions = [Transition("firing", AlertSnapshot.from_alert(a)) for a in xid_storm(gpus=3)]
     assert len(group_transitions(transitions, at_ms=1, enabled=False)) == 3
+
+
+def test_stored_keys_and_shapes_are_pinned() -> None:
+    """Idempotency keys and the persisted snapshot are stored (outbox rows, ``notify_alerts``) and must
+    survive any refactoring of the alert model byte for byte: a state that became an Enum must still
+    format as ``firing``, not ``AlertState.FIRING``."""
+    from watchdog.model import Alert, AlertState
+    from watchdog.notify.model import GroupNotification
+
+    def alert(fp: str, gpu: str) -> Alert:
+        return Alert("GpuHot", {"alertname": "GpuHot", "gpu": gpu, "severity": "warning"}, {"summary": "hot"},
+                     AlertState.FIRING, 91.5, fp, active_at_ms=1_000, fired_at_ms=61_000, generator="gpu_temp > 90")
+
+    d = derive_transitions({}, [alert("0123abcd", "0"), alert("4567ef01", "1")], now_ms=70_000)
+    assert [t.key for t in d.transitions] == ["0123abcd:firing:61000", "4567ef01:firing:61000"]
+    assert [str(k.state) for k in d.upserts] == ["firing", "firing"]
+    group = GroupNotification(d.transitions[0].kind, tuple(t.alert for t in d.transitions), 70_000)
+    assert group.key == "group:firing:37b1a88a791956d20e08"
+    assert GroupNotification("firing", (d.transitions[0].alert,), 70_000).key == "0123abcd:firing:61000"
+    assert d.transitions[0].alert.to_json() == {
+        "fingerprint": "0123abcd", "name": "GpuHot",
+        "labels": {"alertname": "GpuHot", "gpu": "0", "severity": "warning"}, "annotations": {"summary": "hot"},
+        "value": 91.5, "fired_at_ms": 61_000, "resolved_at_ms": 0, "generator": "gpu_temp > 90"}
+    gone = derive_transitions({k.fingerprint: k for k in d.upserts}, [], now_ms=80_000)
+    assert [t.key for t in gone.transitions] == ["0123abcd:resolved:61000", "4567ef01:resolved:61000"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,40 @@ def test_show_uses_live_alerts_and_history(tmp_path: Path, capsys: pytest.Captur
     assert "(live; policy mode=auto)" in out
     # "5m ago", or "5m1s ago" on a machine slow enough that a second passed since the row was written
     assert re.search(r"→ skipped: cooldown: last ran 5m(\d+s)? ago, cooldown 15m", out), out
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in directory.iterdir()}
+
+
+def test_show_never_writes_the_agents_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A database the agent created before any component registered its tables: the command reads it
+    through the components' stores, yet adds no schema row, no table, not a byte."""
+    config = write_config(tmp_path, {"mode": "auto", "allow": {"units": ["vllm.service"]}})
+    StateDB(tmp_path / "state" / "state.db").close()
+    before = _files(tmp_path / "state")
+    code, out, _ = run(capsys, "runbooks", "show", "engine-down", "--config", str(config), "--no-markdown")
+    assert code == 0 and "none firing here" in out
+    code, out, _ = run(capsys, "runbooks", "show", "engine-down", "--config", str(config), "--no-markdown",
+                       "--alert", "EngineDown", "--labels", "job=vllm,instance=127.0.0.1:8000")
+    assert code == 0 and "→ " in out
+    after = _files(tmp_path / "state")
+    # SQLite's own WAL index may appear (an empty log and its shared memory): the data is untouched
+    assert after["state.db"] == before["state.db"] and after.get("state.db-wal", b"") == b""
+
+
+def test_read_only_state_db_refuses_writes(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    assert StateDB.read_only(path) is None  # absent: nothing created
+    assert not path.exists()
+    StateDB(path).close()
+    db = StateDB.read_only(path)
+    assert db is not None
+    RunbookState(db)  # registering a component's schema is a no-op on a read-only handle
+    assert [r["component"] for r in db.query("SELECT component FROM schema_versions")] == []
+    with pytest.raises(sqlite3.OperationalError, match="read-only"):
+        db.execute("INSERT INTO schema_versions VALUES ('x', 1)")
+    db.close()
 
 
 def test_show_unknown_id(capsys: pytest.CaptureFixture[str]) -> None:

@@ -25,7 +25,7 @@ import json
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,53 +134,52 @@ def _parse_labels(text: str) -> dict[str, str]:
 
 
 class _ReadOnlyState:
-    """The live node's state database, opened read-only (absent or unreadable: no history)."""
+    """The live node's state, read through the components' own stores from its state database opened
+    read-only (:meth:`StateDB.read_only`): never written here. Absent, unreadable or missing tables: no
+    history, no escalations, nothing firing."""
 
     def __init__(self, state_dir: str) -> None:
-        self.conn: sqlite3.Connection | None = None
-        path = Path(state_dir) / "state.db"
-        if path.is_file():
-            try:
-                self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-                self.conn.row_factory = sqlite3.Row
-                self.conn.execute("SELECT 1").fetchone()
-            except sqlite3.Error:
-                self.conn = None
+        from watchdog.infra.state import StateDB
+        from watchdog.notify.state_store import AlertStateStore
+        from watchdog.runbooks.audit import RunbookState
 
-    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[sqlite3.Row]:
-        if self.conn is None:
-            return []
-        try:
-            return list(self.conn.execute(sql, params).fetchall())
-        except sqlite3.Error:
-            return []
+        db = StateDB.read_only(Path(state_dir) / "state.db")
+        self.runbooks = RunbookState(db) if db is not None else None
+        self.alerts = AlertStateStore(db) if db is not None else None
 
     def runs(self, key: str, since_ms: int) -> tuple[int, ...]:
-        rows = self._rows("SELECT ts_ms FROM runbook_audit WHERE action_key = ? AND decision = 'started' "
-                          "AND ts_ms >= ? ORDER BY ts_ms", (key, since_ms))
-        return tuple(int(r["ts_ms"]) for r in rows)
+        if self.runbooks is None:
+            return ()
+        try:
+            return self.runbooks.target_runs(key, since_ms)
+        except sqlite3.Error:
+            return ()
 
     def escalated(self, fingerprint: str) -> bool:
-        return bool(self._rows("SELECT 1 FROM runbook_escalations WHERE fingerprint = ?", (fingerprint,)))
+        if self.runbooks is None:
+            return False
+        try:
+            return self.runbooks.escalation(fingerprint) is not None
+        except sqlite3.Error:
+            return False
 
-    def firing(self, alertnames: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:
-        for row in self._rows("SELECT fingerprint, alertname, snapshot FROM notify_alerts "
-                              "WHERE state = 'firing' ORDER BY alertname, fingerprint", ()):
-            if row["alertname"] not in alertnames:
-                continue
-            try:
-                labels = json.loads(row["snapshot"]).get("labels", {})
-            except ValueError:
-                continue
-            if isinstance(labels, dict):
-                yield str(row["fingerprint"]), {str(k): str(v) for k, v in labels.items()}
+    def firing(self, alertnames: tuple[str, ...]) -> list[tuple[str, dict[str, str]]]:
+        if self.alerts is None:
+            return []
+        try:
+            known = self.alerts.load_alerts()
+        except (sqlite3.Error, ValueError, KeyError, TypeError):
+            return []
+        found = [(k.snapshot.name, fp, dict(k.snapshot.labels)) for fp, k in known.items()
+                 if k.state == "firing" and k.snapshot.name in alertnames]
+        return [(fp, labels) for _name, fp, labels in sorted(found, key=lambda row: row[:2])]
 
 
 def _suggestion(runbook: Any, labels: Mapping[str, str], fingerprint: str, source: str,
                 settings: Settings, state: _ReadOnlyState, now_ms: int) -> dict[str, Any]:
     from watchdog.config.settings import settings_document
     from watchdog.infra.logs import redact
-    from watchdog.runbooks.planner import DAY_MS, Policy, TargetHistory, plan_step, render_step
+    from watchdog.runbooks.planner import Policy, history_from, plan_step, render_step
     from watchdog.runbooks.templating import TemplateContext
 
     policy = Policy.from_settings(settings.remediation)
@@ -189,8 +188,7 @@ def _suggestion(runbook: Any, labels: Mapping[str, str], fingerprint: str, sourc
     escalated = state.escalated(fingerprint)
     steps = []
     for step in runbook.remediate:
-        decision = plan_step(step, render_step(step, ctx), policy,
-                             lambda key: TargetHistory(state.runs(key, now_ms - DAY_MS)), now_ms,
+        decision = plan_step(step, render_step(step, ctx), policy, history_from(state.runs, now_ms), now_ms,
                              escalated=escalated)
         steps.append({"step": step.name, "kind": step.kind, "verdict": decision.verdict.value,
                       "reason": redact(decision.reason),

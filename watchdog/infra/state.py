@@ -8,6 +8,10 @@ and shared-memory files, logged at error level) and a fresh database created, so
 as ``watchdog_state_errors_total{kind}``. Each component owns its tables and
 creates them with :meth:`StateDB.ensure_schema` (idempotent DDL, versioned per component), so no
 component edits another's schema.
+
+:meth:`StateDB.read_only` opens an existing database for readers outside the agent (the command line):
+SQLite ``mode=ro``, no schema rows, no WAL switch, no set-aside; every write raises
+:class:`sqlite3.OperationalError`, so such a reader never changes the agent's database.
 """
 
 from __future__ import annotations
@@ -28,10 +32,17 @@ log = logging.getLogger(__name__)
 class StateDB:
     """A thread-safe handle on the state database. ``path=":memory:"`` for tests that need no file."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, _read_only: bool = False) -> None:
         self.path = str(path)
         self.errors: Counter[str] = Counter()
         self._lock = threading.RLock()
+        self.is_read_only = _read_only
+        if _read_only:
+            self._conn = sqlite3.connect(f"{Path(self.path).resolve().as_uri()}?mode=ro", uri=True,
+                                         check_same_thread=False, isolation_level=None)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("PRAGMA busy_timeout=5000")
+            return
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -85,8 +96,24 @@ class StateDB:
         """The database file ``state.db`` inside ``state_dir``."""
         return cls(Path(state_dir) / "state.db")
 
+    @classmethod
+    def read_only(cls, path: str | Path) -> StateDB | None:
+        """An existing database opened read-only, or None when ``path`` is absent or not a readable
+        database (see the module docstring)."""
+        if not Path(path).is_file():
+            return None
+        try:
+            db = cls(path, _read_only=True)
+            db.query("SELECT 1")
+        except sqlite3.Error:
+            return None
+        return db
+
     def ensure_schema(self, component: str, version: int, ddl: Sequence[str]) -> None:
-        """Run ``ddl`` once per (component, version); statements must be idempotent (IF NOT EXISTS)."""
+        """Run ``ddl`` once per (component, version); statements must be idempotent (IF NOT EXISTS).
+        A read-only handle runs nothing: a table the agent never created reads as an error."""
+        if self.is_read_only:
+            return
         with self.transaction() as cur:
             row = cur.execute(
                 "SELECT version FROM schema_versions WHERE component = ?", (component,)
@@ -104,6 +131,8 @@ class StateDB:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Cursor]:
         """An immediate transaction: committed on normal exit, rolled back on exception."""
+        if self.is_read_only:
+            raise sqlite3.OperationalError(f"state database {self.path} is open read-only")
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("BEGIN IMMEDIATE")

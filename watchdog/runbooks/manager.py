@@ -47,14 +47,13 @@ from watchdog.runbooks.conditions import ConditionCheck, StoreConditions
 from watchdog.runbooks.events import RunbookEvent
 from watchdog.runbooks.executors import ExecResult, Executor, Runner, describe, executors_from, run_argv
 from watchdog.runbooks.planner import (
-    DAY_MS,
     Policy,
     RenderedStep,
     StepDecision,
-    TargetHistory,
     Verdict,
     diagnostic_problem,
     format_plan,
+    history_from,
     plan_step,
     render_step,
     should_escalate_recurrence,
@@ -482,16 +481,11 @@ class RunbookManager:
     def _context(self, alert: Alert) -> TemplateContext:
         return TemplateContext(labels=alert.labels, config=self.template_config, vars=self.vars, node=self.node)
 
-    def _history(self, now_ms: int) -> Callable[[str], TargetHistory]:
-        def lookup(key: str) -> TargetHistory:
-            return TargetHistory(self.state.target_runs(key, now_ms - DAY_MS))
-        return lookup
-
     def _decide(self, step: Step, alert: Alert, now_ms: int, *, escalated: bool, evaluate: bool,
                 approved: bool = False) -> StepDecision:
         rendered = render_step(step, self._context(alert))
         check = (lambda expr: self.conditions(expr, now_ms)) if evaluate else None
-        return plan_step(step, rendered, self.policy, self._history(now_ms), now_ms,
+        return plan_step(step, rendered, self.policy, history_from(self.state.target_runs, now_ms), now_ms,
                          approved=approved, escalated=escalated, check=check)
 
     def _check_human(self, fingerprint: str, step: str, user: str, verb: str, now_ms: int) -> ApprovalResult:

@@ -176,6 +176,14 @@ class TargetHistory:
         return sum(1 for t in self.runs_ms if t >= since_ms)
 
 
+def history_from(target_runs: Callable[[str, int], tuple[int, ...]], now_ms: int) -> Callable[[str], TargetHistory]:
+    """The ``history_for`` of :func:`plan_step`: each target's runs of the last day, read through an audit
+    store's ``target_runs(action_key, since_ms)`` (:meth:`watchdog.runbooks.audit.RunbookState.target_runs`)."""
+    def lookup(key: str) -> TargetHistory:
+        return TargetHistory(target_runs(key, now_ms - DAY_MS))
+    return lookup
+
+
 @dataclass(frozen=True)
 class Condition:
     """The result of a PromQL condition (``requires``): whether it holds and why (for messages)."""
