@@ -149,3 +149,72 @@ def test_query_command_on_a_real_page() -> None:
     (result,) = json.loads(out.stdout)["data"]["result"]
     (want,) = raw_samples(page("under-load"))["vllm:num_requests_waiting"].values()
     assert float(result["value"][1]) == want
+
+
+def test_rendered_newest_vllm_fixture_has_the_real_shape() -> None:
+    """tests/fixtures/engines/vllm-0.32.txt (generate.py) carries what the real 0.32 page carries."""
+    real, rendered = raw_samples(page("idle")), raw_samples(FIXTURES / "vllm-0.32.txt")
+
+    def reasons(raw: dict[str, dict[str, float]]) -> set[str]:
+        return {json.loads(k)["finished_reason"] for k in raw["vllm:request_success_total"]}
+
+    def label_names(raw: dict[str, dict[str, float]], name: str) -> set[frozenset[str]]:
+        return {frozenset(json.loads(k)) for k in raw[name]}
+
+    assert reasons(rendered) == reasons(real) == {"stop", "length", "abort", "error", "repetition"}
+    assert label_names(rendered, "vllm:admission_rejections_total") == \
+        label_names(real, "vllm:admission_rejections_total") == {frozenset({"model_name", "reason"})}
+    (info,) = (json.loads(k) for k in rendered["vllm:cache_config_info"])
+    assert {"kv_cache_size_tokens", "kv_cache_max_concurrency"} <= set(info)
+    assert int(info["kv_cache_size_tokens"]) == int(info["num_gpu_blocks"]) * int(info["block_size"])
+
+
+SGLANG_PAGES = sorted(REAL.glob("sglang-*-metrics-code.txt"))
+# canonical series -> SGLang >= 0.5.2x family it stands for, and the request-kind labels summed away
+SGLANG_SOURCES = {
+    "engine:requests_running": "sglang:num_running_reqs",
+    "engine:requests_waiting": "sglang:num_queue_reqs",
+    "engine:kv_cache_usage_ratio": "sglang:token_usage",
+    "engine:preemptions_total": "sglang:num_retracted_requests_total",
+    "engine:prompt_tokens_total": "sglang:prompt_tokens_total",
+    "engine:prefix_cache_queries_total": "sglang:prompt_tokens_total",
+    "engine:prefix_cache_hits_total": "sglang:cached_tokens_total",
+    "engine:generation_tokens_total": "sglang:generation_tokens_total",
+    "engine:ttft_seconds_count": "sglang:time_to_first_token_seconds_count",
+    "engine:e2e_latency_seconds_count": "sglang:e2e_request_latency_seconds_count",
+    "engine:itl_seconds_count": "sglang:inter_token_latency_seconds_count",
+    "engine:queue_time_seconds_count": "sglang:queue_time_seconds_count",
+}
+
+
+def summed_without(samples: dict[str, float], labels: tuple[str, ...]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in samples.items():
+        kept = {k: v for k, v in json.loads(key).items() if k not in labels}
+        new = json.dumps(kept, sort_keys=True)
+        out[new] = out.get(new, 0.0) + value
+    return out
+
+
+@pytest.mark.parametrize("path", SGLANG_PAGES, ids=lambda p: p.name)
+def test_sglang_page_from_its_own_code_yields_the_canonical_signals(path: Path) -> None:
+    head = path.read_text(encoding="utf-8").splitlines()[:3]
+    assert head[0].startswith("# Rendered by SGLang's own metric code: sglang ")
+    assert head[1].startswith("# Method: ") and head[2].startswith("# Date: ")
+    raw = raw_samples(path)
+    # the real shape: tokenizer families are split by is_streaming, cached tokens by cache_source
+    assert all("is_streaming" in json.loads(k) for k in raw["sglang:prompt_tokens_total"])
+    assert all("cache_source" in json.loads(k) for k in raw["sglang:cached_tokens_total"])
+    store = agent_store(path)
+    got = {(name, json.dumps(labels, sort_keys=True)): value
+           for name, labels, value in canonical(store, tuple(SGLANG_SOURCES))}
+    want = {(canon, key): value for canon, source in SGLANG_SOURCES.items()
+            for key, value in summed_without(raw[source], ("is_streaming", "cache_source")).items()}
+    assert got == want
+    finished = {labels["finished_reason"]: v for name, labels, v in canonical(store)
+                if name == "engine:requests_finished_total"}
+    assert finished == {"unknown": sum(raw["sglang:num_requests_total"].values()),
+                        "abort": sum(raw["sglang:num_aborted_requests_total"].values())}
+    (capacity,) = query(store, "engine:kv_cache_capacity_tokens:sum").values()
+    (pool,) = raw["sglang:max_total_num_tokens"].values()
+    assert capacity == pool

@@ -49,13 +49,27 @@ SGLANG_03_FAMILIES = frozenset({
 })
 
 
+# Labels that split SGLang >= 0.5.2x tokenizer families by request kind, not by engine (seen in a page of
+# SGLang 0.5.23's own collectors): prompt/generation tokens, requests, TTFT and E2E by ``is_streaming``,
+# cached tokens by ``cache_source``. Summed away so that hits and queries (and sums and counts) match.
+SGLANG_SPLIT_LABELS = ("is_streaming", "cache_source")
+SGLANG_SPLIT_FAMILIES = frozenset({
+    "sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:cached_tokens_total",
+    "sglang:num_requests_total", "sglang:time_to_first_token_seconds", "sglang:e2e_request_latency_seconds",
+})
+
+
 def sglang_term(name: str) -> str:
-    """An SGLang selector; for families SGLang 0.3 had, its ``name`` label is moved to ``model_name``."""
+    """An SGLang selector; for families SGLang 0.3 had, its ``name`` label is moved to ``model_name``; for
+    families split by request kind (``SGLANG_SPLIT_LABELS``) the split is summed away."""
     family = re.sub(r"_(bucket|sum|count)$", "", name)
-    if family not in SGLANG_03_FAMILIES:
-        return name
-    return (f'label_replace(label_replace({name}, "model_name", "$1", "name", "(.+)"), '
-            f'"name", "", "name", ".*")')
+    term = name
+    if family in SGLANG_03_FAMILIES:
+        term = (f'label_replace(label_replace({name}, "model_name", "$1", "name", "(.+)"), '
+                f'"name", "", "name", ".*")')
+    if family in SGLANG_SPLIT_FAMILIES:
+        term = f"sum without ({', '.join(SGLANG_SPLIT_LABELS)}) ({term})"
+    return term
 
 
 def with_label(expr: str, label: str, value: str) -> str:
