@@ -82,11 +82,23 @@ def now_ms(seconds: float) -> int:
 
 
 class AlertState(str, Enum):
-    """Prometheus' alert states. ``inactive`` alerts with ``resolved_at_ms`` set are resolved ones."""
+    """The one alert-state vocabulary downstream of the rule engine.
+
+    ``inactive``, ``pending`` and ``firing`` are Prometheus' states; the rule engine hands over only these
+    (an ``inactive`` alert with ``resolved_at_ms`` set is a resolved one). ``resolved`` is the notification
+    side's word for an alert whose firing episode it has notified as ended (its persisted state, its
+    transition kind); the rule engine never produces it. Where a state is formatted into a key, a JSON
+    document, an SQL parameter or a message, use ``.value`` explicitly; ``str()`` also gives the value.
+    """
 
     INACTIVE = "inactive"
     PENDING = "pending"
     FIRING = "firing"
+    RESOLVED = "resolved"
+
+    def __str__(self) -> str:
+        """The value (``firing``), as :class:`enum.StrEnum` does on Python 3.11+."""
+        return self.value
 
 
 @dataclass(frozen=True)

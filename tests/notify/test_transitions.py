@@ -119,3 +119,27 @@ def test_stored_keys_and_shapes_are_pinned() -> None:
         "value": 91.5, "fired_at_ms": 61_000, "resolved_at_ms": 0, "generator": "gpu_temp > 90"}
     gone = derive_transitions({k.fingerprint: k for k in d.upserts}, [], now_ms=80_000)
     assert [t.key for t in gone.transitions] == ["0123abcd:resolved:61000", "4567ef01:resolved:61000"]
+
+
+def test_states_are_one_enum_stored_as_plain_text(tmp_path) -> None:
+    """The notify side's states are ``AlertState`` members; ``notify_alerts.state`` holds the bare value and
+    reads back as the same member, and outbox kinds and log events carry the value, not the member's name."""
+    from watchdog.infra.state import StateDB
+    from watchdog.model import AlertState
+    from watchdog.notify.log import alert_fields
+    from watchdog.notify.model import GroupNotification
+    from watchdog.notify.state_store import AlertStateStore
+
+    a = make_alert("GpuHot", gpu="0", fired_at_ms=61_000)
+    d = derive_transitions({}, [a], now_ms=70_000)
+    gone = derive_transitions({k.fingerprint: k for k in d.upserts}, [], now_ms=80_000)
+    assert [t.kind for t in gone.transitions] == [AlertState.RESOLVED]
+    db = StateDB(tmp_path / "state.db")
+    store = AlertStateStore(db)
+    with db.transaction() as cur:
+        store.upsert_alert(cur, gone.upserts[0], 80_000)
+    assert [r["state"] for r in db.query("SELECT state FROM notify_alerts")] == ["resolved"]
+    assert store.load_alerts()[a.fingerprint].state is AlertState.RESOLVED
+    db.close()
+    group = GroupNotification(AlertState.RESOLVED, (gone.transitions[0].alert,), 80_000)
+    assert alert_fields(group.kind, group.lead, "node-1", group)["event"] == "alert_resolved"

@@ -164,6 +164,8 @@ class _ReadOnlyState:
             return False
 
     def firing(self, alertnames: tuple[str, ...]) -> list[tuple[str, dict[str, str]]]:
+        from watchdog.model import AlertState
+
         if self.alerts is None:
             return []
         try:
@@ -171,7 +173,7 @@ class _ReadOnlyState:
         except (sqlite3.Error, ValueError, KeyError, TypeError):
             return []
         found = [(k.snapshot.name, fp, dict(k.snapshot.labels)) for fp, k in known.items()
-                 if k.state == "firing" and k.snapshot.name in alertnames]
+                 if k.state is AlertState.FIRING and k.snapshot.name in alertnames]
         return [(fp, labels) for _name, fp, labels in sorted(found, key=lambda row: row[:2])]
 
 

@@ -21,8 +21,9 @@ from typing import Any
 
 from watchdog.config.settings import AlertmanagerSettings
 from watchdog.infra.logs import redact
+from watchdog.model import AlertState
 from watchdog.notify.base import Delivered, DeliveryError, PlanContext
-from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.model import AlertSnapshot, EventNotification, GroupNotification
 from watchdog.notify.outbox import OutboxItem, OutboxRow
 
 log = logging.getLogger("watchdog.notify.alertmanager")
@@ -83,7 +84,7 @@ class AlertmanagerNotifier:
         self.clock = clock
         self._last_resend_ms = 0
 
-    def _payload(self, alert: AlertSnapshot, kind: str) -> dict[str, Any]:
+    def _payload(self, alert: AlertSnapshot, kind: AlertState) -> dict[str, Any]:
         labels = {k: v for k, v in alert.labels.items() if v}
         labels.setdefault("alertname", alert.name)
         labels.setdefault("node", self.node)
@@ -91,7 +92,7 @@ class AlertmanagerNotifier:
             "labels": labels,
             "annotations": {k: v for k, v in alert.annotations.items() if v},
             "starts_at_ms": alert.fired_at_ms,
-            "ends_at_ms": 0 if kind == FIRING else max(alert.resolved_at_ms, alert.fired_at_ms),
+            "ends_at_ms": 0 if kind is AlertState.FIRING else max(alert.resolved_at_ms, alert.fired_at_ms),
             "fingerprint": alert.fingerprint,
         }
         if self.generator_template:
@@ -104,7 +105,7 @@ class AlertmanagerNotifier:
         """One row per alert transition (Alertmanager groups by itself); runbook events are not sent."""
         return [
             OutboxItem(
-                f"{group.kind}:{m.fingerprint}:{m.fired_at_ms}", group.kind, self._payload(m, group.kind)
+                f"{group.kind.value}:{m.fingerprint}:{m.fired_at_ms}", group.kind.value, self._payload(m, group.kind)
             )
             for group in groups
             for m in group.members
@@ -177,7 +178,7 @@ class AlertmanagerNotifier:
         firing = self.firing_source()
         if not firing:
             return
-        alerts = [am_alert(self._payload(a, FIRING), now_ms, self.ends_ahead_ms) for a in firing]
+        alerts = [am_alert(self._payload(a, AlertState.FIRING), now_ms, self.ends_ahead_ms) for a in firing]
         for url in self.urls:
             try:
                 self._post(url, alerts)

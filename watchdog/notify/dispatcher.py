@@ -42,7 +42,7 @@ from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.notify.base import Notifier, PlanContext
 from watchdog.notify.grouping import group_transitions
 from watchdog.notify.log import LogNotifier
-from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.model import AlertSnapshot, EventNotification, GroupNotification
 from watchdog.notify.muting import Muting
 from watchdog.notify.outbox import Outbox, OutboxItem, OutboxRow
 from watchdog.notify.registry import NotifierContext, app_token, build_notifiers
@@ -118,12 +118,12 @@ class NotificationDispatcher:
         self._lock = threading.Lock()
         self._known: dict[str, KnownAlert] = self.state_store.load_alerts()
         self._firing: dict[str, AlertSnapshot] = {
-            fp: k.snapshot for fp, k in self._known.items() if k.state == FIRING
+            fp: k.snapshot for fp, k in self._known.items() if k.state is AlertState.FIRING
         }
         self._sticky_failing = {
             k.snapshot.labels.get("notifier", "")
             for k in self._known.values()
-            if k.state == FIRING and k.snapshot.name == NOTIFIER_FAILING
+            if k.state is AlertState.FIRING and k.snapshot.name == NOTIFIER_FAILING
         }
         self._last_gc_ms = 0
         self._printed_while_degraded: set[str] = set()
@@ -362,7 +362,7 @@ class NotificationDispatcher:
                 "alert transition",
                 extra={
                     "alertname": transition.alert.name,
-                    "transition": transition.kind,
+                    "transition": transition.kind.value,
                     "fingerprint": transition.alert.fingerprint,
                 },
             )
@@ -376,19 +376,19 @@ class NotificationDispatcher:
 
     @staticmethod
     def _current_firing(alerts: list[Alert], known: dict[str, KnownAlert]) -> dict[str, AlertSnapshot]:
-        out = {fp: k.snapshot for fp, k in known.items() if k.state == FIRING}
+        out = {fp: k.snapshot for fp, k in known.items() if k.state is AlertState.FIRING}
         for alert in alerts:
             k = known.get(alert.fingerprint)
-            if alert.state is AlertState.FIRING and k is not None and k.state == FIRING:
+            if alert.state is AlertState.FIRING and k is not None and k.state is AlertState.FIRING:
                 out[alert.fingerprint] = AlertSnapshot.from_alert(alert, fired_at_ms=k.fired_at_ms)
         return out
 
     def reconcile_on_start(self, alerts_after_restore: list[Alert]) -> dict[str, int]:
         """After a restart: keep alerts still firing quiet, resolve those gone; returns counts for the log."""
-        before = {fp for fp, k in self._known.items() if k.state == FIRING}
+        before = {fp for fp, k in self._known.items() if k.state is AlertState.FIRING}
         now_ms = int(self.clock() * 1000)
         self.handle(alerts_after_restore, [], now_ms)
-        after = {fp for fp, k in self._known.items() if k.state == FIRING}
+        after = {fp for fp, k in self._known.items() if k.state is AlertState.FIRING}
         counts = {
             "still_firing": len(before & after),
             "resolved_while_down": len(before - after),

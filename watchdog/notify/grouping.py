@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from watchdog.config.settings import GroupingSettings, section_settings
+from watchdog.model import AlertState
 from watchdog.notify.model import AlertSnapshot, GroupNotification, Transition
 
 # The schema's default of notifiers.grouping.member_labels (the config schema is the one source).
@@ -34,7 +35,7 @@ def group_transitions(
     With ``enabled=False`` every transition is its own group.
     """
     members = tuple(member_labels)
-    groups: dict[tuple[str, object], list[AlertSnapshot]] = {}
+    groups: dict[tuple[AlertState, object], list[AlertSnapshot]] = {}
     for index, transition in enumerate(transitions):
         alert = transition.alert
         cause: object = (alert.name, cause_key(alert, members)) if enabled else index

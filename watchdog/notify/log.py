@@ -14,9 +14,10 @@ import time
 from typing import Any, TextIO
 
 from watchdog.infra.logs import redact
+from watchdog.model import AlertState
 from watchdog.notify.base import Delivered, PlanContext
 from watchdog.notify.grouping import member_description
-from watchdog.notify.model import FIRING, AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.model import AlertSnapshot, EventNotification, GroupNotification
 from watchdog.notify.outbox import OutboxItem, OutboxRow
 
 
@@ -26,10 +27,10 @@ def _iso(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
 
 
-def alert_fields(kind: str, alert: AlertSnapshot, node: str, group: GroupNotification) -> dict[str, Any]:
+def alert_fields(kind: AlertState, alert: AlertSnapshot, node: str, group: GroupNotification) -> dict[str, Any]:
     """The structured fields of one alert line (pure)."""
     fields: dict[str, Any] = {
-        "event": f"alert_{kind}",
+        "event": f"alert_{kind.value}",
         "alertname": alert.name,
         "severity": alert.severity,
         "node": alert.labels.get("node", node),
@@ -40,7 +41,7 @@ def alert_fields(kind: str, alert: AlertSnapshot, node: str, group: GroupNotific
         "fingerprint": alert.fingerprint,
         "fired_at": _iso(alert.fired_at_ms),
     }
-    if kind != FIRING:
+    if kind is not AlertState.FIRING:
         fields["resolved_at"] = _iso(alert.resolved_at_ms)
     if alert.annotations.get("runbook"):
         fields["runbook"] = alert.annotations["runbook"]
@@ -109,7 +110,7 @@ class LogNotifier:
         """One row per member of each group and per runbook event."""
         items = [
             OutboxItem(
-                f"{group.kind}:{m.fingerprint}:{m.fired_at_ms}",
+                f"{group.kind.value}:{m.fingerprint}:{m.fired_at_ms}",
                 "line",
                 alert_fields(group.kind, m, ctx.node, group),
             )

@@ -12,11 +12,8 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from watchdog.model import Alert
+from watchdog.model import Alert, AlertState
 from watchdog.runbooks.events import RunbookEvent
-
-FIRING = "firing"
-RESOLVED = "resolved"
 
 
 @dataclass(frozen=True)
@@ -74,24 +71,33 @@ class AlertSnapshot:
 
 @dataclass(frozen=True)
 class Transition:
-    """One alert entering ``firing`` or ``resolved``; notified once per ``key``."""
+    """One alert entering ``firing`` or ``resolved``; notified once per ``key``.
 
-    kind: str
+    ``kind`` is :attr:`AlertState.FIRING` or :attr:`AlertState.RESOLVED` (its value is accepted too).
+    """
+
+    kind: AlertState
     alert: AlertSnapshot
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", AlertState(self.kind))
 
     @property
     def key(self) -> str:
         """Idempotency key: ``<fingerprint>:<kind>:<fired_at_ms>``."""
-        return f"{self.alert.fingerprint}:{self.kind}:{self.alert.fired_at_ms}"
+        return f"{self.alert.fingerprint}:{self.kind.value}:{self.alert.fired_at_ms}"
 
 
 @dataclass(frozen=True)
 class GroupNotification:
     """Alerts of one cause that made the same transition in the same tick: one message listing members."""
 
-    kind: str
+    kind: AlertState  # FIRING or RESOLVED (its value is accepted too)
     members: tuple[AlertSnapshot, ...]
     at_ms: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", AlertState(self.kind))
 
     @property
     def key(self) -> str:
@@ -100,7 +106,7 @@ class GroupNotification:
         if len(keys) == 1:
             return keys[0]
         digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:20]
-        return f"group:{self.kind}:{digest}"
+        return f"group:{self.kind.value}:{digest}"
 
     @property
     def lead(self) -> AlertSnapshot:

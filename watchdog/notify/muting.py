@@ -17,7 +17,8 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
-from watchdog.notify.model import FIRING, EventNotification, GroupNotification
+from watchdog.model import AlertState
+from watchdog.notify.model import EventNotification, GroupNotification
 from watchdog.notify.silences import AlertmanagerSilences, InhibitRule, Silence, SilenceStore, inhibited
 
 log = logging.getLogger("watchdog.notify.muting")
@@ -59,12 +60,12 @@ class Muting:
         """The groups and events ``notifier`` sends, muted members removed (see the module docstring)."""
         muted = self._muted.setdefault(notifier, set())
         groups = list(groups)
-        local = self.store.active(now_ms) if any(g.kind == FIRING for g in groups) else []
+        local = self.store.active(now_ms) if any(g.kind is AlertState.FIRING for g in groups) else []
         kept_groups: list[GroupNotification] = []
         for group in groups:
             members = []
             for member in group.members:
-                if group.kind == FIRING:
+                if group.kind is AlertState.FIRING:
                     why = self.reason(notifier, member.labels, firing, now_ms, local)
                     if why:
                         muted.add(member.fingerprint)

@@ -38,10 +38,11 @@ from slack_sdk.webhook import WebhookClient
 
 from watchdog.config.settings import SlackSettings
 from watchdog.infra.logs import redact
+from watchdog.model import AlertState
 from watchdog.notify.approvals import approvable_steps
 from watchdog.notify.base import Delivered, DeliveryError, PlanContext
 from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS
-from watchdog.notify.model import FIRING, RESOLVED, AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.model import AlertSnapshot, EventNotification, GroupNotification
 from watchdog.notify.outbox import OutboxItem, OutboxRow
 from watchdog.notify.slack_blocks import (
     Links,
@@ -186,7 +187,7 @@ class SlackNotifier:
         for group in groups:
             if self.mode == "webhook":
                 items.append(self._webhook_group(group))
-            elif group.kind == FIRING:
+            elif group.kind is AlertState.FIRING:
                 items.append(self._plan_firing(group, ctx))
             else:
                 items.extend(self._plan_resolved(group, ctx))
@@ -205,7 +206,7 @@ class SlackNotifier:
         members = list(group.members)
         body = (
             self._render(members, [])
-            if group.kind == FIRING
+            if group.kind is AlertState.FIRING
             else render_standalone_resolved(members, self.node, self.links)
         )
         return OutboxItem(f"webhook:{group.key}", "webhook", {"text": body.text, "blocks": body.blocks})
@@ -245,7 +246,7 @@ class SlackNotifier:
             by_message.setdefault(ctx.message_key_of(member.fingerprint), []).append(member)
         items: list[OutboxItem] = []
         for message_key, resolved in by_message.items():
-            sub = GroupNotification(RESOLVED, tuple(resolved), group.at_ms)
+            sub = GroupNotification(AlertState.RESOLVED, tuple(resolved), group.at_ms)
             standalone = render_standalone_resolved(resolved, self.node, self.links)
             found = ctx.store.slack_message(message_key) if message_key else None
             if found is None:
@@ -276,7 +277,7 @@ class SlackNotifier:
                 m.fingerprint
                 for m in members
                 if (known := ctx.alerts.get(m.fingerprint)) is not None
-                and known.state == FIRING
+                and known.state is AlertState.FIRING
                 and ctx.message_key_of(m.fingerprint) == message_key
             }
             done = [m.fingerprint for m in members if m.fingerprint not in still_here]

@@ -17,6 +17,7 @@ import json
 import sqlite3
 
 from watchdog.infra.state import StateDB
+from watchdog.model import AlertState
 from watchdog.notify.model import AlertSnapshot
 from watchdog.notify.transitions import KnownAlert
 
@@ -71,7 +72,7 @@ class AlertStateStore:
             (
                 known.fingerprint,
                 known.snapshot.name,
-                known.state,
+                known.state.value,
                 json.dumps(known.snapshot.to_json()),
                 known.active_at_ms,
                 known.fired_at_ms,
@@ -148,7 +149,7 @@ class AlertStateStore:
 def _known_from_row(row: sqlite3.Row) -> KnownAlert:
     return KnownAlert(
         fingerprint=row["fingerprint"],
-        state=row["state"],
+        state=AlertState(row["state"]),
         snapshot=AlertSnapshot.from_json(json.loads(row["snapshot"])),
         active_at_ms=row["active_at_ms"],
         fired_at_ms=row["fired_at_ms"],

@@ -19,9 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from watchdog.model import Alert, AlertState
-from watchdog.notify.model import FIRING, RESOLVED, AlertSnapshot, Transition
-
-PENDING = "pending"
+from watchdog.notify.model import AlertSnapshot, Transition
 
 
 @dataclass(frozen=True)
@@ -29,13 +27,16 @@ class KnownAlert:
     """The persisted notification state of one alert (one row of ``notify_alerts``)."""
 
     fingerprint: str
-    state: str  # pending | firing | resolved
+    state: AlertState  # PENDING, FIRING or RESOLVED (its value is accepted too)
     snapshot: AlertSnapshot
     active_at_ms: int = 0
     fired_at_ms: int = 0
     keep_firing_since_ms: int = 0
     resolved_at_ms: int = 0
     slack_message_key: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", AlertState(self.state))
 
 
 @dataclass
@@ -49,7 +50,7 @@ class Derivation:
 
 def _strongest(alerts: Sequence[Alert]) -> dict[str, Alert]:
     """One alert per fingerprint; firing beats pending beats inactive if the engine repeats one."""
-    rank = {AlertState.FIRING: 2, AlertState.PENDING: 1, AlertState.INACTIVE: 0}
+    rank = {AlertState.FIRING: 2, AlertState.PENDING: 1, AlertState.INACTIVE: 0, AlertState.RESOLVED: 0}
     out: dict[str, Alert] = {}
     for alert in alerts:
         prev = out.get(alert.fingerprint)
@@ -61,8 +62,8 @@ def _strongest(alerts: Sequence[Alert]) -> dict[str, Alert]:
 def _resolve(prev: KnownAlert, resolved_at_ms: int, latest: Alert | None) -> tuple[Transition, KnownAlert]:
     base = AlertSnapshot.from_alert(latest, fired_at_ms=prev.fired_at_ms) if latest else prev.snapshot
     snap = replace(base, fired_at_ms=prev.fired_at_ms, resolved_at_ms=resolved_at_ms)
-    row = replace(prev, state=RESOLVED, snapshot=snap, resolved_at_ms=resolved_at_ms)
-    return Transition(RESOLVED, snap), row
+    row = replace(prev, state=AlertState.RESOLVED, snapshot=snap, resolved_at_ms=resolved_at_ms)
+    return Transition(AlertState.RESOLVED, snap), row
 
 
 def derive_transitions(known: Mapping[str, KnownAlert], alerts: Sequence[Alert], now_ms: int) -> Derivation:
@@ -71,16 +72,16 @@ def derive_transitions(known: Mapping[str, KnownAlert], alerts: Sequence[Alert],
     current = _strongest(alerts)
     for fp, alert in current.items():
         prev = known.get(fp)
-        was_firing = prev is not None and prev.state == FIRING
+        was_firing = prev is not None and prev.state is AlertState.FIRING
         if alert.state is AlertState.FIRING:
             if not was_firing:
                 fired_at = alert.fired_at_ms or now_ms
                 snap = AlertSnapshot.from_alert(alert, fired_at_ms=fired_at)
-                out.transitions.append(Transition(FIRING, snap))
+                out.transitions.append(Transition(AlertState.FIRING, snap))
                 out.upserts.append(
                     KnownAlert(
                         fp,
-                        FIRING,
+                        AlertState.FIRING,
                         snap,
                         alert.active_at_ms,
                         fired_at,
@@ -96,23 +97,24 @@ def derive_transitions(known: Mapping[str, KnownAlert], alerts: Sequence[Alert],
                 resolved_at = alert.active_at_ms if alert.active_at_ms > prev.fired_at_ms else now_ms
                 transition, _ = _resolve(prev, resolved_at, alert)
                 out.transitions.append(transition)
-            if prev is None or was_firing or prev.state != PENDING or prev.active_at_ms != alert.active_at_ms:
+            stale = prev is None or prev.state is not AlertState.PENDING or prev.active_at_ms != alert.active_at_ms
+            if was_firing or stale:
                 snap = AlertSnapshot.from_alert(alert, fired_at_ms=0)
-                out.upserts.append(KnownAlert(fp, PENDING, snap, alert.active_at_ms))
+                out.upserts.append(KnownAlert(fp, AlertState.PENDING, snap, alert.active_at_ms))
         else:  # inactive: resolved (resolved_at_ms > 0) or plainly inactive
             if prev is not None and was_firing:
                 transition, row = _resolve(prev, alert.resolved_at_ms or now_ms, alert)
                 out.transitions.append(transition)
                 out.upserts.append(row)
-            elif prev is not None and prev.state == PENDING:
+            elif prev is not None and prev.state is AlertState.PENDING:
                 out.deletes.append(fp)
     for fp, prev in known.items():
         if fp in current:
             continue
-        if prev.state == FIRING:
+        if prev.state is AlertState.FIRING:
             transition, row = _resolve(prev, now_ms, None)
             out.transitions.append(transition)
             out.upserts.append(row)
-        elif prev.state == PENDING:
+        elif prev.state is AlertState.PENDING:
             out.deletes.append(fp)
     return out
