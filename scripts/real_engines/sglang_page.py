@@ -13,7 +13,7 @@ requests with cached prompt tokens, TTFT / inter-token / end-to-end latencies. T
 prometheus_client's ``generate_latest`` of the default registry, which is what SGLang's ``/metrics``
 serves in single-process mode. Only stdlib, sglang and prometheus_client are imported here.
 
-    .real-engines/sglang-venv/bin/python -m scripts.real_engines.sglang_page --model DIR --out FILE
+    .real-engines/sglang-venv/bin/python -m scripts.real_engines.sglang_page --model DIR [--out FILE]
 """
 
 from __future__ import annotations
@@ -101,10 +101,12 @@ def capture_sglang_page(model: Path, out: Path, *, seed: int = 7) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, required=True, help="a local model directory (config.json)")
-    parser.add_argument("--out", type=Path, help="default: tests/fixtures/engines/real/sglang-<v>-metrics-code.txt")
+    parser.add_argument("--out", type=Path, help="default: .real-engines/captured/sglang-<v>-metrics-code.txt "
+                        "(the lane's --capture copies it into tests/fixtures/engines/real/)")
     ns = parser.parse_args(argv)
-    out = ns.out or (Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "engines" / "real"
+    out = ns.out or (Path(__file__).resolve().parents[2] / ".real-engines" / "captured"
                      / f"sglang-{version('sglang')}-metrics-code.txt")
+    out.parent.mkdir(parents=True, exist_ok=True)
     capture_sglang_page(ns.model, out)
     print(f"SGLang page written to {out}", file=sys.stderr)
     return 0

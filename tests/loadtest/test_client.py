@@ -128,7 +128,7 @@ def test_chat_stream_reads_delta_content_and_counts_events_without_usage() -> No
 def test_server_faults_become_errors_not_exceptions(mode: str, expected: str) -> None:
     with serving(scripted(mode), ThreadingHTTPServer) as url:
         result = OpenAIClient(url).send(CompletionRequest(prompt="x", max_tokens=5))
-    assert not result.ok
+    assert not result.ok and not result.timed_out
     assert result.error is not None and expected in result.error
 
 
@@ -138,6 +138,28 @@ def test_read_timeout_bounds_a_stalled_server() -> None:
         result = OpenAIClient(url, read_timeout=0.3).send(CompletionRequest(prompt="x", max_tokens=5))
         assert time.perf_counter() - started < 0.9  # the server stalls for 1 s
     assert result.error is not None and "timed out" in result.error
+    assert result.timed_out
+
+
+def test_total_timeout_cuts_a_stalled_read_short() -> None:
+    # Each read may wait 5 s, but the whole request only 0.3 s: the stall is cut at the total timeout.
+    with serving(scripted("stall"), ThreadingHTTPServer) as url:
+        started = time.perf_counter()
+        client = OpenAIClient(url, read_timeout=5.0, total_timeout=0.3)
+        result = client.send(CompletionRequest(prompt="x", max_tokens=5))
+        assert time.perf_counter() - started < 0.9  # the server stalls for 1 s
+    assert result.timed_out and result.error is not None and "total timeout" in result.error
+
+
+def test_token_id_prompts_are_sent_as_a_list_of_ids() -> None:
+    handler = scripted("ok", tokens=2)
+    with serving(handler, ThreadingHTTPServer) as url:
+        result = OpenAIClient(url).send(CompletionRequest(prompt=(5, 6, 7), max_tokens=2))
+    assert result.ok, result.error
+    _path, body = handler.seen[0]  # type: ignore[attr-defined]
+    assert body["prompt"] == [5, 6, 7]
+    with pytest.raises(ValueError, match="chat API"):
+        CompletionRequest(prompt=(5, 6), max_tokens=1, api=Api.CHAT).body()
 
 
 def test_total_timeout_bounds_a_server_that_trickles_keepalives() -> None:
@@ -145,6 +167,7 @@ def test_total_timeout_bounds_a_server_that_trickles_keepalives() -> None:
         client = OpenAIClient(url, read_timeout=1.0, total_timeout=0.4)
         result = client.send(CompletionRequest(prompt="x", max_tokens=5))
     assert result.error is not None and "total timeout" in result.error
+    assert result.timed_out
     assert result.e2e < 0.8
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,8 +35,6 @@ def engine() -> Iterator[str]:
                      "knobs": {"ttft": str(PREFILL), "tpot": str(TPOT), "max_num_seqs": str(SLOTS)}}],
     }, "test")
     server = EngineServer(scenario, scenario.engines[0], start=0.0)
-    import threading
-
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.port}"
@@ -62,6 +61,24 @@ def test_timing_maths_match_the_known_prefill_and_tpot(engine: str) -> None:
         assert PREFILL + (OUTPUT - 1) * TPOT <= result.e2e < PREFILL + (OUTPUT - 1) * TPOT + 0.15
     tpots = [r.tpot for r in results if r.tpot is not None]
     assert sum(tpots) / len(tpots) == pytest.approx(TPOT, abs=0.02)
+
+
+def test_closed_loop_takes_a_generator_and_ends_when_stopped(engine: str) -> None:
+    """An endless generator of requests (the real-engine lane's background load) ends on the stop event."""
+    client = OpenAIClient(engine, read_timeout=5)
+    made: list[int] = []
+
+    def endless() -> Iterator[CompletionRequest]:
+        while True:
+            made.append(1)
+            yield CompletionRequest(prompt="x", max_tokens=OUTPUT)
+
+    stop = threading.Event()
+    threading.Timer(0.6, stop.set).start()
+    run = run_closed_loop(client, endless(), concurrency=2, max_seconds=30, stop=stop)
+    assert run.duration_seconds < 3.0  # not max_seconds: the stop event ended it
+    assert run.not_sent == 0 and 2 <= len(run.results) == len(made)
+    assert all(r.ok for r in run.results), [r.error for r in run.results]
 
 
 def test_queueing_in_the_slots_shows_in_ttft_and_throughput(engine: str) -> None:

@@ -1,19 +1,21 @@
-"""The real-engine lane's own parts that run without vLLM: log parsing, /metrics reading, prompts, the load
-generator against a streaming OpenAI-style server on loopback, the result table."""
+"""The real-engine lane's own parts that run without vLLM: log parsing, /metrics reading, the firing order,
+prompts, the load phases (the package's streaming client) against an OpenAI-style server on loopback, the
+result table, the fixture copy."""
 
 from __future__ import annotations
 
 import json
-import random
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import islice
+from pathlib import Path
 
 import pytest
 
-from scripts.real_engines.lane import Outcome, page_values, table
-from scripts.real_engines.loadgen import LoadSpec, make_prompt, run_load
+from scripts.real_engines.lane import Outcome, copy_fixtures, out_of_order, page_values, table
+from scripts.real_engines.load import LoadSpec, prompts, run_load
 from scripts.real_engines.processes import parse_log_line
 
 
@@ -23,6 +25,10 @@ def test_log_notifier_lines_become_alert_events() -> None:
     event = parse_log_line(line + "\n", 12.5)
     assert event is not None
     assert (event.at, event.kind, event.alertname, event.labels) == (12.5, "firing", "EngineDown", {"job": "vllm"})
+    assert event.evaluated_at == 12.5  # no fired_at in the line: when the lane read it
+    stamped = parse_log_line(json.dumps({"event": "alert_firing", "alertname": "EngineDown",
+                                         "fired_at": "2026-12-01T19:11:12.741Z"}), 99.0)
+    assert stamped is not None and stamped.evaluated_at == pytest.approx(1796152272.741)
     assert parse_log_line('{"event": "runbook_suggested", "alertname": "EngineDown"}', 0) is None
     assert parse_log_line("2026-12-01 INFO agent started", 0) is None
     assert parse_log_line("{not json", 0) is None
@@ -35,23 +41,33 @@ def test_page_values_reads_alert_states_and_watched_series() -> None:
         'up{job="vllm",instance="127.0.0.1:8411"} 0',
         'up{job="other",instance="127.0.0.1:9"} 1',
         'engine:kv_cache_usage_ratio{job="vllm",engine="0"} 0.93',
+        'watchdog_engine_probe_output_info{job="vllm",model="tiny",digest="00ff00ff00ff00ff"} 1',
         "",
     ])
-    firing, pending, values = page_values(page)
+    firing, pending, values, digest = page_values(page)
     assert firing == {"EngineDown"} and pending == {"EngineKvCacheNearFull"}
     assert values == {'up{job="vllm"}': 0.0, "engine:kv_cache_usage_ratio": 0.93}
+    assert digest == "00ff00ff00ff00ff"
+    assert page_values("up 1\n")[3] is None
+
+
+def test_alerts_of_one_evaluation_are_in_order_whichever_logged_first() -> None:
+    expected = ("KvNearFull", "PreemptionStorm", "QueueBuildup")
+    assert out_of_order(expected, {"PreemptionStorm": 38.3, "KvNearFull": 38.3, "QueueBuildup": 62.0}) is None
+    assert out_of_order(expected, {"KvNearFull": 21.4, "PreemptionStorm": 27.6}) is None  # one still to come
+    failure = out_of_order(expected, {"KvNearFull": 40.0, "PreemptionStorm": 38.3, "QueueBuildup": 62.0})
+    assert failure == "fired out of order: PreemptionStorm, KvNearFull, QueueBuildup"
 
 
 @pytest.mark.parametrize("mode", ["none", "shared", "unique"])
 def test_prompts_have_exact_lengths_and_prefixes(mode: str) -> None:
     spec = LoadSpec(concurrency=1, prompt_tokens=40, max_tokens=1, duration_s=1, prefix=mode,  # type: ignore[arg-type]
                     prefix_tokens=32)
-    shared = list(range(100, 132))
-    rng = random.Random(3)
-    a, b = make_prompt(spec, rng, shared, 500), make_prompt(spec, rng, shared, 500)
+    a, b = islice(prompts(spec, 500), 2)
     assert len(a) == len(b) == 40
     assert all(3 <= t < 500 for t in a + b)
-    assert (a[:32] == shared == b[:32]) == (mode == "shared")
+    assert (a[:32] == b[:32]) == (mode == "shared")
+    assert list(islice(prompts(spec, 500), 2)) == [a, b]  # seeded
 
 
 class _Streaming(BaseHTTPRequestHandler):
@@ -85,17 +101,37 @@ def server() -> Iterator[int]:
     httpd.shutdown()
 
 
-def test_load_generator_streams_to_done(server: int) -> None:
-    result = run_load("127.0.0.1", server, "tiny", 500, LoadSpec(concurrency=2, prompt_tokens=8, max_tokens=3,
-                                                                  duration_s=0.5))
-    assert result.ok >= 2 and result.failed == 0 and result.timed_out == 0
-    assert len(result.ttft_s) == result.ok and all(t < 1 for t in result.ttft_s)
+def test_load_phase_streams_to_done(server: int) -> None:
+    result = run_load(f"http://127.0.0.1:{server}", "tiny", 500,
+                      LoadSpec(concurrency=2, prompt_tokens=8, max_tokens=3, duration_s=0.5))
+    assert len(result.results) >= 2 and all(r.ok for r in result.results), result.summary()
+    assert all(r.ttft is not None and r.ttft < 1 for r in result.results)
+    assert result.summary().startswith(f"ok={len(result.results)} timed_out=0 failed=0")
 
 
 def test_impatient_clients_give_up_and_retry(server: int) -> None:
     spec = LoadSpec(concurrency=2, prompt_tokens=8, max_tokens=99, duration_s=0.9, client_timeout_s=0.3)
-    result = run_load("127.0.0.1", server, "tiny", 500, spec)
-    assert result.ok == 0 and result.timed_out >= 4 and result.failed == 0
+    result = run_load(f"http://127.0.0.1:{server}", "tiny", 500, spec)
+    assert len(result.results) >= 4 and all(r.timed_out for r in result.results), result.summary()
+
+
+def test_background_load_ends_on_its_stop_event(server: int) -> None:
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    began = time.monotonic()
+    result = run_load(f"http://127.0.0.1:{server}", "tiny", 500,
+                      LoadSpec(concurrency=2, prompt_tokens=8, max_tokens=3, duration_s=60), stop)
+    assert time.monotonic() - began < 5 and result.results
+
+
+def test_capture_copies_pages_into_the_fixtures_only_when_asked(tmp_path: Path) -> None:
+    captured, fixtures = tmp_path / "captured", tmp_path / "fixtures"
+    captured.mkdir()
+    fixtures.mkdir()
+    (captured / "vllm-0.32.0-cpu-idle.txt").write_text("# page\n")
+    (captured / "notes.log").write_text("not a page")
+    copy_fixtures(captured, fixtures)
+    assert sorted(p.name for p in fixtures.iterdir()) == ["vllm-0.32.0-cpu-idle.txt"]
 
 
 def test_table_lists_fired_alerts_and_failures() -> None:

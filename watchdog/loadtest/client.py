@@ -15,8 +15,13 @@ Definitions (the ones vLLM's ``bench serve`` and the lecture use):
 - output_tokens: the server's ``usage.completion_tokens`` when it reports usage (we ask with
   ``stream_options.include_usage``), else the number of text-bearing events.
 
+A completions prompt may be a string or a sequence of token ids (vLLM and SGLang take both): ids give
+exact prompt lengths and exactly shared prefixes, whatever the tokenizer.
+
 Timeouts are bounded twice: ``read_timeout`` limits every socket wait (connect and each read) and
-``total_timeout`` the whole request, so a server that trickles bytes forever is cut off too.
+``total_timeout`` the whole request, so a server that trickles bytes forever is cut off too. A request cut
+off by either is closed (the server sees the client go away, as with an impatient user) and its result
+has ``timed_out`` set.
 Only ``http://`` is spoken (stdlib :mod:`http.client`); the load test refuses non-loopback targets
 unless told otherwise (see :mod:`watchdog.loadtest.target`).
 """
@@ -46,9 +51,10 @@ class Api(str, Enum):
 
 @dataclass(frozen=True)
 class CompletionRequest:
-    """One request: a prompt, how many tokens to generate, and the model name to ask for."""
+    """One request: a prompt (text, or token ids for the completions API), how many tokens to generate,
+    and the model name to ask for."""
 
-    prompt: str
+    prompt: str | tuple[int, ...]
     max_tokens: int
     model: str = "default"
     api: Api = Api.COMPLETIONS
@@ -67,9 +73,11 @@ class CompletionRequest:
         if self.ignore_eos:
             payload["ignore_eos"] = True
         if self.api is Api.CHAT:
+            if not isinstance(self.prompt, str):
+                raise ValueError("the chat API takes a text prompt, not token ids")
             payload["messages"] = [{"role": "user", "content": self.prompt}]
         else:
-            payload["prompt"] = self.prompt
+            payload["prompt"] = self.prompt if isinstance(self.prompt, str) else list(self.prompt)
         return payload
 
 
@@ -85,6 +93,7 @@ class RequestResult:
     prompt_tokens: int | None = None
     error: str | None = None
     status: int | None = None
+    timed_out: bool = False  # cut off by the read or total timeout (``error`` says which)
 
     @property
     def ok(self) -> bool:
@@ -101,6 +110,10 @@ class RequestResult:
 
 class _StreamError(Exception):
     """A problem inside one stream, carried to the one place that turns it into a result."""
+
+
+class _Timeout(_StreamError):
+    """The read or the total timeout cut the request off."""
 
 
 @dataclass
@@ -206,6 +219,7 @@ class OpenAIClient:
         stream = _Stream(started=started)
         status: int | None = None
         error: str | None = None
+        timed_out = False
         conn = http.client.HTTPConnection(self.host, self.port, timeout=self.read_timeout)
         try:
             conn.request("POST", self.prefix + request.api.path, body=body, headers=self._headers())
@@ -214,13 +228,15 @@ class OpenAIClient:
             if status != 200:
                 detail = response.read(300).decode("utf-8", "replace").strip()
                 raise _StreamError(f"HTTP {status}: {detail}")
-            self._read_events(response, stream, started)
+            self._read_events(conn, response, stream, started)
             if not stream.done:
                 raise _StreamError("stream ended before [DONE]")
             if stream.first is None:
                 raise _StreamError("stream carried no output text")
         except _StreamError as exc:
-            error = str(exc)
+            error, timed_out = str(exc), isinstance(exc, _Timeout)
+        except TimeoutError:  # connect, send or the response's headers
+            error, timed_out = f"timed out after {self.read_timeout:g} s waiting for the response", True
         except (OSError, http.client.HTTPException) as exc:  # boundary: one request's network faults
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         finally:
@@ -236,18 +252,28 @@ class OpenAIClient:
             prompt_tokens=stream.usage_prompt if stream.usage_prompt is not None else request.prompt_tokens,
             error=error,
             status=status,
+            timed_out=timed_out,
         )
 
-    def _read_events(self, response: http.client.HTTPResponse, stream: _Stream, started: float) -> None:
-        """Read ``data:`` lines until ``[DONE]``, end of stream or the total timeout."""
+    def _read_events(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse,
+                     stream: _Stream, started: float) -> None:
+        """Read ``data:`` lines until ``[DONE]``, end of stream or a timeout (each read waits at most
+        ``read_timeout`` and what is left of ``total_timeout``)."""
         while not stream.done:
+            left = self.total_timeout - (self.clock() - started)
+            if left <= 0:
+                raise _Timeout(f"request exceeded the total timeout of {self.total_timeout:g} s")
+            if conn.sock is not None:
+                conn.sock.settimeout(min(self.read_timeout, left))
             try:
                 raw = response.readline(1 << 20)
             except TimeoutError as exc:
-                raise _StreamError(f"read timed out after {self.read_timeout:g} s") from exc
+                if self.clock() - started >= self.total_timeout:
+                    raise _Timeout(f"request exceeded the total timeout of {self.total_timeout:g} s") from exc
+                raise _Timeout(f"read timed out after {self.read_timeout:g} s") from exc
             now = self.clock()
             if now - started > self.total_timeout:
-                raise _StreamError(f"request exceeded the total timeout of {self.total_timeout:g} s")
+                raise _Timeout(f"request exceeded the total timeout of {self.total_timeout:g} s")
             if not raw:
                 return
             line = raw.decode("utf-8", "replace").strip()

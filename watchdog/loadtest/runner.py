@@ -6,7 +6,8 @@ holds at most ``max_in_flight`` requests; one that would exceed it is recorded a
 not the server, was the limit) rather than sent late, so the arrival process stays honest.
 
 Closed loop (a concurrency): ``concurrency`` workers each send the next request as soon as their
-previous one finishes.
+previous one finishes. Its requests may come from a generator (made as they are sent), and a ``stop``
+event ends it early (a background load that another thread ends).
 
 Both stop issuing after ``max_seconds`` and wait for what is in flight, which the client's own total
 timeout bounds. Requests are sent on worker threads; ``on_result`` is called from them (it must be
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -77,20 +78,27 @@ def run_open_loop(client: OpenAIClient, requests: Sequence[CompletionRequest], o
     return StepRun(results=tuple(results), duration_seconds=max(duration, 1e-9), not_sent=len(requests) - sent)
 
 
-def run_closed_loop(client: OpenAIClient, requests: Sequence[CompletionRequest], concurrency: int,
-                    max_seconds: float, on_result: Callable[[RequestResult], None] | None = None) -> StepRun:
-    """``concurrency`` workers send ``requests`` back to back until they run out or ``max_seconds`` pass."""
+def run_closed_loop(client: OpenAIClient, requests: Iterable[CompletionRequest], concurrency: int,
+                    max_seconds: float, on_result: Callable[[RequestResult], None] | None = None,
+                    stop: threading.Event | None = None) -> StepRun:
+    """``concurrency`` workers send ``requests`` back to back until they run out, ``max_seconds`` pass or
+    ``stop`` is set (then the requests in flight finish). ``not_sent`` counts only for a sized ``requests``."""
     results: list[RequestResult] = []
     lock = threading.Lock()
-    queue = list(reversed(requests))
+    pending = iter(requests)
+    taken = 0
     start = client.clock()
 
     def worker() -> None:
+        nonlocal taken
         while True:
             with lock:
-                if not queue or client.clock() - start > max_seconds:
+                if client.clock() - start > max_seconds or (stop is not None and stop.is_set()):
                     return
-                request = queue.pop()
+                request = next(pending, None)
+                if request is None:
+                    return
+                taken += 1
             result = client.send(request)
             with lock:
                 results.append(result)
@@ -102,4 +110,5 @@ def run_closed_loop(client: OpenAIClient, requests: Sequence[CompletionRequest],
         thread.start()
     for thread in threads:
         thread.join()
-    return StepRun(results=tuple(results), duration_seconds=max(client.clock() - start, 1e-9), not_sent=len(queue))
+    not_sent = len(requests) - taken if isinstance(requests, Sized) else 0
+    return StepRun(results=tuple(results), duration_seconds=max(client.clock() - start, 1e-9), not_sent=not_sent)
