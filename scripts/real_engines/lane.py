@@ -321,7 +321,10 @@ class Lane:
         """The same traffic with the prefix varied per request: EnginePrefixCacheThrashing fires."""
         a = self.args
         name = "EnginePrefixCacheThrashing"
-        outcome = Outcome("prefix varied per request", (name,), others(name), a.prefix_s)
+        # Not judged here: EngineKvExhaustionPredicted, whose 5-minute trend reads the step from idle to the
+        # steady phase's load as growth once the varied prefixes raise KV usage (docs/engines.md).
+        silent = tuple(n for n in others(name) if n != "EngineKvExhaustionPredicted")
+        outcome = Outcome("prefix varied per request", (name,), silent, a.prefix_s)
         start = time.time()
         thread, stop, out = self.background_load(self.prefix_spec("unique", a.prefix_s + 30))
         self.wait_fired((name,), start, a.prefix_s)
@@ -448,7 +451,7 @@ class Lane:
         outcome.notes.append(f"vLLM healthy again after {took:.0f}s")
         time.sleep(5)
         self.capture("after-restart")
-        result = self.load(LoadSpec(concurrency=2, prompt_tokens=200, max_tokens=32, duration_s=30, seed=11))
+        result = self.load(LoadSpec(concurrency=2, prompt_tokens=200, max_tokens=32, duration_s=20, seed=11))
         time.sleep(5)
         end = time.time()
         outcome.notes.append(f"load: {result.summary()}")
@@ -601,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=16, help="KV pool size in 128-token blocks")
     parser.add_argument("--burst-clients", type=int, default=16)
     parser.add_argument("--client-timeout-s", type=float, default=6.0)
-    parser.add_argument("--steady-s", type=float, default=90.0)
+    parser.add_argument("--steady-s", type=float, default=75.0)
     parser.add_argument("--prefix-s", type=float, default=240.0, help="longest wait for the thrashing alert")
     parser.add_argument("--capture", action="store_true",
                         help=f"also copy the captured pages (WORKDIR/captured/) into {FIXTURES.relative_to(REPO)}/")
