@@ -22,7 +22,7 @@ from tests.support.alertmanager import BINARY, RealAlertmanager
 from tests.support.polling import wait_until
 from watchdog.config.settings import InhibitRuleSettings
 from watchdog.infra.state import StateDB
-from watchdog.notify.silences import InhibitRule, Matcher, MatcherError, SilenceStore, inhibited
+from watchdog.notify.silences import InhibitRule, Matcher, MatcherError, SilenceStore, inhibitors
 
 NOW = 1_000_000
 
@@ -63,10 +63,11 @@ def test_inhibition_follows_alertmanager() -> None:
                                                          ("node",)))
     lost = {"alertname": "GpuFallenOffBus", "gpu": "5", "node": "n1"}
     engine = {"alertname": "EngineDown", "job": "vllm", "node": "n1"}
-    assert inhibited(engine, [lost], [rule])
-    assert not inhibited(engine, [{**lost, "node": "n2"}], [rule])
-    assert not inhibited(lost, [lost], [rule])
-    assert not inhibited({"alertname": "HostOomKill", "node": "n1"}, [lost], [rule])
+    other_lost = {**lost, "gpu": "6"}
+    assert inhibitors(engine, [lost, {**lost, "node": "n2"}, other_lost], [rule]) == [lost, other_lost]
+    assert not inhibitors(engine, [{**lost, "node": "n2"}], [rule])
+    assert not inhibitors(lost, [lost], [rule])
+    assert not inhibitors({"alertname": "HostOomKill", "node": "n1"}, [lost], [rule])
 
 
 def _posted(slack: FakeSlack) -> list[str]:

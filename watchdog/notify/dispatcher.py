@@ -296,37 +296,41 @@ class NotificationDispatcher:
                 for ev in events
             ]
             enqueued = 0
-            if groups or notes or changed or derivation.deletes:
+            current = self._current_firing(alerts, new_known)
+            firing = [a.labels for a in alerts if a.state is AlertState.FIRING]
+            if groups or notes or changed or derivation.deletes or self.muting.changes_due(current, firing, now_ms):
                 try:
-                    firing = [a.labels for a in alerts if a.state is AlertState.FIRING]
                     enqueued = self._store_tick(groups, notes, changed, derivation, new_known, now_ms, firing,
-                                                dict(causes or {}))
+                                                dict(causes or {}), current)
                 except sqlite3.Error as exc:  # the storage boundary: degrade to the log, retry next tick
+                    self.muting.rollback()
                     self.db.note_error("write")
                     log.error("state database not writable: printing notifications to the log until it "
                               "recovers", extra={"error": str(exc)})
                     self._print_degraded(groups, notes, new_known, now_ms)
                     self._unstored_events = events[-MAX_UNSTORED_EVENTS:]
-                    self._firing = self._current_firing(alerts, new_known)
+                    self._firing = current
                     return
                 self._printed_while_degraded.clear()
             self._known = new_known
-            self._firing = self._current_firing(alerts, new_known)
+            self._firing = current
         self._after_store(derivation, enqueued, now_ms)
 
     def _store_tick(self, groups: list[GroupNotification], notes: list[EventNotification],
                     changed: dict[str, KnownAlert], derivation: Derivation, new_known: dict[str, KnownAlert],
-                    now_ms: int, firing: list[dict[str, str]], causes: dict[str, str]) -> int:
-        """The tick's outbox rows and state changes in one transaction (muted members left out, see
-        :mod:`watchdog.notify.muting`; ``firing``: label sets of the alerts firing now, for inhibition;
-        ``causes``: symptom fingerprint -> its incident's cause, see :mod:`watchdog.notify.incidents`);
+                    now_ms: int, firing: list[dict[str, str]], causes: dict[str, str],
+                    still_firing: dict[str, AlertSnapshot]) -> int:
+        """The tick's outbox rows and state changes in one transaction (muted members left out, and muted
+        alerts that fire on unmuted announced, see :mod:`watchdog.notify.muting`; ``firing``: label sets
+        of the alerts firing now, for inhibition; ``causes``: symptom fingerprint -> its incident's cause,
+        see :mod:`watchdog.notify.incidents`; ``still_firing``: the alerts firing now, latest values);
         returns how many rows are new."""
         enqueued = 0
         with self.db.transaction() as cur:
             ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known, causes=causes)
             for name, notifier in self.notifiers.items():
                 mine, my_notes = self.muting.apply(
-                    name, [g for g in groups if self._excluded(g) != name], notes, firing, now_ms)
+                    name, [g for g in groups if self._excluded(g) != name], notes, firing, now_ms, still_firing)
                 for item in notifier.plan(mine, my_notes, ctx):
                     if name == "log" and item.idem_key in self._printed_while_degraded:
                         continue  # printed while the database was not writable
@@ -341,6 +345,8 @@ class NotificationDispatcher:
             AlertStateStore.mark_sent(
                 cur, [t.alert.fingerprint for t in derivation.transitions], now_ms
             )
+            self.muting.save(cur)
+        self.muting.commit()
         return enqueued
 
     def _print_degraded(self, groups: list[GroupNotification], notes: list[EventNotification],
