@@ -25,7 +25,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from watchdog.model import Alert, AlertState
 from watchdog.notify.model import AlertSnapshot, EventNotification, GroupNotification
@@ -48,12 +49,11 @@ MutedSets = dict[str, dict[str, int]]
 """notifier -> fingerprint of an alert it did not announce -> when it was muted (ms)."""
 
 
-@dataclass(frozen=True)
-class Suppression:
+class Suppression(NamedTuple):
     """Why an alert is suppressed: ids of matching active silences, fingerprints of inhibiting alerts."""
 
-    silenced_by: tuple[str, ...] = ()
-    inhibited_by: tuple[str, ...] = ()
+    silenced_by: tuple[str, ...]
+    inhibited_by: tuple[str, ...]
 
 
 class Muting:
