@@ -245,3 +245,20 @@ def test_an_alert_inhibited_no_longer_is_announced_while_it_fires(
     d.handle([make_alert("GpuFallenOffBus", "resolved", resolved_at_ms=NOW + 500, gpu="5"), down], [], NOW + 1000)
     wait_until(lambda: _drained(d), what="delivered")
     assert _posted(fake_slack) == ["EngineDown", "GpuFallenOffBus"]
+
+
+def test_an_unmuting_the_database_could_not_store_is_announced_once_it_can(
+        fake_slack: FakeSlack, slack_token: str, dispatchers: Dispatchers) -> None:
+    d = dispatchers(notify_config({"base_url": fake_slack.base_url}))
+    d.muting.store.add([Matcher.parse("gpu=3")], NOW, NOW + 60_000, "alice", "fan swap", NOW)
+    hot3 = make_alert("GpuThermalMarginLow", gpu="3", severity="warning")
+    d.handle([hot3], [], NOW + 1_000)
+    conn = d.db._conn
+    conn.execute("PRAGMA query_only = ON")  # a full disk: every write fails
+    d.handle([hot3], [], NOW + 61_000)
+    assert d.muting.muted("slack") == {hot3.fingerprint}  # the unmuting was not stored, so not forgotten
+    conn.execute("PRAGMA query_only = OFF")
+    d.handle([hot3], [], NOW + 62_000)
+    d.handle([hot3], [], NOW + 63_000)
+    wait_until(lambda: _drained(d), what="delivered")
+    assert _posted(fake_slack) == ["GpuThermalMarginLow"] and d.muting.muted("slack") == set()

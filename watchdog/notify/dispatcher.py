@@ -303,7 +303,6 @@ class NotificationDispatcher:
                     enqueued = self._store_tick(groups, notes, changed, derivation, new_known, now_ms, firing,
                                                 dict(causes or {}), current)
                 except sqlite3.Error as exc:  # the storage boundary: degrade to the log, retry next tick
-                    self.muting.rollback()
                     self.db.note_error("write")
                     log.error("state database not writable: printing notifications to the log until it "
                               "recovers", extra={"error": str(exc)})
@@ -326,6 +325,7 @@ class NotificationDispatcher:
         see :mod:`watchdog.notify.incidents`; ``still_firing``: the alerts firing now, latest values);
         returns how many rows are new."""
         enqueued = 0
+        self.muting.begin()
         with self.db.transaction() as cur:
             ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known, causes=causes)
             for name, notifier in self.notifiers.items():

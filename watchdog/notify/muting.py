@@ -12,8 +12,9 @@ Contract (used by the dispatcher once per tick and notifier; no network I/O here
   expires (or its inhibiting alert resolves), the alert is announced then, once, as a firing notification
   with its original start.
 - Which alerts each notifier left unannounced is kept in the state database (table ``notify_muted``,
-  component ``notify.muting``), written in the dispatcher's transaction of the tick (:meth:`Muting.save`,
-  then :meth:`Muting.commit`; :meth:`Muting.rollback` when that transaction failed). So a restart (or a
+  component ``notify.muting``): each tick the dispatcher calls :meth:`Muting.begin`, :meth:`Muting.apply`
+  per notifier and :meth:`Muting.save` in its transaction, then :meth:`Muting.commit` once that committed
+  (a tick whose transaction failed leaves the committed state as it was, to be tried again). So a restart (or a
   reload, which builds a new :class:`Muting`) neither announces a muted alert that still fires nor
   forgets to announce one whose silence expired meanwhile.
 - :meth:`Muting.suppression` says, for ``/api/v1/alerts``, which silences (ours and Alertmanager's) and
@@ -125,10 +126,9 @@ class Muting:
               ) -> tuple[list[GroupNotification], list[EventNotification]]:
         """The groups and events ``notifier`` sends, muted members removed, plus one firing group per alert
         it left unannounced that fires on (``still_firing``: the alerts firing now, by fingerprint) and is
-        muted no longer (see the module docstring). Changes the draft that :meth:`save` stores."""
-        if self._draft is None:
-            self._draft = {name: dict(fps) for name, fps in self._muted.items()}
-        muted = self._draft.setdefault(notifier, {})
+        muted no longer (see the module docstring). Changes the draft of :meth:`begin` (begun if none)."""
+        draft = self._draft if self._draft is not None else self.begin()
+        muted = draft.setdefault(notifier, {})
         groups = list(groups)
         local = self.store.active(now_ms) if muted or any(g.kind is AlertState.FIRING for g in groups) else []
         kept_groups: list[GroupNotification] = []
@@ -171,6 +171,11 @@ class Muting:
                 out.append(GroupNotification(kind=AlertState.FIRING, members=(alert,), at_ms=now_ms))
         return out
 
+    def begin(self) -> MutedSets:
+        """Start (and return) the tick's draft from what is committed; a failed tick's draft is dropped."""
+        self._draft = {name: dict(fps) for name, fps in self._muted.items()}
+        return self._draft
+
     def save(self, cur: sqlite3.Cursor) -> None:
         """Write the draft's changes to ``notify_muted`` inside the caller's transaction."""
         if self._draft is None:
@@ -187,7 +192,3 @@ class Muting:
         if self._draft is not None:
             self._muted = {name: fps for name, fps in self._draft.items() if fps}
             self._draft = None
-
-    def rollback(self) -> None:
-        """Forget the draft (its transaction failed): the tick's transitions come again next tick."""
-        self._draft = None
