@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from watchdog.golang.gomath import format_api_value
-from watchdog.model import Labels
+from watchdog.model import AlertState, Labels
 from watchdog.promql import PromQLError, evaluate, parse_query
 from watchdog.promql import nodes as n
 from watchdog.promql.format import api_timestamp, to_api_json
@@ -249,7 +249,7 @@ class QueryAPI:
 
     def _alerts(self) -> Any:
         engine = self.engine()
-        alerts = [] if engine is None else [a for a in engine.alerts() if a.state.value != "inactive"]
+        alerts = [] if engine is None else [a for a in engine.alerts() if a.state is not AlertState.INACTIVE]
         return {"alerts": [_alert_json(a) for a in alerts]}
 
 
@@ -363,11 +363,11 @@ def _rule_json(status: Any, stats: Any) -> dict[str, Any]:
         common["lastError"] = status.last_error
     if not hasattr(rule, "alert"):
         return {**common, "type": "recording"}
-    active = [a for a in status.alerts if a.state.value != "inactive"]
-    state = "firing" if any(a.state.value == "firing" for a in active) else \
-        "pending" if active else "inactive"
+    active = [a for a in status.alerts if a.state is not AlertState.INACTIVE]
+    state = AlertState.FIRING if any(a.state is AlertState.FIRING for a in active) else \
+        AlertState.PENDING if active else AlertState.INACTIVE
     return {
-        "state": state, **common,
+        "state": state.value, **common,
         "duration": rule.for_ms / 1000,
         "keepFiringFor": rule.keep_firing_for_ms / 1000,
         "annotations": dict(rule.annotations),
