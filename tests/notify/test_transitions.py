@@ -192,3 +192,11 @@ def test_rows_written_in_the_old_shape_read_back_and_rewrite_byte_for_byte(tmp_p
     resolved_json = OLD_SNAPSHOT.replace('"resolved_at_ms": 0', '"resolved_at_ms": 80000')
     assert json.dumps(resolved.alert.to_json()) == resolved_json
     db.close()
+
+
+def test_what_the_notification_side_keeps_shares_no_dict_with_the_engine() -> None:
+    a = make_alert("GpuHot", gpu="0")
+    d = derive_transitions({}, [a], now_ms=2_000_000)
+    a.labels["gpu"], a.annotations["summary"] = "7", "changed"
+    kept = d.upserts[0].alert
+    assert (kept.labels["gpu"], d.transitions[0].alert.annotations["summary"]) == ("0", "GpuHot on {'gpu': '0'}")

@@ -27,10 +27,11 @@ def as_notified(alert: Alert, state: AlertState, fired_at_ms: int, resolved_at_m
     ``resolved``), with its episode's ``fired_at_ms`` and its ``resolved_at_ms``.
 
     The engine's per-evaluation bookkeeping (``last_eval_ms``, ``rule_group``) is cleared: it is not
-    stored, so an alert read back from ``notify_alerts`` equals the one written.
+    stored, so an alert read back from ``notify_alerts`` equals the one written. Labels and annotations
+    are copied: what the notification side keeps never shares a dict with the caller.
     """
-    return replace(alert, state=state, fired_at_ms=fired_at_ms, resolved_at_ms=resolved_at_ms,
-                   last_eval_ms=0, rule_group="")
+    return replace(alert, labels=dict(alert.labels), annotations=dict(alert.annotations), state=state,
+                   fired_at_ms=fired_at_ms, resolved_at_ms=resolved_at_ms, last_eval_ms=0, rule_group="")
 
 
 @dataclass(frozen=True)
