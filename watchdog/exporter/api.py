@@ -384,11 +384,11 @@ def _rule_json(status: Any, stats: Any) -> dict[str, Any]:
         common["lastError"] = status.last_error
     if not hasattr(rule, "alert"):
         return {**common, "type": "recording"}
-    active = [a for a in status.alerts if a.state.value != "inactive"]
-    state = "firing" if any(a.state.value == "firing" for a in active) else \
-        "pending" if active else "inactive"
+    active = [a for a in status.alerts if a.state is not AlertState.INACTIVE]
+    state = AlertState.FIRING if any(a.state is AlertState.FIRING for a in active) else \
+        AlertState.PENDING if active else AlertState.INACTIVE
     return {
-        "state": state, **common,
+        "state": state.value, **common,
         "duration": rule.for_ms / 1000,
         "keepFiringFor": rule.keep_firing_for_ms / 1000,
         "annotations": dict(rule.annotations),

@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from watchdog.model import Alert, AlertState
-from watchdog.notify.model import AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.model import EventNotification, GroupNotification
 from watchdog.notify.silences import AlertmanagerSilences, InhibitRule, Silence, SilenceStore, inhibitors
 
 log = logging.getLogger("watchdog.notify.muting")
@@ -75,7 +75,7 @@ class Muting:
         """Fingerprints ``notifier`` did not announce (and must not re-send), as last committed."""
         return frozenset(self._muted.get(notifier, {}))
 
-    def changes_due(self, still_firing: Mapping[str, AlertSnapshot], firing: Sequence[Mapping[str, str]],
+    def changes_due(self, still_firing: Mapping[str, Alert], firing: Sequence[Mapping[str, str]],
                     now_ms: int) -> bool:
         """Whether an alert some notifier left unannounced no longer fires, or fires and is muted no longer
         (read-only: tells the dispatcher a tick with no transitions still has something to store)."""
@@ -122,7 +122,7 @@ class Muting:
 
     def apply(self, notifier: str, groups: Iterable[GroupNotification], notes: Iterable[EventNotification],
               firing: Sequence[Mapping[str, str]], now_ms: int,
-              still_firing: Mapping[str, AlertSnapshot] | None = None,
+              still_firing: Mapping[str, Alert] | None = None,
               ) -> tuple[list[GroupNotification], list[EventNotification]]:
         """The groups and events ``notifier`` sends, muted members removed, plus one firing group per alert
         it left unannounced that fires on (``still_firing``: the alerts firing now, by fingerprint) and is
@@ -154,7 +154,7 @@ class Muting:
         kept_notes = [n for n in notes if n.event.fingerprint not in muted]
         return kept_groups, kept_notes
 
-    def _released(self, notifier: str, muted: dict[str, int], still_firing: Mapping[str, AlertSnapshot],
+    def _released(self, notifier: str, muted: dict[str, int], still_firing: Mapping[str, Alert],
                   firing: Sequence[Mapping[str, str]], now_ms: int,
                   local: Sequence[Silence]) -> list[GroupNotification]:
         """Firing groups for the muted alerts of ``notifier`` that fire on unmuted; forgets muted alerts
