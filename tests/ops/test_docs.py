@@ -8,13 +8,12 @@ import re
 import shutil
 import subprocess
 import urllib.parse
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.loopback import serving
+from tests.loopback import page_handler, serving
 from tests.support.polling import wait_until
 
 from .conftest import REPO, free_port, http_get
@@ -88,24 +87,11 @@ def test_deployment_b_scrapes_the_engines_under_the_agents_job_names() -> None:
     assert agent["honor_labels"] is True and "honor_labels" not in engine  # Prometheus' own up of the engine
 
 
+# What an agent with ``pass_through_engine_series`` exports for one engine that is down.
 AGENT_PAGE = b"""watchdog_engine_up{job="vllm-llama70b",instance="127.0.0.1:8000"} 0
 vllm:num_requests_running{job="vllm-llama70b",instance="127.0.0.1:8000",model_name="m"} 3
 engine:requests_running{job="vllm-llama70b",instance="127.0.0.1:8000",model_name="m"} 3
 """
-
-
-class _AgentPage(BaseHTTPRequestHandler):
-    """What an agent with ``pass_through_engine_series`` exports for one engine that is down."""
-
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(AGENT_PAGE)))
-        self.end_headers()
-        self.wfile.write(AGENT_PAGE)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 @pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus (Debian package) is not installed")
@@ -116,7 +102,7 @@ def test_deployment_b_prime_gives_prometheus_the_engines_up(tmp_path: Path) -> N
     config["rule_files"] = []
     config["global"] = {"scrape_interval": "1s", "scrape_timeout": "1s"}
     port = free_port()
-    with serving(_AgentPage) as base:
+    with serving(page_handler(AGENT_PAGE)) as base:
         config["scrape_configs"][0]["static_configs"][0]["targets"] = [base.removeprefix("http://")]
         (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
         process = subprocess.Popen(

@@ -6,13 +6,12 @@ import logging
 import ssl
 import urllib.error
 from collections.abc import Iterator, Mapping
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.loopback import serving
+from tests.loopback import page_handler, serving
 from watchdog.collectors.base import CollectorRunner, ingest_results
 from watchdog.collectors.engines import EngineCollector
 from watchdog.config.settings import EngineSettings, ExporterSettings, section_settings
@@ -281,17 +280,6 @@ vllm:num_requests_running{model_name="m",engine="0"} 7
 """
 
 
-class _EngineHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(ENGINE_PAYLOAD)))
-        self.end_headers()
-        self.wfile.write(ENGINE_PAYLOAD)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
 def exported_names(server: ExporterServer) -> set[str]:
     return {key.partition("{")[0] for key in parse_metrics(http_get(server.url + "/metrics").text)}
 
@@ -302,7 +290,7 @@ def test_engine_series_pass_through_is_opt_in_and_scrape_series_never_exported(
     default the exporter leaves out the engine's own series and always Prometheus' up/scrape_* names;
     ``pass_through_engine_series`` (applied by reload, like the other exporter settings) adds the former."""
     store = Store()
-    with serving(_EngineHandler) as base:
+    with serving(page_handler(ENGINE_PAYLOAD)) as base:
         endpoint = section_settings(EngineSettings, "engines[]", {"url": base + "/metrics", "job": "vllm"})
         engine = EngineCollector(endpoint)
         runner = CollectorRunner([engine])
