@@ -47,7 +47,7 @@ ENGINE_ALERTS = (
 )
 FIXTURES = REPO / "tests" / "fixtures" / "engines" / "real"
 WATCHED = (
-    'up{job="vllm"}',
+    'watchdog_engine_up{job="vllm"}',
     "engine:kv_cache_usage_ratio",
     "engine:requests_waiting",
     "engine:prefix_cache_hit_ratio:rate5m",
@@ -73,7 +73,7 @@ def page_values(text: str) -> tuple[set[str], set[str], dict[str, float], str | 
             (firing if lab.get("alertstate") == "firing" else pending).add(lab.get("alertname", ""))
         elif name == "watchdog_engine_probe_output_info" and value == 1:
             digest = lab.get("digest")
-        key = 'up{job="vllm"}' if name == "up" and lab.get("job") == "vllm" else name
+        key = 'watchdog_engine_up{job="vllm"}' if name == "watchdog_engine_up" and lab.get("job") == "vllm" else name
         if key in WATCHED and key not in values:
             values[key] = value
     return firing, pending, values, digest
@@ -492,7 +492,7 @@ class Lane:
         end = time.time()
         polls = self.monitor.window(start, end)
         answered = sum(p.answered for p in polls)
-        down = sum(1 for p in polls if p.values.get('up{job="vllm"}') == 0.0)
+        down = sum(1 for p in polls if p.values.get('watchdog_engine_up{job="vllm"}') == 0.0)
         probe_failed = sum(1 for p in polls if p.values.get("watchdog_engine_probe_success") == 0.0)
         outcome.notes.append(f"agent /metrics answered {answered}/{len(polls)} polls, up=0 in {down}, "
                              f"probe failing in {probe_failed}")
@@ -520,7 +520,7 @@ class Lane:
             self.engine.signal_core(signal.SIGCONT)
         end = time.time()
         polls = self.monitor.window(start, end)
-        up = sum(1 for p in polls if p.values.get('up{job="vllm"}') == 1.0)
+        up = sum(1 for p in polls if p.values.get('watchdog_engine_up{job="vllm"}') == 1.0)
         outcome.notes.append(f"{stopped} core process(es) stopped; up=1 in {up}/{len(polls)} polls")
         self.outcomes.append(self.judge(outcome, start, end))
 

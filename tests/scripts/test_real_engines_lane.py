@@ -38,15 +38,15 @@ def test_page_values_reads_alert_states_and_watched_series() -> None:
     page = "\n".join([
         'ALERTS{alertname="EngineDown",alertstate="firing",job="vllm"} 1',
         'ALERTS{alertname="EngineKvCacheNearFull",alertstate="pending",job="vllm"} 1',
-        'up{job="vllm",instance="127.0.0.1:8411"} 0',
-        'up{job="other",instance="127.0.0.1:9"} 1',
+        'watchdog_engine_up{job="vllm",instance="127.0.0.1:8411"} 0',
+        'watchdog_engine_up{job="other",instance="127.0.0.1:9"} 1',
         'engine:kv_cache_usage_ratio{job="vllm",engine="0"} 0.93',
         'watchdog_engine_probe_output_info{job="vllm",model="tiny",digest="00ff00ff00ff00ff"} 1',
         "",
     ])
     firing, pending, values, digest = page_values(page)
     assert firing == {"EngineDown"} and pending == {"EngineKvCacheNearFull"}
-    assert values == {'up{job="vllm"}': 0.0, "engine:kv_cache_usage_ratio": 0.93}
+    assert values == {'watchdog_engine_up{job="vllm"}': 0.0, "engine:kv_cache_usage_ratio": 0.93}
     assert digest == "00ff00ff00ff00ff"
     assert page_values("up 1\n")[3] is None
 
