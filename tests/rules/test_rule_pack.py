@@ -249,8 +249,12 @@ def test_rules_eval_uses_the_pack_by_default(tmp_path: Path) -> None:
     alerts = json.loads(out.stdout)["alerts"]
     assert [(a["name"], a["state"]) for a in alerts] == [("EngineKvCacheNearFull", "firing")]
     assert alerts[0]["labels"]["job"] == "vllm"
-    # The first evaluation where the condition holds (1m15s) is already pending: no lag behind engines.yaml.
+    # The first evaluation where the condition holds (1m15s) already has it (no `for`): no lag behind
+    # engines.yaml; one evaluation earlier, nothing.
     out = subprocess.run([sys.executable, "-m", "watchdog", "rules", "eval", "--input", str(scenario),
                           "--at", "1m15s", "--json"], capture_output=True, text=True, check=False, cwd=ROOT)
     assert [(a["name"], a["state"]) for a in json.loads(out.stdout)["alerts"]] == [
-        ("EngineKvCacheNearFull", "pending")]
+        ("EngineKvCacheNearFull", "firing")]
+    out = subprocess.run([sys.executable, "-m", "watchdog", "rules", "eval", "--input", str(scenario),
+                          "--at", "1m", "--json"], capture_output=True, text=True, check=False, cwd=ROOT)
+    assert json.loads(out.stdout)["alerts"] == []
