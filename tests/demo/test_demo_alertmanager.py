@@ -18,6 +18,7 @@ SCENARIO = Path(__file__).parent / "fixtures" / "engine-flap.yaml"
 pytestmark = pytest.mark.skipif(BINARY is None, reason="Debian package prometheus-alertmanager not installed")
 
 
+@pytest.mark.slow
 def test_demo_alert_reaches_alertmanager_and_resolves(tmp_path: Path) -> None:
     am = RealAlertmanager(tmp_path / "am").start()
     demo_log = tmp_path / "demo.log"  # a file, not an unread pipe that fills and blocks the demo

@@ -10,6 +10,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.support.ports import free_port
 from tests.support.processes import stop_process
 from watchdog.engines.exposition import parse_exposition
@@ -21,6 +23,7 @@ def _scrape(port: int) -> list[dict[str, str]]:
     return [dict(labels) | {"__value__": str(value)} for labels, value, _ in parse_exposition(text)]
 
 
+@pytest.mark.slow
 def test_default_demo_fires_within_30_seconds_and_exits_cleanly(tmp_path: Path) -> None:
     """The 30 s are the demo's own (it reports each alert's firing time, counted from its start): a
     loaded CI machine that takes seconds to start Python must not fail the test, a slow scenario must."""

@@ -131,6 +131,7 @@ def _failed_posts(slack: FakeSlack) -> int:
     return sum(1 for method, status in slack.requests if method in ATTEMPTS and status >= 500)
 
 
+@pytest.mark.slow
 def test_real_agent_killed_twice_during_outage_delivers_exactly_once(
     fake_slack: FakeSlack, agent: AgentProcess
 ) -> None:
