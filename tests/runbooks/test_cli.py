@@ -91,7 +91,7 @@ def test_show_refuses_a_hostile_label(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_show_uses_live_alerts_and_history(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from watchdog.cli import runbooks_cmd
-    from watchdog.notify.model import AlertSnapshot
+    from watchdog.model import Alert, AlertState
     from watchdog.notify.state_store import AlertStateStore
     from watchdog.notify.transitions import KnownAlert
     from watchdog.rules.alerting import fingerprint
@@ -103,10 +103,11 @@ def test_show_uses_live_alerts_and_history(tmp_path: Path, capsys: pytest.Captur
     now_ms = int(time.time() * 1000)
     # the command reads the clock once; pinned, so a slow machine cannot turn "5m" into "5m1s"
     monkeypatch.setattr(runbooks_cmd, "time", SimpleNamespace(time=lambda: now_ms / 1000))
-    snapshot = AlertSnapshot(fp, "EngineDown", labels, {"summary": "down"}, 0.0, now_ms - 60_000)
+    alert = Alert("EngineDown", labels, {"summary": "down"}, AlertState.FIRING, 0.0, fp,
+                  active_at_ms=now_ms - 60_000, fired_at_ms=now_ms - 60_000)
     store = AlertStateStore(db)
     with db.transaction() as cur:
-        store.upsert_alert(cur, KnownAlert(fp, "firing", snapshot, fired_at_ms=now_ms - 60_000), now_ms)
+        store.upsert_alert(cur, KnownAlert(alert), now_ms)
     RunbookState(db).record(AuditRecord(now_ms - 5 * 60_000, fp, "EngineDown", "engine-down",
                                         "restart-engine", Decision.STARTED, action_key="systemd:restart:vllm.service"))
     db.close()

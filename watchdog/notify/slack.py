@@ -38,11 +38,11 @@ from slack_sdk.webhook import WebhookClient
 
 from watchdog.config.settings import SlackSettings
 from watchdog.infra.logs import redact
-from watchdog.model import AlertState
+from watchdog.model import Alert, AlertState
 from watchdog.notify.approvals import approvable_steps
 from watchdog.notify.base import Delivered, DeliveryError, PlanContext
 from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS
-from watchdog.notify.model import AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.model import EventNotification, GroupNotification
 from watchdog.notify.outbox import OutboxItem, OutboxRow
 from watchdog.notify.slack_blocks import (
     Links,
@@ -195,7 +195,7 @@ class SlackNotifier:
             items.append(self._plan_event(ev, ctx))
         return items
 
-    def _render(self, members: list[AlertSnapshot], resolved: list[str]) -> Rendered:
+    def _render(self, members: list[Alert], resolved: list[str]) -> Rendered:
         title = self.runbook_title(members[0].annotations.get("runbook", ""))
         return render_alert_message(
             members, resolved, self.node, self.links, title, self.max_members, self.member_labels,
@@ -241,7 +241,7 @@ class SlackNotifier:
                            "orphan": {"text": body.text, "blocks": body.blocks}})
 
     def _plan_resolved(self, group: GroupNotification, ctx: PlanContext) -> list[OutboxItem]:
-        by_message: dict[str, list[AlertSnapshot]] = {}
+        by_message: dict[str, list[Alert]] = {}
         for member in group.members:
             by_message.setdefault(ctx.message_key_of(member.fingerprint), []).append(member)
         items: list[OutboxItem] = []
