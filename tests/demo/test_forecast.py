@@ -12,7 +12,7 @@ from watchdog.demo.diurnal import DiurnalTraffic, ForecastReplay, diurnal_sample
 from watchdog.demo.harness import ScenarioResult, run_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES = [str(ROOT / "rules" / "engines.yaml"), str(ROOT / "rules" / "forecast.yaml")]
+RULES = [str(ROOT / "rules" / "engines.yaml")]
 ALERT = "EngineKvExhaustionPredicted"
 PREEMPTED = "increase(engine:preemptions_total[1m]) > 0"
 

@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rules_dir = asset_dir("rules") or Path("rules")
     with contextlib.redirect_stdout(io.StringIO()):  # the demo's log notifier prints every alert
         scenarios = scenario_rows(names)
-        replays = diurnal_rows([str(rules_dir / "engines.yaml"), str(rules_dir / "forecast.yaml")])
+        replays = diurnal_rows([str(rules_dir / "engines.yaml")])
     print("| scenario | warned at s | first preemption at s | KV >= 90 % at s | lead s |")
     print("|---|---|---|---|---|")
     print("\n".join(scenarios))
