@@ -26,6 +26,7 @@ RULES = ROOT / "rules"
 FORECAST = RULES / "engines.yaml"  # the forecast is the last part of the ordered engines group
 FILES = [FORECAST, RULES / "probe.yaml", RULES / "serving-config.yaml", RULES / "engine-logs.yaml"]
 TEST_FILES = [RULES / "tests" / "forecast.yaml", RULES / "tests" / "forecast_horizon.yaml",
+              RULES / "tests" / "forecast_surge.yaml",
               RULES / "tests" / "probe_alerts.yaml", RULES / "tests" / "serving_config.yaml",
               RULES / "tests" / "engine_log_alerts.yaml"]
 GENERATED = RULES / "tests" / "generated"

@@ -21,6 +21,17 @@ ON = "on (job, instance, engine)"
 # |r| of value and time a driver needs to count as a trend (r^2 >= 0.72), and how many samples.
 MIN_CORRELATION = 0.85
 MIN_SAMPLES = 10
+# The surge test (see surge_driver): window, samples in it, and the rise over its minimum.
+SURGE_WINDOW = "6s"
+SURGE_MIN_SAMPLES = 5
+SURGE_MIN_RISE = 1.25
+
+
+def _straight(series: str, window: str) -> list[str]:
+    """Lines of a PromQL filter: a straight line explains most of the spread of ``series`` over ``window``
+    (correlation of value and time ``|r| = |slope| * stddev(time) / stddev(value) >= MIN_CORRELATION``)."""
+    return [f"abs(deriv({series}[{window}])) * {ON} stddev_over_time({series}:timestamp_seconds[{window}])",
+            f">= {ON} {MIN_CORRELATION} * stddev_over_time({series}[{window}])"]
 
 
 def trend_driver(series: str, level_floor: str, driver: str, min_span_seconds: int = 0) -> dict[str, Any]:
@@ -34,8 +45,7 @@ def trend_driver(series: str, level_floor: str, driver: str, min_span_seconds: i
     parts = [
         f"deriv({series}[5m]) / {level_floor}",
         f"and {ON}",
-        f"abs(deriv({series}[5m])) * {ON} stddev_over_time({times}[5m])",
-        f">= {ON} {MIN_CORRELATION} * stddev_over_time({series}[5m])",
+        *_straight(series, "5m"),
         f"and {ON} count_over_time({series}[5m]) >= {MIN_SAMPLES}",
     ]
     if min_span_seconds:
@@ -43,6 +53,26 @@ def trend_driver(series: str, level_floor: str, driver: str, min_span_seconds: i
                   f"max_over_time({times}[5m]) - min_over_time({times}[5m]) >= {min_span_seconds}"]
     return {"record": "engine:kv_demand_growth_ratio:deriv5m", "expr": "\n".join(parts),
             "labels": {"driver": driver}}
+
+
+def surge_driver() -> dict[str, Any]:
+    """Requests in flight surging: the relative slope over :data:`SURGE_WINDOW`, where that window holds
+    :data:`SURGE_MIN_SAMPLES` or more samples on a straight line (as :func:`trend_driver`) and the count
+    rose by :data:`SURGE_MIN_RISE` or more over its minimum in the window. A burst of long requests fills
+    the pool in seconds; over 5 minutes of steady history its first seconds explain too little of the
+    spread to count as a trend, so the 5-minute test alone warns after the first preemption. Jitter does
+    not rise 25 % along a line, and traffic that follows the day rises by about 1 % a minute. Needs
+    scrapes of 2 s or less (else fewer samples than the window needs: the test is silent)."""
+    series, window = "engine:requests_in_flight", SURGE_WINDOW
+    parts = [
+        f"deriv({series}[{window}]) / clamp_min({series}, 1)",
+        f"and {ON}",
+        *_straight(series, window),
+        f"and {ON} count_over_time({series}[{window}]) >= {SURGE_MIN_SAMPLES}",
+        f"and {ON} {series} >= {ON} {SURGE_MIN_RISE} * clamp_min(min_over_time({series}[{window}]), 1)",
+    ]
+    return {"record": f"engine:kv_demand_growth_ratio:surge{window}", "expr": "\n".join(parts),
+            "labels": {"driver": "in_flight_surge"}}
 
 
 def forecast_rules() -> list[dict[str, Any]]:
@@ -73,13 +103,17 @@ def forecast_rules() -> list[dict[str, Any]]:
         trend_driver("engine:request_rate:deriv1m", "clamp_min(engine:request_rate:deriv1m, 0.1)", "arrivals",
                      120),
         trend_driver("engine:request_tokens:p90_1m", "engine:request_tokens:p90_1m", "p90_length", 120),
+        surge_driver(),
         # KV demand ~ requests in flight x tokens per request, so its relative growth is the sum of the two
         # relative growths. Requests in flight follow the arrival rate (Little's law), but a scheduler at its
         # max_num_seqs cap or a queue still filling can hide a rising arrival rate for a while: the larger of
-        # the two counts. A driver without a trend (or without data: no token histograms) adds 0.
+        # the two counts (or the surge, if larger). A driver without a trend (or without data: no token
+        # histograms) adds 0.
         {"record": "engine:kv_demand_growth_ratio",
          "expr": ("sum without (driver) (\n"
-                  '  max without (driver) (engine:kv_demand_growth_ratio:deriv5m{driver=~"in_flight|arrivals"})\n'
+                  "  max without (driver) (\n"
+                  '    engine:kv_demand_growth_ratio:deriv5m{driver=~"in_flight|arrivals"}\n'
+                  f"    or engine:kv_demand_growth_ratio:surge{SURGE_WINDOW}\n  )\n"
                   '  or engine:kv_demand_growth_ratio:deriv5m{driver="p90_length"}\n)')},
         # Seconds until KV usage reaches 100 % if demand keeps growing linearly at the current relative rate:
         # usage(t) = u (1 + g t) = 1  =>  t = (1 - u) / (u g). Present only while demand grows (g > 0) and the
