@@ -39,11 +39,11 @@ from slack_sdk.webhook import WebhookClient
 
 from watchdog.config.settings import SlackSettings
 from watchdog.infra.logs import redact
-from watchdog.model import AlertState
+from watchdog.model import Alert, AlertState
 from watchdog.notify.approvals import approvable_steps
 from watchdog.notify.base import Delivered, DeliveryError, PlanContext
 from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS
-from watchdog.notify.model import AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.model import EventNotification, GroupNotification
 from watchdog.notify.outbox import OutboxItem, OutboxRow
 from watchdog.notify.slack_blocks import (
     Links,
@@ -214,7 +214,7 @@ class SlackNotifier:
             items.append(self._plan_event(ev, ctx))
         return items
 
-    def _render(self, members: list[AlertSnapshot], resolved: list[str]) -> Rendered:
+    def _render(self, members: list[Alert], resolved: list[str]) -> Rendered:
         title = self.runbook_title(members[0].annotations.get("runbook", ""))
         return render_alert_message(
             members, resolved, self.node, self.links, title, self.max_members, self.member_labels,
@@ -253,7 +253,7 @@ class SlackNotifier:
         cause = causes.pop()
         if key := ctx.message_key_of(cause):
             return key
-        siblings = sorted((ctx.alerts[s].fired_at_ms, ctx.message_key_of(s)) for s, c in ctx.causes.items()
+        siblings = sorted((ctx.alerts[s].alert.fired_at_ms, ctx.message_key_of(s)) for s, c in ctx.causes.items()
                           if c == cause and s not in fingerprints and s in ctx.alerts and ctx.message_key_of(s))
         return siblings[0][1] if siblings else ""
 
@@ -262,7 +262,7 @@ class SlackNotifier:
         """A message posted for symptoms of this group's alerts before they fired (every member of it a
         symptom of this group): the cause takes it over instead of posting a second message."""
         fps = {m.fingerprint for m in group.members}
-        candidates = sorted((ctx.alerts[s].fired_at_ms, ctx.message_key_of(s)) for s, c in ctx.causes.items()
+        candidates = sorted((ctx.alerts[s].alert.fired_at_ms, ctx.message_key_of(s)) for s, c in ctx.causes.items()
                             if c in fps and s in ctx.alerts and ctx.message_key_of(s))
         for _, key in candidates:
             found = ctx.store.slack_message(key)
@@ -281,7 +281,7 @@ class SlackNotifier:
                            "orphan": {"text": reply.text, "blocks": reply.blocks}})
 
     @staticmethod
-    def _fold(members: Iterable[AlertSnapshot], parent: str, ctx: PlanContext, touched: set[str]) -> None:
+    def _fold(members: Iterable[Alert], parent: str, ctx: PlanContext, touched: set[str]) -> None:
         for member in members:
             ctx.set_message_key(member.fingerprint, parent)
         touched.add(parent)
@@ -310,7 +310,7 @@ class SlackNotifier:
             if own == parent:
                 continue
             if not own:
-                self._fold([known.snapshot], parent, ctx, touched)
+                self._fold([known.alert], parent, ctx, touched)
                 continue
             found = ctx.store.slack_message(own)
             members = found[2] if found else []
@@ -319,17 +319,17 @@ class SlackNotifier:
                 continue  # a message shared with alerts of other incidents stays as it is
             self._fold(members, parent, ctx, touched)
             cause_known = ctx.alerts.get(cause)
-            head = cause_known.snapshot if cause_known else known.snapshot
+            head = cause_known.alert if cause_known else known.alert
             body = render_folded_pointer(members, head, self.node, self.member_labels)
             items.append(OutboxItem(f"update:{own}:folded:{parent}", "update",
                                     {"message_key": own, "text": body.text, "blocks": body.blocks}))
         return items
 
-    def _message_body(self, message_key: str, members: list[AlertSnapshot], ctx: PlanContext) -> Rendered:
+    def _message_body(self, message_key: str, members: list[Alert], ctx: PlanContext) -> Rendered:
         """A message as it reads now: its members (struck through once resolved) and, for an incident's
         cause, the symptoms folded into it."""
         own = {m.fingerprint for m in members}
-        symptoms = [k.snapshot for fp, k in sorted(ctx.alerts.items(), key=lambda kv: kv[1].fired_at_ms)
+        symptoms = [k.alert for fp, k in sorted(ctx.alerts.items(), key=lambda kv: kv[1].alert.fired_at_ms)
                     if fp not in own and ctx.message_key_of(fp) == message_key]
         done = [m.fingerprint for m in [*members, *symptoms]
                 if (k := ctx.alerts.get(m.fingerprint)) is None or k.state is not AlertState.FIRING
@@ -362,7 +362,7 @@ class SlackNotifier:
     def _plan_resolved(self, group: GroupNotification, ctx: PlanContext, touched: set[str]) -> list[OutboxItem]:
         """A reply in the thread of each message whose own members resolved (the message is updated);
         resolved symptoms of an incident only update its message."""
-        by_message: dict[str, list[AlertSnapshot]] = {}
+        by_message: dict[str, list[Alert]] = {}
         for member in group.members:
             by_message.setdefault(ctx.message_key_of(member.fingerprint), []).append(member)
         items: list[OutboxItem] = []

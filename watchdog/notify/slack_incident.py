@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from watchdog.model import Alert
 from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS, member_description
 from watchdog.notify.incidents import cause_text, is_known_cause
-from watchdog.notify.model import AlertSnapshot
 from watchdog.notify.slack_blocks import (
     RESOLVED_EMOJI,
     SEVERITY_EMOJI,
@@ -30,7 +30,7 @@ MAX_SYMPTOMS_LISTED = 25
 FOLDED_EMOJI = ":arrow_heading_up:"
 
 
-def incident_head(members: Sequence[AlertSnapshot], resolved: Sequence[str], node: str) -> str:
+def incident_head(members: Sequence[Alert], resolved: Sequence[str], node: str) -> str:
     """``:red_circle: GPU 5 fell off the bus on node-1`` (``RESOLVED:`` once every cause member has)."""
     lead = members[0]
     done = set(resolved)
@@ -41,7 +41,7 @@ def incident_head(members: Sequence[AlertSnapshot], resolved: Sequence[str], nod
     return f"{SEVERITY_EMOJI.get(lead.severity, ':bell:')} {cause_text(lead)}{more} on {where}"
 
 
-def _symptom_line(alert: AlertSnapshot, cause: AlertSnapshot, done: bool, member_labels: Sequence[str]) -> str:
+def _symptom_line(alert: Alert, cause: Alert, done: bool, member_labels: Sequence[str]) -> str:
     who = member_description(alert, member_labels)
     what = f"{alert.name} {who}" if who != alert.name else alert.name
     summary = alert.annotations.get("summary", "")
@@ -53,8 +53,8 @@ def _symptom_line(alert: AlertSnapshot, cause: AlertSnapshot, done: bool, member
 
 
 def render_incident_message(
-    members: Sequence[AlertSnapshot],
-    symptoms: Sequence[AlertSnapshot],
+    members: Sequence[Alert],
+    symptoms: Sequence[Alert],
     resolved: Sequence[str],
     node: str,
     links: Links,
@@ -95,7 +95,7 @@ def render_incident_message(
     return Rendered(text, blocks[:50])
 
 
-def render_folded_pointer(members: Sequence[AlertSnapshot], cause: AlertSnapshot, node: str,
+def render_folded_pointer(members: Sequence[Alert], cause: Alert, node: str,
                           member_labels: Sequence[str] = DEFAULT_MEMBER_LABELS) -> Rendered:
     """What a symptom's own message becomes once it is folded into its cause's incident message."""
     lead = members[0]
@@ -110,7 +110,7 @@ def render_folded_pointer(members: Sequence[AlertSnapshot], cause: AlertSnapshot
     return Rendered(_cap(_mrkdwn_escape(f"{head}: probable cause {cause_text(cause)}"), 3000), blocks)
 
 
-def render_cause_found(cause: AlertSnapshot) -> Rendered:
+def render_cause_found(cause: Alert) -> Rendered:
     """The thread reply when a cause takes over the message of symptoms that fired before it."""
     text = _mrkdwn_escape(f"Probable cause: {cause_text(cause)} ({cause.name}, {cause.severity or 'alert'}); "
                           "the message now leads with it.")
