@@ -254,7 +254,7 @@ def test_prometheus_and_agent_agree_on_firing_alerts(run: Run, capsys: pytest.Ca
         f"Prometheus did not fire {sorted(run.expected - run.prometheus_fired)}")
     # Every rule reads series recorded earlier in its own group (the KV forecast included: it is the last part
     # of the ordered engines group), so both sides see the same inputs at each evaluation; the engines' KV
-    # ramp starts after both servers scrape (the scenario's steady first 30 s), so both see all of it.
+    # ramp starts after both servers scrape (the scenario's steady first 20 s), so both see all of it.
     assert not run.agent_only and not run.prometheus_only, (
         f"fired only by the agent: {sorted(run.agent_only)}; only by Prometheus: {sorted(run.prometheus_only)}")
 
