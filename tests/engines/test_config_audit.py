@@ -19,7 +19,7 @@ ARGV = ["vllm", "serve", "m", "--tensor-parallel-size", "8", "--gpu-memory-utili
 
 def test_findings_from_a_command_line_reach_the_digest() -> None:
     store = Store()
-    rules = load_rule_files([str(ROOT / "rules" / n) for n in ("engines.yaml", "forecast.yaml", "serving-config.yaml")])
+    rules = load_rule_files([str(ROOT / "rules" / n) for n in ("engines.yaml", "serving-config.yaml")])
     engine = RuleEngine(rules, store)
     ids = {"job": "vllm-70b", "instance": "127.0.0.1:8000"}
     samples = [*engine_arg_samples(ids, parse_engine_args(ARGV, {})),
@@ -41,5 +41,6 @@ def test_check_digest_command(tmp_path: Path) -> None:
     config.write_text(f"state_dir: {tmp_path / 'state'}\nrules: {{paths: ['{ROOT / 'rules' / '*.yaml'}']}}\n"
                       "collectors: {nvml: {enabled: false}}\n")
     out = subprocess.run([sys.executable, "-m", "watchdog", "check", "--digest", "--config", str(config),
-                          "--interval", "0.1"], capture_output=True, text=True, check=False, cwd=ROOT, timeout=60)
+                          "--interval", "0.1"], capture_output=True, text=True, check=False, cwd=ROOT,
+                         timeout=180)  # a hang guard: it took over 60 s on a saturated 2-core machine under -n 4
     assert out.stdout.startswith("Engine config digest for ") and "no findings" in out.stdout, out.stderr

@@ -327,7 +327,8 @@ class NotificationDispatcher:
         enqueued = 0
         self.muting.begin()
         with self.db.transaction() as cur:
-            ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known, causes=causes)
+            resolved = frozenset(t.alert.fingerprint for t in derivation.transitions if t.kind is AlertState.RESOLVED)
+            ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known, causes=causes, resolved=resolved)
             for name, notifier in self.notifiers.items():
                 mine, my_notes = self.muting.apply(
                     name, [g for g in groups if self._excluded(g) != name], notes, firing, now_ms, still_firing)

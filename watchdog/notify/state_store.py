@@ -125,6 +125,12 @@ class AlertStateStore:
         )
 
     @staticmethod
+    def set_slack_members(cur: sqlite3.Cursor, message_key: str, members: list[Alert]) -> None:
+        """Change whom a message is about (an incident's cause takes over its symptoms' message)."""
+        cur.execute("UPDATE notify_slack_messages SET members = ? WHERE message_key = ?",
+                    (json.dumps([m.to_json() for m in members]), message_key))
+
+    @staticmethod
     def set_slack_ts(cur: sqlite3.Cursor, message_key: str, channel: str, ts: str) -> None:
         """Store the posted message's channel id and ``ts``."""
         cur.execute(
