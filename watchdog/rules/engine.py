@@ -15,6 +15,11 @@ Contract:
 - With ``honour_group_intervals`` (the agent), a group with its own ``interval:`` is evaluated only when
   that interval has passed since its last evaluation; otherwise (promtool's unit tests, which ignore
   group intervals) every group runs at every ``evaluate`` call.
+- ``lane`` (the agent) evaluates only the groups of one :class:`~watchdog.rules.lanes.Lane` (the fault
+  path every tick, engine groups when new engine data arrived); without it every group runs. With a
+  ``deadline`` (``time.monotonic()``), a lane stops between groups once it has passed and the groups not
+  yet evaluated are :meth:`RuleEngine.pending`: the next call for that lane starts with them. A group is
+  never cut in the middle, so its rules always see each other's output of the same evaluation.
 - The returned alerts are every pending, firing and recently resolved alert of every rule.
 - :meth:`RuleEngine.export_state` and ``restored_state=`` carry alert state (active_at, fired_at, ...)
   across restarts; restored alerts resume where they were (a firing alert keeps its ``fired_at``).
@@ -33,6 +38,7 @@ from typing import Any
 from watchdog.model import METRIC_NAME, Alert, Labels, Sample, make_labels
 from watchdog.promql import PromQLError, TooManySamples, evaluate, parse_query
 from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Candidate
+from watchdog.rules.lanes import Lane, classify_groups
 from watchdog.rules.loader import AlertingRule, RecordingRule, RuleGroup, RuleSet
 from watchdog.rules.templates import TemplateContext, expand
 from watchdog.store import SeriesQuotaExceeded
@@ -93,6 +99,7 @@ class GroupStatus:
 class _GroupRuntime:
     group: RuleGroup
     key: str
+    lane: Lane
     alert_states: dict[int, AlertingRuleState] = field(default_factory=dict)
 
 
@@ -148,9 +155,10 @@ class RuleEngine:
         self.last_failures: dict[tuple[str, int], RuleFailure] = {}
         names = [g.name for g in ruleset.groups]
         self._groups: list[_GroupRuntime] = []
-        for group in ruleset.groups:
+        self._resume: dict[Lane, int] = {}  # lane -> position in its group list where a deferred pass resumes
+        for group, lane in zip(ruleset.groups, classify_groups(ruleset.groups), strict=True):
             key = group.name if names.count(group.name) == 1 else f"{group.file}:{group.name}"
-            runtime = _GroupRuntime(group, key)
+            runtime = _GroupRuntime(group, key, lane)
             for index, rule in enumerate(group.rules):
                 if isinstance(rule, AlertingRule):
                     runtime.alert_states[index] = AlertingRuleState(
@@ -163,11 +171,29 @@ class RuleEngine:
 
     # ------------------------------------------------------------------ evaluation
 
-    def evaluate(self, t_ms: int) -> list[Alert]:
-        """Evaluate every group in order at ``t_ms``; returns every held alert."""
-        for runtime in self._groups:
-            self._evaluate_group(runtime, t_ms)
+    def evaluate(self, t_ms: int, lane: Lane | None = None, *, deadline: float | None = None) -> list[Alert]:
+        """Evaluate every group (of ``lane``) in order at ``t_ms``, stopping between groups past
+        ``deadline``; returns every held alert."""
+        if lane is None:
+            for runtime in self._groups:
+                self._evaluate_group(runtime, t_ms)
+            return self.alerts()
+        runtimes = [rt for rt in self._groups if rt.lane is lane]
+        start = self._resume.pop(lane, 0)
+        for position in range(start, len(runtimes)):
+            if deadline is not None and position > start and time.monotonic() > deadline:
+                self._resume[lane] = position
+                break
+            self._evaluate_group(runtimes[position], t_ms)
         return self.alerts()
+
+    def pending(self, lane: Lane) -> bool:
+        """True when a pass over ``lane`` was cut short by its deadline and has groups left."""
+        return lane in self._resume
+
+    def lanes(self) -> dict[str, Lane]:
+        """Each group's lane, by group key."""
+        return {rt.key: rt.lane for rt in self._groups}
 
     def alerts(self) -> list[Alert]:
         """Every pending, firing and recently resolved alert, in rule order."""
