@@ -83,7 +83,7 @@ def run_block(agent: Agent, now: list[float], ticks: int) -> tuple[float, list[f
         agent.tick()
         cpu += time.process_time() - t0
         spent = agent.stats.stage_cpu_seconds
-        rules.append(spent.get("rules", 0.0) + spent.get("rules_engines", 0.0))
+        rules.append(spent.get("rules", 0.0))
     return cpu, rules
 
 

@@ -126,7 +126,7 @@ class TickStats:
     """Engine work put off to a later tick for lack of time (engines: the whole stage; engine_rules:
     the groups after the deadline)."""
     stage_cpu_seconds: dict[str, float] = field(default_factory=dict)
-    """CPU seconds (this thread) each stage took in the last tick (stages it did not run are absent)."""
+    """CPU seconds (this thread) each stage took in the last tick, summed over its runs (absent: not run)."""
 
 
 class Agent:
@@ -212,7 +212,8 @@ class Agent:
             self.stats.stage_failures[name] = self.stats.stage_failures.get(name, 0) + 1
             return default
         finally:
-            self.stats.stage_cpu_seconds[name] = time.thread_time() - started
+            spent = self.stats.stage_cpu_seconds
+            spent[name] = spent.get(name, 0.0) + time.thread_time() - started
 
     def tick(self) -> list[Alert]:
         """One evaluation cycle at ``clock()``; returns the alerts the rule engine reports.
@@ -290,11 +291,11 @@ class Agent:
             self._note_results(ingest_results(self.store, results, now_ms, "self:collectors:engines"))
         rules_due = (bool(results) or self.rule_engine.pending(Lane.ENGINE) or self._engine_rules_ms is None
                      or now_ms - self._engine_rules_ms >= every_ms - half_tick_ms)
-        if not rules_due:
+        if not rules_due or Lane.ENGINE not in self.rule_engine.lanes().values():
             return alerts
         self._engine_rules_ms = now_ms
-        alerts = self._stage("rules_engines",
-                             lambda: self.rule_engine.evaluate(now_ms, Lane.ENGINE, deadline=deadline), alerts)
+        alerts = self._stage("rules", lambda: self.rule_engine.evaluate(now_ms, Lane.ENGINE, deadline=deadline),
+                             alerts)
         if self.rule_engine.pending(Lane.ENGINE):
             self._defer("engine_rules")
         return self._deliver(alerts, now_ms)
@@ -342,6 +343,7 @@ class Agent:
         """Benchmarks only: switch the issue-16 savings on (the default) or off (every collector and
         every rule group every tick, in one pass, as before)."""
         self.incremental = on
+        self.rule_engine.reuse = on
 
     def watching(self) -> bool:
         """False while something the agent should watch is not watched (see :mod:`watchdog.collectors.health`)."""

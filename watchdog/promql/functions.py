@@ -69,12 +69,19 @@ def _extrapolated_rate(
             if value < previous:
                 result += previous
             previous = value
-    duration_to_start = (ts[0] - ctx.range_start_ms) / 1000
-    duration_to_end = (ctx.range_end_ms - ts[-1]) / 1000
-    sampled_interval = (ts[-1] - ts[0]) / 1000
+    return extrapolate(result, count, ts[0], ts[-1], vs[0], ctx, is_counter, is_rate)
+
+
+def extrapolate(result: float, count: int, first_t: int, last_t: int, first_value: float, ctx: RangeContext,
+                is_counter: bool, is_rate: bool) -> float:
+    """The rest of ``extrapolatedRate`` once the raw increase (``result``) over ``count`` >= 2 points
+    from ``first_t`` to ``last_t`` is known."""
+    duration_to_start = (first_t - ctx.range_start_ms) / 1000
+    duration_to_end = (ctx.range_end_ms - last_t) / 1000
+    sampled_interval = (last_t - first_t) / 1000
     average_interval = sampled_interval / (count - 1)
-    if is_counter and result > 0 and vs[0] >= 0:
-        duration_to_zero = sampled_interval * gomath.div(vs[0], result)
+    if is_counter and result > 0 and first_value >= 0:
+        duration_to_zero = sampled_interval * gomath.div(first_value, result)
         if duration_to_zero < duration_to_start:
             duration_to_start = duration_to_zero
     threshold = average_interval * 1.1

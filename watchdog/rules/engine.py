@@ -37,6 +37,7 @@ from typing import Any
 
 from watchdog.model import METRIC_NAME, Alert, Labels, Sample, make_labels
 from watchdog.promql import PromQLError, TooManySamples, evaluate, parse_query
+from watchdog.promql.cache import CounterIndex, EvalCache, SharedPlan
 from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Candidate
 from watchdog.rules.lanes import Lane, classify_groups
 from watchdog.rules.loader import AlertingRule, RecordingRule, RuleGroup, RuleSet
@@ -118,6 +119,13 @@ def vector_of(value: Any) -> list[tuple[Labels, float]]:
     raise RuleEvaluationError("rule result is not a vector or scalar")
 
 
+def _written_names(rule: AlertingRule | RecordingRule) -> tuple[str, ...]:
+    """The metric names a rule's output series have."""
+    if isinstance(rule, RecordingRule):
+        return (rule.record,)
+    return ("ALERTS", "ALERTS_FOR_STATE")
+
+
 class RuleEngine:
     """Evaluates a :class:`RuleSet` against a store; see the module docstring for the contract."""
 
@@ -151,6 +159,11 @@ class RuleEngine:
         self.max_samples = max_samples
         self.sample_limit = sample_limit
         self._deadline: float | None = None  # time.monotonic() at which the current rule is stopped
+        self.reuse = True
+        """Reuse work between rules and passes (:mod:`watchdog.promql.cache`; results are the same)."""
+        self._plan: SharedPlan | None = None
+        self._counters = CounterIndex()
+        self._pass: EvalCache | None = None
         self._rule_queries: dict[int, Any] = {}
         self.last_failures: dict[tuple[str, int], RuleFailure] = {}
         names = [g.name for g in ruleset.groups]
@@ -174,18 +187,27 @@ class RuleEngine:
     def evaluate(self, t_ms: int, lane: Lane | None = None, *, deadline: float | None = None) -> list[Alert]:
         """Evaluate every group (of ``lane``) in order at ``t_ms``, stopping between groups past
         ``deadline``; returns every held alert."""
-        if lane is None:
-            for runtime in self._groups:
-                self._evaluate_group(runtime, t_ms)
+        self._pass = self._new_pass() if self.reuse else None
+        try:
+            if lane is None:
+                for runtime in self._groups:
+                    self._evaluate_group(runtime, t_ms)
+                return self.alerts()
+            runtimes = [rt for rt in self._groups if rt.lane is lane]
+            start = self._resume.pop(lane, 0)
+            for position in range(start, len(runtimes)):
+                if deadline is not None and position > start and time.monotonic() > deadline:
+                    self._resume[lane] = position
+                    break
+                self._evaluate_group(runtimes[position], t_ms)
             return self.alerts()
-        runtimes = [rt for rt in self._groups if rt.lane is lane]
-        start = self._resume.pop(lane, 0)
-        for position in range(start, len(runtimes)):
-            if deadline is not None and position > start and time.monotonic() > deadline:
-                self._resume[lane] = position
-                break
-            self._evaluate_group(runtimes[position], t_ms)
-        return self.alerts()
+        finally:
+            self._pass = None
+
+    def _new_pass(self) -> EvalCache:
+        if self._plan is None:
+            self._plan = SharedPlan(self._rule_query(rule).expr for rt in self._groups for rule in rt.group.rules)
+        return EvalCache(self._plan, self._counters)
 
     def pending(self, lane: Lane) -> bool:
         """True when a pass over ``lane`` was cut short by its deadline and has groups left."""
@@ -267,6 +289,10 @@ class RuleEngine:
             except SeriesQuotaExceeded as exc:  # a rule whose output would crowd out the others
                 self._record_failure(runtime, index, rule, t_ms, exc.reason, "quota")
                 continue
+            finally:
+                if self._pass is not None:
+                    for name in _written_names(rule):
+                        self._pass.wrote(name)
             self.last_failures.pop((runtime.key, index), None)
         stats.evaluations_total += 1
         stats.last_duration_seconds = max(self.clock() - started, 0.0)
@@ -301,15 +327,15 @@ class RuleEngine:
             found = self._rule_queries[id(rule)] = Query(rule.query.text, as_rule_manager_runs_it(rule.query.expr))
         return found
 
-    def _query(self, query: Any, t_ms: int) -> Any:
+    def _query(self, query: Any, t_ms: int, cache: EvalCache | None = None) -> Any:
         if self.subquery_step_ms is None:
             return evaluate(query, self.store, t_ms, self.lookback_ms, deadline=self._deadline,
-                            max_samples=self.max_samples, sample_limit=self.sample_limit)
+                            max_samples=self.max_samples, sample_limit=self.sample_limit, cache=cache)
         return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, self._deadline,
-                        self.max_samples, self.sample_limit)
+                        self.max_samples, self.sample_limit, cache=cache)
 
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
-        vector = vector_of(self._query(self._rule_query(rule), t_ms))
+        vector = vector_of(self._query(self._rule_query(rule), t_ms, self._pass))
         if isinstance(rule, RecordingRule):
             return self._recording_samples(rule, vector)
         assert isinstance(rule, AlertingRule)
