@@ -153,3 +153,19 @@ def test_the_plan_shares_only_repeated_sub_expressions() -> None:
     plan = SharedPlan(exprs)
     assert len(set(plan.key_of.values())) == 2  # sum by (le) (rate(...)) and rate(x_bucket[1m])
     assert set(plan.reads.values()) == {frozenset({"x_bucket"})}
+
+
+def test_selections_kept_between_passes_follow_new_and_removed_series() -> None:
+    ruleset = load_rule_text("groups:\n  - name: g\n    rules:\n      - record: up:count\n        expr: count(up)\n")
+    store = Store(retention_ms=10_000)
+    engine = RuleEngine(ruleset, store)
+    counts = []
+    for step, instances in enumerate((["a"], ["a"], ["a", "b"], ["a", "b", "c"], ["c"])):
+        t_ms = 1_000_000 + step * 20_000
+        for instance in instances:
+            store.append(make_labels({"__name__": "up", "instance": instance}), t_ms, 1.0)
+        store.gc(t_ms)  # drops the series not appended within retention
+        engine.evaluate(t_ms)
+        (value,) = [s.values[-1] for s in store.select([("__name__", "=", "up:count")])]
+        counts.append(value)
+    assert counts == [1.0, 1.0, 2.0, 3.0, 1.0]

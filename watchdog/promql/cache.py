@@ -5,6 +5,8 @@ Contract:
   are, extended as points are appended (a replaced or vanished point makes it start over). With it,
   ``rate``/``increase``/``delta`` over a range selector read four points and the resets inside the
   window instead of walking every point; the arithmetic, and its order, is Prometheus' own.
+- :class:`Selections` keeps selector matches from pass to pass while the store's series set is
+  unchanged (``Store.generation``); a store without ``generation`` gets them re-selected every pass.
 - :class:`EvalCache` is valid for one rule-engine pass at one evaluation time: it shares selector
   matches and the results of sub-expressions that several rules contain (the p50/p90/p99 rules of one
   histogram compute the same bucket rates). The rule engine calls :meth:`EvalCache.wrote` with each
@@ -50,6 +52,8 @@ class _SeriesEvents:
     def update(self, timestamps: Any, values: Any) -> None:
         """Scan the points appended since the last call (from scratch if a scanned point changed)."""
         start = 0
+        if self.scanned_t is not None and timestamps[-1] == self.scanned_t and _same(values[-1], self.scanned_v):
+            return
         if self.scanned_t is not None:
             index = bisect_left(timestamps, self.scanned_t)
             if index < len(timestamps) and timestamps[index] == self.scanned_t and _same(
@@ -175,25 +179,63 @@ class SharedPlan:
                 self._nodes.append(node)
 
 
+class Selections:
+    """Selector matches against a stable series set: kept from pass to pass while the store's
+    ``generation`` (bumped whenever a series is created or removed) is where the last pass left it."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[Any, ...], list[Any]] = {}
+        self._by_name: dict[str | None, list[tuple[Any, ...]]] = {}
+        self._generation: int | None = None
+
+    def begin(self, store: Any) -> None:
+        """Start a pass: forget everything if the store's series set changed since the last pass."""
+        generation = getattr(store, "generation", None)
+        if generation is None or generation != self._generation:
+            self._found.clear()
+            self._by_name.clear()
+
+    def end(self, store: Any) -> None:
+        """End a pass: what is held matches the store as it is now."""
+        self._generation = getattr(store, "generation", None)
+
+    def select(self, store: Any, matchers: tuple[Any, ...]) -> list[Any]:
+        """The series ``matchers`` select (live series objects)."""
+        found = self._found.get(matchers)
+        if found is None:
+            found = self._found[matchers] = list(store.select(matchers))
+            fixed = [value for label, op, value in matchers if label == METRIC_NAME and op == "="]
+            self._by_name.setdefault(fixed[0] if fixed else None, []).append(matchers)
+        return found
+
+    def wrote(self, name: str) -> None:
+        """Series named ``name`` may have been created: forget the selections that could match them."""
+        for key in (name, None):
+            for matchers in self._by_name.pop(key, ()):
+                self._found.pop(matchers, None)
+
+
 class EvalCache:
     """Selections and shared sub-expression results of one rule-engine pass (see the module docstring)."""
 
-    def __init__(self, plan: SharedPlan | None, counters: CounterIndex | None) -> None:
+    def __init__(self, plan: SharedPlan | None, counters: CounterIndex | None,
+                 selections: Selections | None = None) -> None:
         self.plan = plan
         self.counters = counters
-        self.selections: dict[tuple[Any, ...], list[Any]] = {}
+        self.selections = selections or Selections()
         self.results: dict[tuple[int, int], tuple[Any, int]] = {}  # (key, t) -> (result, samples held)
+        self._reading: dict[str | None, list[tuple[int, int]]] = {}
+
+    def remember(self, key: tuple[int, int], result: Any, peak: int) -> None:
+        """Keep a shared sub-expression's result (and the samples its evaluation held at its peak)."""
+        self.results[key] = (result, peak)
+        reads = self.plan.reads[key[0]] if self.plan is not None else None
+        for name in reads if reads is not None else (None,):
+            self._reading.setdefault(name, []).append(key)
 
     def wrote(self, name: str) -> None:
         """A rule wrote series named ``name``: forget what read it."""
-        for matchers in [m for m in self.selections if _selects_name(m, name)]:
-            del self.selections[matchers]
-        if self.plan is not None and self.results:
-            reads = self.plan.reads
-            for entry in [e for e in self.results if (r := reads[e[0]]) is None or name in r]:
-                del self.results[entry]
-
-
-def _selects_name(matchers: tuple[Any, ...], name: str) -> bool:
-    fixed = [value for label, op, value in matchers if label == METRIC_NAME and op == "="]
-    return not fixed or fixed[0] == name
+        self.selections.wrote(name)
+        for reader in (name, None):
+            for key in self._reading.pop(reader, ()):
+                self.results.pop(key, None)

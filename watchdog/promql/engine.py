@@ -161,7 +161,7 @@ class Evaluator:
         self.lookback_ms = lookback_ms
         self.subquery_step_ms = subquery_step_ms
         self.deadline = deadline
-        self._selected: dict[tuple[Matcher, ...], list[Any]] = cache.selections if cache is not None else {}
+        self._selected: dict[tuple[Matcher, ...], list[Any]] = {}
         self._top_context = self._at_context
 
     # --- dispatch -------------------------------------------------------------------------------
@@ -213,7 +213,7 @@ class Evaluator:
         result = self._eval_node(expr, t)
         peak = self._peak - held
         self._peak = max(outer_peak, self._peak)
-        self.cache.results[key] = (result, peak)
+        self.cache.remember(key, result, peak)
         return result
 
     def _hold(self, samples: int) -> None:
@@ -261,6 +261,8 @@ class Evaluator:
 
     def _series(self, matchers: tuple[Matcher, ...]) -> list[Any]:
         """The series for ``matchers``, selected once per top-level evaluation."""
+        if self.cache is not None:
+            return self.cache.selections.select(self.store, matchers)
         found = self._selected.get(matchers)
         if found is None:
             found = self._selected[matchers] = list(self.store.select(matchers))
