@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from watchdog.golang import gomath, gotrig
@@ -20,7 +21,7 @@ from watchdog.golang.gostrconv import parse_float
 from watchdog.model import Labels
 from watchdog.promql.aggregations import quantile
 from watchdog.promql.errors import evaluation_error
-from watchdog.promql.labels import LABEL_NAME_RE, drop_name, with_label
+from watchdog.promql.labels import LABEL_NAME_RE, MEMO_SIZE, drop_name, with_label
 
 InstantVector = list[tuple[Labels, float]]
 
@@ -470,23 +471,30 @@ def histogram_quantile(q: float, vector: InstantVector) -> InstantVector:
     """Classic-histogram quantile over ``le`` buckets grouped by all other labels (incl. the name)."""
     groups: dict[Labels, tuple[Labels, list[tuple[float, float]]]] = {}
     for labels, value in vector:
-        le_text = ""
-        rest: list[tuple[str, str]] = []
-        for pair in labels:
-            if pair[0] == "le":
-                le_text = pair[1]
-            else:
-                rest.append(pair)
-        try:
-            upper = parse_float(le_text)
-        except ValueError:  # Prometheus skips a bucket whose le does not parse
+        key, upper = _split_le(labels)
+        if upper is None:  # Prometheus skips a bucket whose le does not parse
             continue
-        key = tuple(rest)
         group = groups.get(key)
         if group is None:
             group = groups[key] = (drop_name(key), [])
         group[1].append((upper, value))
     return [(labels, bucket_quantile(q, buckets)) for labels, buckets in groups.values()]
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _split_le(labels: Labels) -> tuple[Labels, float | None]:
+    """A bucket's labels without ``le``, and its parsed upper bound (None: ``le`` does not parse)."""
+    le_text = ""
+    rest: list[tuple[str, str]] = []
+    for pair in labels:
+        if pair[0] == "le":
+            le_text = pair[1]
+        else:
+            rest.append(pair)
+    try:
+        return tuple(rest), parse_float(le_text)
+    except ValueError:
+        return tuple(rest), None
 
 
 def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
