@@ -169,3 +169,26 @@ def test_selections_kept_between_passes_follow_new_and_removed_series() -> None:
         (value,) = [s.values[-1] for s in store.select([("__name__", "=", "up:count")])]
         counts.append(value)
     assert counts == [1.0, 1.0, 2.0, 3.0, 1.0]
+
+
+def test_min_and_max_over_time_agree_with_go_s_fold_on_nan_inf_and_signed_zero() -> None:
+    from watchdog.promql import functions
+
+    def fold(values: list[float], better: object) -> float:
+        result = values[0]
+        for value in values:
+            if better(value, result) or math.isnan(result):  # type: ignore[operator]
+                result = value
+        return result
+
+    rng = random.Random(5)
+    pool = [0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 2.5]
+    ctx = functions.RangeContext(0, 0, 0, 0, ())
+    for _ in range(3000):
+        values = [rng.choice(pool) for _ in range(rng.randrange(1, 6))]
+        ts = list(range(len(values)))
+        got_max = functions.RANGE_FUNCTIONS["max_over_time"](ts, values, ctx)
+        got_min = functions.RANGE_FUNCTIONS["min_over_time"](ts, values, ctx)
+        assert got_max is not None and got_min is not None
+        assert _bits(got_max) == _bits(fold(values, lambda a, b: a > b)), values
+        assert _bits(got_min) == _bits(fold(values, lambda a, b: a < b)), values

@@ -88,6 +88,15 @@ def _check_unique(vector: InstantVector) -> InstantVector:
     return vector
 
 
+def _one_name_selector(args: Sequence[n.Expr]) -> bool:
+    """Whether the range argument among ``args`` is a range selector with a ``__name__=`` matcher."""
+    for arg in args:
+        arg = n.unwrap_parens(arg)
+        if isinstance(arg, n.MatrixSelector):
+            return any(label == "__name__" and op == "=" for label, op, _ in arg.selector.matchers)
+    return False
+
+
 def absent_labels(expr: n.Expr) -> Labels:
     """Labels of ``absent()``'s output: the selector's equality matchers, except repeated names."""
     if isinstance(expr, n.MatrixSelector):
@@ -408,7 +417,9 @@ class Evaluator:
         """Function calls: range functions over a matrix argument, others over evaluated arguments."""
         name = expr.name
         if name in functions.RANGE_FUNCTIONS:
-            return _check_unique(self._range_call(expr, t))
+            result = self._range_call(expr, t)
+            # One output per series of one fixed-name selector: distinct without the name too.
+            return result if _one_name_selector(expr.args) else _check_unique(result)
         if name == "timestamp":
             arg = n.unwrap_parens(expr.args[0])
             if isinstance(arg, n.VectorSelector):

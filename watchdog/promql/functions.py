@@ -257,6 +257,9 @@ def _count_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) 
 
 
 def _min_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    total = sum(vs)
+    if total == total:  # no NaN: Go's fold is the builtin (both keep the first of equal values)
+        return min(vs)
     result = vs[0]
     for value in vs:
         if value < result or math.isnan(result):
@@ -265,6 +268,9 @@ def _min_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) ->
 
 
 def _max_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    total = sum(vs)
+    if total == total:  # no NaN: Go's fold is the builtin (both keep the first of equal values)
+        return max(vs)
     result = vs[0]
     for value in vs:
         if value > result or math.isnan(result):
