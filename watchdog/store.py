@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from watchdog.golang.goregexp import compile_anchored
@@ -96,6 +96,8 @@ class Series:
         return self.timestamps[-1], self.values[-1]
 
 
+COLLECTOR_SOURCE_PREFIX = "collector:"
+"""Sources named ``collector:<collector name>`` hold what a collector collected."""
 RESERVED_PREFIXES = ("collector:kmsg", "collector:nvml", "collector:host", "rules:", "self:", "")
 """Sources on the fault path: they may use the reserved headroom (``""``: a plain :meth:`Store.append`)."""
 
@@ -278,10 +280,15 @@ class Store:
         with self._lock:
             return [s for bucket in self._by_name.values() for s in bucket.values()]
 
-    def latest_values(self, now_ms: int, lookback_ms: int = 300_000) -> list[tuple[Labels, int, float]]:
-        """Each series' newest point within the lookback, excluding stale series (for the exporter)."""
+    def latest_values(self, now_ms: int, lookback_ms: int = 300_000,
+                      keep: Callable[[Labels, str], bool] | None = None) -> list[tuple[Labels, int, float]]:
+        """Each series' newest point within the lookback, excluding stale series (for the exporter);
+        with ``keep``, only the series for which ``keep(labels, source that stored it)`` is true."""
         out: list[tuple[Labels, int, float]] = []
-        for series in self.all_series():
+        with self._lock:
+            candidates = [s for bucket in self._by_name.values() for s in bucket.values()
+                          if keep is None or keep(s.labels, self._owner.get(s.labels, ""))]
+        for series in candidates:
             point = series.latest()
             if point is None:
                 continue
