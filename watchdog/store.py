@@ -149,6 +149,8 @@ class Store:
         self._owner: dict[Labels, str] = {}
         self._best_effort = 0
         self._lock = threading.RLock()
+        self.generation = 0
+        """Bumped whenever a series is created or removed (readers may cache selections until it moves)."""
 
     def __len__(self) -> int:
         return self._count
@@ -164,6 +166,7 @@ class Store:
                     return False
                 series = bucket[labels] = Series(labels)
                 self._count += 1
+                self.generation += 1
                 self._owned.setdefault(source, set()).add(labels)
                 self._owner[labels] = source
                 if not self.quotas.is_reserved(source):
@@ -229,6 +232,7 @@ class Store:
             bucket = self._by_name.get(metric_name(labels), {})
             if bucket.pop(labels, None) is not None:
                 self._count -= 1
+                self.generation += 1
                 self.evicted_series_total += 1
                 if not bucket:
                     self._by_name.pop(metric_name(labels), None)
@@ -310,6 +314,7 @@ class Store:
                         del bucket[labels]
                         self._disown(labels)
                         removed += 1
+                        self.generation += 1
                 if not bucket:
                     del self._by_name[name]
             self._count -= removed

@@ -111,6 +111,8 @@ SECTIONS: list[tuple[str, Callable[[Node], Callable[[dict[str, Any]], None]], Ca
      lambda n: [r.id for r in n.agent.runbooks.catalogue] == ["custom"]),
     ("tick_interval_seconds", lambda n: _set("tick_interval_seconds", 2),
      lambda n: n.agent.settings.tick_interval_seconds == 2.0),
+    ("engine_scrape_interval_seconds", lambda n: _set("engine_scrape_interval_seconds", 10),
+     lambda n: n.agent.settings.engine_scrape_interval_seconds == 10.0),
 ]
 
 
