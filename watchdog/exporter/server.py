@@ -182,8 +182,11 @@ class ExporterServer:
         security: ExporterSecurity | None = None,
         stats: ExporterStats | None = None,
         limiter: SeriesLimiter | None = None,
+        page: Callable[[], bytes] | None = None,
     ) -> None:
+        """``page`` renders ``/metrics`` (default: ``generate_latest`` over ``registry``)."""
         self.registry = registry
+        self.page = page or (lambda: generate_latest(self.registry))
         self.limiter = limiter
         self.host, self.port = parse_listen(address)
         self.ready = ready
@@ -223,9 +226,9 @@ class ExporterServer:
         self.apply(prepare_exporter(section, environ))
 
     def render_metrics(self) -> bytes:
-        """The Prometheus text exposition of the registry; times itself for the self-metric."""
+        """The Prometheus text exposition of the page; times itself for the self-metric."""
         started = time.monotonic()
-        body = generate_latest(self.registry)
+        body = self.page()
         self.stats.last_scrape_duration_seconds = time.monotonic() - started
         return body
 
@@ -359,5 +362,7 @@ def exporter_for_store(
     limiter = SeriesLimiter(prepared.max_series_per_metric, prepared.max_series_per_job)
     stats = ExporterStats()
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(store, providers=[stats.self_samples], clock=clock, limiter=limiter))
-    return ExporterServer(registry, listen, ready=ready, security=prepared.security, stats=stats, limiter=limiter)
+    collector = StoreCollector(store, providers=[stats.self_samples], clock=clock, limiter=limiter)
+    registry.register(collector)
+    return ExporterServer(registry, listen, ready=ready, security=prepared.security, stats=stats, limiter=limiter,
+                          page=collector.render)
