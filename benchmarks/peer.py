@@ -7,10 +7,8 @@
 
 One run starts, on loopback only:
 
-- one simulator process (its CPU is not counted) serving, per engine, the full vLLM V1 payload
-  (``tests/fixtures/engines/vllm-v1-full.txt``: every family vLLM V1 exports, real buckets) whose counters
-  and gauges move every second, and one page of the NVML series of the simulated GPUs (the agent's own
-  NVML collector over the fake NVML of the demo, h100-sxm-8 cut to N GPUs), for Prometheus;
+- the simulated node of ``benchmarks/simnode.py`` (its CPU is not counted): per engine the full vLLM V1
+  payload, moving at every scrape, and a page of the simulated GPUs' NVML series for Prometheus;
 - each agent (default: this tree; ``--agent main=/tmp/main-export`` adds another checkout, so "before" and
   "after" run side by side in one run): the daemon ``inference-watchdog run`` builds (``Agent`` +
   ``serve``: scheduler, exporter, signals), with the fake NVML injected as the demo does, the full default
@@ -46,95 +44,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from simnode import ROOT, env_for, start_simulator
 
-ROOT = Path(__file__).resolve().parents[1]
-PAYLOAD = ROOT / "tests" / "fixtures" / "engines" / "vllm-v1-full.txt"
 PROMETHEUS = "/usr/bin/prometheus"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 EXPORTER_SCRAPE_SECONDS = 15.0
-
-SIMULATOR = r"""
-import math, sys, threading, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from watchdog.collectors.nvml import nvml_collectors
-from watchdog.fakes.gpu_model import load_profile
-from watchdog.fakes.pynvml import FakeNvml
-
-payload, engines, gpus = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-COUNTER = ("_total", "_bucket", "_count", "_sum")
-lines = []  # (prefix, base value, change per second, kind)
-for line in open(payload, encoding="utf-8"):
-    line = line.rstrip("\n")
-    if not line or line.startswith("#"):
-        lines.append((line, None, 0.0, ""))
-        continue
-    series, _, value = line.rpartition(" ")
-    name = series.split("{", 1)[0]
-    counter = name.endswith(COUNTER)
-    lines.append((series, float(value), 1.0 if counter else 0.0, "c" if counter else "g"))
-
-def render_engine(t):
-    out = []
-    for series, base, rate, kind in lines:
-        if base is None:
-            out.append(series)
-        elif kind == "c":
-            out.append(f"{series} {base + rate * t}")
-        else:
-            out.append(f"{series} {base * (1.0 + 0.05 * math.sin(t / 7.0))}")
-    return ("\n".join(out) + "\n").encode()
-
-profile = load_profile("h100-sxm-8")
-profile["gpus"] = profile["gpus"][:gpus]
-nvml = FakeNvml(profile)
-for i in range(gpus):
-    nvml.set_load(i, 90.0)
-
-from watchdog.config import load_config_text
-from watchdog.config.settings import settings_from_config
-from watchdog.collectors.base import CollectorContext
-collector = nvml_collectors(settings_from_config(load_config_text("{}", "<sim>")), CollectorContext(nvml=nvml))[0]
-
-def esc(v):
-    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-def render_gpus(t):
-    out = []
-    for s in collector.collect():
-        labels = dict(s.labels)
-        name = labels.pop("__name__")
-        inner = ",".join(f'{k}="{esc(v)}"' for k, v in sorted(labels.items()))
-        out.append(f"{name}{{{inner}}} {s.value!r}")
-    return ("\n".join(out) + "\n").encode()
-
-cache = {}
-lock = threading.Lock()
-def body(kind):
-    t = int(time.time())
-    with lock:
-        key = (kind, t)
-        if key not in cache:
-            cache.clear() if len(cache) > 4 else None
-            cache[key] = render_engine(t) if kind == "engine" else render_gpus(t)
-        return cache[key]
-
-def handler(kind):
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        def do_GET(self):
-            b = body(kind)
-            self.send_response(200); self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
-        def log_message(self, *a): pass
-    return H
-
-ports = []
-for kind in ["gpu"] + ["engine"] * engines:
-    s = ThreadingHTTPServer(("127.0.0.1", 0), handler(kind)); s.daemon_threads = True
-    threading.Thread(target=s.serve_forever, daemon=True).start(); ports.append(s.server_address[1])
-print(" ".join(map(str, ports)), flush=True)
-sys.stdin.read()
-"""
 
 AGENT = r"""
 import logging, sys
@@ -195,14 +109,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def env_for(tree: Path) -> dict[str, str]:
-    """The environment a child running ``tree``'s code gets."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(tree)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
-
 def agent_config(workdir: Path, name: str, ports: list[int], retention: float,
                  extra: dict[str, Any]) -> Path:
     """The agent's config file: default settings plus what the benchmark's node differs in."""
@@ -255,11 +161,7 @@ def scrape(url: str) -> None:
 def run_size(gpus: int, engines: int, args: argparse.Namespace, agents: list[tuple[str, Path]],
              workdir: Path) -> list[Proc]:
     """One side-by-side run at ``gpus`` x ``engines``; returns the measured processes."""
-    sim = subprocess.Popen([sys.executable, "-c", SIMULATOR, str(PAYLOAD), str(engines), str(gpus)],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env_for(ROOT))
-    assert sim.stdout is not None
-    ports = [int(p) for p in sim.stdout.readline().split()]
-    gpu_port, engine_ports = ports[0], ports[1:]
+    sim, gpu_port, engine_ports = start_simulator(gpus, engines)
     procs: list[Proc] = []
     extra = json.loads(args.agent_extra) if args.agent_extra else {}
     try:
