@@ -54,7 +54,10 @@ def family_header(family: str, typ: str, doc: str) -> str:
 
 
 class PageCache:
-    """Renders (labels, value) samples to the text format, reusing the previous render. Thread-safe."""
+    """Renders (labels, value) samples to the text format, reusing the previous render. Thread-safe.
+
+    It holds one line per exported series (``name{labels} value``); a changed value is written after the
+    line's last space, so no label text is kept twice."""
 
     def __init__(self, family_of: FamilyOf) -> None:
         self.family_of = family_of
@@ -62,9 +65,7 @@ class PageCache:
         self._keys: list[Labels] = []
         self._parts: list[str] = []
         self._slots: list[int] = []  # input position -> index in _parts (-1: not exported)
-        self._prefixes: list[str] = []
         self._values: list[float | None] = []
-        self._prefix_cache: dict[Labels, str] = {}
         self._lock = threading.Lock()
 
     def render(self, samples: Sequence[tuple[Labels, float]]) -> bytes:
@@ -73,7 +74,7 @@ class PageCache:
         with self._lock:
             if keys != self._keys:
                 self._rebuild(keys)
-            parts, slots, prefixes, values = self._parts, self._slots, self._prefixes, self._values
+            parts, slots, values = self._parts, self._slots, self._values
             for index, (_, value) in enumerate(samples):
                 slot = slots[index]
                 if slot < 0:
@@ -82,7 +83,8 @@ class PageCache:
                 # Unchanged values keep their line; zero is re-rendered (0.0 and -0.0 compare equal).
                 if old is None or value != old or value == 0.0:
                     values[index] = value
-                    parts[slot] = f"{prefixes[index]}{floatToGoString(value)}\n"
+                    line = parts[slot]
+                    parts[slot] = f"{line[:line.rindex(' ') + 1]}{floatToGoString(value)}\n"
             return "".join(parts).encode("utf-8")
 
     def _rebuild(self, keys: list[Labels]) -> None:
@@ -101,23 +103,19 @@ class PageCache:
                 members = families[family] = []
                 headers[family] = family_header(family, typ, doc)
             members.append(index)
-        old_prefixes = self._prefix_cache
-        prefix_cache: dict[Labels, str] = {}
+        old_lines = {labels: self._parts[slot] for labels, slot in zip(self._keys, self._slots, strict=True)
+                     if slot >= 0}
         parts: list[str] = []
         slots = [-1] * len(keys)
+        values: list[float | None] = [None] * len(keys)
         for family, members in families.items():
             parts.append(headers[family])
             for index in members:
                 labels = keys[index]
-                prefix = old_prefixes.get(labels)
-                if prefix is None:
-                    prefix = sample_prefix(labels)
-                prefix_cache[labels] = prefix
+                line = old_lines.get(labels)
                 slots[index] = len(parts)
-                parts.append("")
+                parts.append(line if line is not None else sample_prefix(labels) + "NaN\n")
         self._keys = keys
         self._parts = parts
         self._slots = slots
-        self._prefix_cache = prefix_cache
-        self._prefixes = [prefix_cache.get(labels, "") for labels in keys]
-        self._values = [None] * len(keys)
+        self._values = values
