@@ -79,6 +79,11 @@ for tick in range(1, seconds + 1):
         per_point = (mb - first[0]) * 2**20 / (points - first[1]) if points > first[1] else float("nan")
         print(f"tick {tick:>6}  RSS {mb:7.1f} MB  series {len(agent.store):>6}  points {points:>9}  "
               f"{per_point:6.1f} B/point since tick {every}  cpu {time.process_time() - started:7.1f} s", flush=True)
+storage = [s.storage() for s in agent.store.all_series()] if hasattr(agent.store.all_series()[0], "storage") else []
+if storage:
+    head, sealed, sealed_bytes = (sum(x) for x in zip(*storage))
+    print(f"uncompressed points {head} ({head * 16 / 2**20:.1f} MB), sealed points {sealed} in "
+          f"{sealed_bytes / 2**20:.1f} MB ({sealed_bytes / max(sealed, 1):.2f} B/point)")
 if trace:
     for stat in tracemalloc.take_snapshot().statistics("lineno")[:trace]:
         print(f"  {stat.size / 2**20:8.2f} MB  {stat.count:>9} blocks  {stat.traceback[0]}")

@@ -181,6 +181,11 @@ class Series:
         """Points held (a partly trimmed oldest chunk counts whole)."""
         return len(self._head_t) + sum(chunk_len(chunk) for chunk in self._chunks)
 
+    def storage(self) -> tuple[int, int, int]:
+        """(uncompressed points, sealed points, bytes of the sealed chunks): what the memory benchmark reports."""
+        return (len(self._head_t), sum(chunk_len(chunk) for chunk in self._chunks),
+                sum(len(chunk) for chunk in self._chunks))
+
     @property
     def timestamps(self) -> array:
         """Every point's timestamp, decoded (for tests and tools; the evaluator uses :meth:`window`)."""
