@@ -38,6 +38,7 @@ from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.notify.dispatcher import dispatcher_for
 from watchdog.notify.incidents import incident_causes
 from watchdog.rules.engine import RuleEngine
+from watchdog.rules.lanes import Lane
 from watchdog.rules.loader import load_ruleset
 from watchdog.rules.queries import engine_gpus_in
 from watchdog.rules.state_store import RuleStateStore
@@ -49,6 +50,13 @@ from watchdog.store import SeriesQuotas, Store
 log = logging.getLogger(__name__)
 
 GC_EVERY_TICKS = 30
+TICK_STAGES = ("fault", "engines", "finish")
+"""The parts of a tick overruns are counted by: the fault path, engine work, bookkeeping."""
+DEFERRABLE_STAGES = ("engines", "engine_rules")
+ENGINE_START_FRACTION = 0.5
+"""Engine work starts only while the fault path has used less than this part of the tick interval."""
+ENGINE_DEADLINE_FRACTION = 0.8
+"""Engine-lane rule groups stop (resuming next tick) once this part of the tick interval has passed."""
 
 # Settings a reload cannot apply: the node name (in labels already sent), the state database, the
 # exporter's socket, and the store's ring sizes. They keep their running value until a restart.
@@ -105,12 +113,20 @@ class TickStats:
     """Counters about the loop itself, exported as self-metrics."""
 
     ticks_total: int = 0
-    overruns_total: int = 0
+    overruns: dict[str, int] = field(default_factory=dict)
+    """Ticks skipped because the previous one still ran, by the stage it ran past its interval in."""
     last_duration_seconds: float = 0.0
     stage_failures: dict[str, int] = field(default_factory=dict)
     reload_success: bool = True
     last_reload_seconds: float = 0.0
     clock_steps_total: int = 0
+    overrun_stage: str | None = None
+    """The stage the last tick ran past its interval in (fault, engines, finish; None: it did not)."""
+    deferred: dict[str, int] = field(default_factory=dict)
+    """Engine work put off to a later tick for lack of time (engines: the whole stage; engine_rules:
+    the groups after the deadline)."""
+    stage_cpu_seconds: dict[str, float] = field(default_factory=dict)
+    """CPU seconds (this thread) each stage took in the last tick, summed over its runs (absent: not run)."""
 
 
 class Agent:
@@ -162,6 +178,10 @@ class Agent:
         self.alerts: list[Alert] = []
         self.health: list[Problem] = []
         self._last_tick: tuple[int, float] | None = None  # (tick time ms, monotonic seconds)
+        self.incremental = True
+        self._last_results: dict[str, CollectResult] = {}
+        self._engines_scraped_ms: int | None = None  # tick time of the last engine scrape started
+        self._engine_rules_ms: int | None = None  # tick time of the last engine-lane evaluation
         self._clock_stepped = False
 
     # -- construction -------------------------------------------------------------------------------
@@ -184,40 +204,59 @@ class Agent:
 
     def _stage(self, name: str, fn: Callable[[], Any], default: Any = None) -> Any:
         """Run one stage; a failure is logged, counted and replaced by ``default``."""
+        started = time.thread_time()
         try:
             return fn()
         except Exception:  # the boundary that owns a stage
             log.exception("tick stage failed", extra={"stage": name})
             self.stats.stage_failures[name] = self.stats.stage_failures.get(name, 0) + 1
             return default
+        finally:
+            spent = self.stats.stage_cpu_seconds
+            spent[name] = spent.get(name, 0.0) + time.thread_time() - started
 
     def tick(self) -> list[Alert]:
-        """One evaluation cycle at ``clock()``; returns the alerts the rule engine reports."""
+        """One evaluation cycle at ``clock()``; returns the alerts the rule engine reports.
+
+        The fault path (every collector but the engine scrapes, the fault-lane rule groups, runbooks and
+        the notifier) runs first, every tick. Engine work follows: scrapes when due
+        (``engine_scrape_interval_seconds``), engine-lane groups when a new scrape arrived (or that
+        interval passed), then the notifier again with their alerts. Engine work is what gives way when
+        the tick runs out of time: it does not start once the fault path has used
+        :data:`ENGINE_START_FRACTION` of the interval, and its groups stop (to resume next tick) past
+        :data:`ENGINE_DEADLINE_FRACTION`. Ticks that ran past their interval are counted per stage.
+        """
         with self._lock:
             started = time.monotonic()
             now_ms = self.tick_time_ms(started)
             now = now_ms / 1000
+            interval = self.settings.tick_interval_seconds
+            self.stats.stage_cpu_seconds.clear()
             for before in self.before_tick:
                 self._stage("before_tick", functools.partial(before, now))
-            results = self._stage("collect", self.runner.run_once, [])
-            ingest_results(self.store, results, now_ms)
-            self.health = self._stage("health", lambda: self._assess_health(results), self.health)
+            results = self._stage("collect", lambda: self.runner.run_once(
+                background=False if self.incremental else None), [])
+            self._note_results(ingest_results(self.store, results, now_ms))
+            self.health = self._stage("health", self._assess_health, self.health)
             self._stage("gpu_flags", lambda: self._flag_gpus(results, now_ms))
-            alerts: list[Alert] = self._stage("rules", lambda: self.rule_engine.evaluate(now_ms), [])
-            alerts = self._stage("runbook_urls", lambda: self._with_runbook_urls(alerts), alerts)
-            if not self._reconciled:
-                self._reconciled = True
-                self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))
-            events = self._stage("runbooks", lambda: self.runbooks.on_alerts(alerts, now_ms), [])
-            causes = self._stage("incidents",
-                                 lambda: incident_causes(alerts, engine_gpus_in(self.store, now_ms)), {})
-            self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms, causes=causes))
+            lane = Lane.FAULT if self.incremental else None
+            alerts: list[Alert] = self._stage("rules", lambda: self.rule_engine.evaluate(now_ms, lane), [])
+            alerts = self._deliver(alerts, now_ms)
+            checkpoints = [("fault", time.monotonic())]
+            if self.incremental:
+                if checkpoints[0][1] - started < interval * ENGINE_START_FRACTION:
+                    alerts = self._engine_work(now_ms, started + interval * ENGINE_DEADLINE_FRACTION, alerts)
+                else:
+                    self._defer("engines")
+                checkpoints.append(("engines", time.monotonic()))
             if self._stage("persist", lambda: self._persist_alert_state(now_ms), False) is False:
                 self.db.note_error("write")
             self.stats.ticks_total += 1
             if self.stats.ticks_total % GC_EVERY_TICKS == 0:
                 self._stage("gc", lambda: self.store.gc(now_ms))
             self.stats.last_duration_seconds = time.monotonic() - started
+            checkpoints.append(("finish", time.monotonic()))
+            self._note_overran_stage(started, interval, checkpoints)
             self._stage("self_metrics", lambda: self.store.ingest("self:agent", self.self_samples(), now_ms))
             known = {a.fingerprint for a in self.history_fired}
             self.history_fired.extend(a for a in alerts
@@ -227,6 +266,55 @@ class Agent:
         for hook in self.after_tick:
             self._stage("after_tick", hook)
         return alerts
+
+    def _deliver(self, alerts: list[Alert], now_ms: int) -> list[Alert]:
+        """Runbook links, runbooks, incident grouping and the notifier for ``alerts``; returns them linked."""
+        alerts = self._stage("runbook_urls", lambda: self._with_runbook_urls(alerts), alerts)
+        if not self._reconciled:
+            self._reconciled = True
+            self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))
+        events = self._stage("runbooks", lambda: self.runbooks.on_alerts(alerts, now_ms), [])
+        causes = self._stage("incidents", lambda: incident_causes(alerts, engine_gpus_in(self.store, now_ms)), {})
+        self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms, causes=causes))
+        return alerts
+
+    def _engine_work(self, now_ms: int, deadline: float, alerts: list[Alert]) -> list[Alert]:
+        """Engine scrapes when due, engine-lane groups when new data arrived (or their interval passed,
+        or a pass was cut short), then delivery of their alerts; returns the alerts."""
+        every_ms = self.settings.engine_scrape_interval_seconds * 1000
+        half_tick_ms = self.settings.tick_interval_seconds * 500
+        scrape_due = self._engines_scraped_ms is None or now_ms - self._engines_scraped_ms >= every_ms - half_tick_ms
+        results = self._stage("collect_engines", lambda: self.runner.run_once(background=True, start=scrape_due), [])
+        if scrape_due:
+            self._engines_scraped_ms = now_ms
+        if results:
+            self._note_results(ingest_results(self.store, results, now_ms, "self:collectors:engines"))
+        rules_due = (bool(results) or self.rule_engine.pending(Lane.ENGINE) or self._engine_rules_ms is None
+                     or now_ms - self._engine_rules_ms >= every_ms - half_tick_ms)
+        if not rules_due or Lane.ENGINE not in self.rule_engine.lanes().values():
+            return alerts
+        self._engine_rules_ms = now_ms
+        alerts = self._stage("rules", lambda: self.rule_engine.evaluate(now_ms, Lane.ENGINE, deadline=deadline),
+                             alerts)
+        if self.rule_engine.pending(Lane.ENGINE):
+            self._defer("engine_rules")
+        return self._deliver(alerts, now_ms)
+
+    def _note_results(self, results: list[CollectResult]) -> None:
+        """Keep each collector's latest result (the health assessment reads all of them)."""
+        for result in results:
+            self._last_results[result.name] = result
+
+    def _defer(self, stage: str) -> None:
+        self.stats.deferred[stage] = self.stats.deferred.get(stage, 0) + 1
+
+    def _note_overran_stage(self, started: float, interval: float, checkpoints: list[tuple[str, float]]) -> None:
+        """Count the tick under the stage during which it ran past its interval (if it did)."""
+        for stage, at in checkpoints:
+            if at - started > interval:
+                self.stats.overrun_stage = stage
+                return
+        self.stats.overrun_stage = None
 
     def _with_runbook_urls(self, alerts: list[Alert]) -> list[Alert]:
         url_base = self.settings.runbooks.url_base
@@ -238,9 +326,11 @@ class Agent:
         url_base = self.settings.runbooks.url_base
         return runbook_info_samples(self.runbooks.catalogue, url_base)
 
-    def _assess_health(self, results: list[CollectResult]) -> list[Problem]:
+    def _assess_health(self) -> list[Problem]:
         ruleset = self.rule_engine.ruleset
-        return assess(ruleset.rule_count, len(ruleset.alerting_rules()), results)
+        names = {c.name for c in self.collectors}
+        latest = [r for name, r in self._last_results.items() if name in names]
+        return assess(ruleset.rule_count, len(ruleset.alerting_rules()), latest)
 
     def _flag_gpus(self, results: list[CollectResult], now_ms: int) -> None:
         for flag in self.gpu_flags.observe((s for r in results if r.name == "nvml" for s in r.samples), now_ms):
@@ -248,6 +338,12 @@ class Agent:
                                                                   "recovery": flag.recovery.value,
                                                                   "reason": flag.reason})
         self.store.ingest("self:gpu_flags", self.gpu_flags.samples(), now_ms)
+
+    def set_incremental(self, on: bool) -> None:
+        """Benchmarks only: switch the issue-16 savings on (the default) or off (every collector and
+        every rule group every tick, in one pass, as before)."""
+        self.incremental = on
+        self.rule_engine.reuse = on
 
     def watching(self) -> bool:
         """False while something the agent should watch is not watched (see :mod:`watchdog.collectors.health`)."""
@@ -280,10 +376,12 @@ class Agent:
         return True
 
     def note_overrun(self) -> None:
-        """Called by the scheduler when a tick was due while the previous one still ran."""
-        self.stats.overruns_total += 1
+        """Called by the scheduler when a tick was due while the previous one still ran; counted under
+        the stage the previous tick ran past its interval in (``finish`` when it ended just in time)."""
+        stage = self.stats.overrun_stage or "finish"
+        self.stats.overruns[stage] = self.stats.overruns.get(stage, 0) + 1
         log.warning("tick overran its interval; next tick skipped",
-                    extra={"tick_interval_seconds": self.settings.tick_interval_seconds,
+                    extra={"tick_interval_seconds": self.settings.tick_interval_seconds, "stage": stage,
                            "last_duration_seconds": round(self.stats.last_duration_seconds, 3)})
 
     def firing(self) -> list[Alert]:
@@ -298,7 +396,6 @@ class Agent:
         out = [
             Sample(metric("watchdog_build_info", version=__version__, node=self.node), 1.0),
             Sample(metric("watchdog_ticks_total"), float(s.ticks_total)),
-            Sample(metric("watchdog_tick_overruns_total"), float(s.overruns_total)),
             Sample(metric("watchdog_tick_duration_seconds"), s.last_duration_seconds),
             Sample(metric("watchdog_store_series"), float(len(self.store))),
             Sample(metric("watchdog_store_dropped_series_total"), float(self.store.dropped_series_total)),
@@ -313,6 +410,10 @@ class Agent:
         ]
         for kind in sorted({"corrupt", "write", *self.db.errors}):
             out.append(Sample(metric("watchdog_state_errors_total", kind=kind), float(self.db.errors[kind])))
+        for stage in TICK_STAGES:
+            out.append(Sample(metric("watchdog_tick_overruns_total", stage=stage), float(s.overruns.get(stage, 0))))
+        for stage in DEFERRABLE_STAGES:
+            out.append(Sample(metric("watchdog_tick_deferred_total", stage=stage), float(s.deferred.get(stage, 0))))
         for stage, count in sorted(s.stage_failures.items()):
             out.append(Sample(metric("watchdog_tick_stage_failures_total", stage=stage), float(count)))
         for component in (self.rule_engine, self.runbooks, self.dispatcher):

@@ -167,7 +167,7 @@ class Series:
     :meth:`point_at`; the head (at least the newest :data:`HEAD_POINTS`) is served without decoding.
     """
 
-    __slots__ = ("_chunks", "_head_t", "_head_v", "_min_t", "_reach", "labels")
+    __slots__ = ("__weakref__", "_chunks", "_head_t", "_head_v", "_min_t", "_reach", "labels")
 
     def __init__(self, labels: Labels) -> None:
         self.labels = labels
@@ -278,6 +278,17 @@ class Series:
         hi = bisect_right(times, maxt_ms, lo)
         return times[lo:hi], values[lo:hi]
 
+    def tail(self, mint_ms: int) -> tuple[array, array]:
+        """The uncompressed arrays (timestamps, values) of the newest points, holding every point at or
+        after ``mint_ms`` (unsealed if needed; the series' reach grows to cover it). Live arrays: read
+        them at once, never write them."""
+        head_t = self._head_t
+        if head_t and head_t[-1] - mint_ms > self._reach:
+            self._reach = head_t[-1] - mint_ms
+        if self._chunks and (not head_t or head_t[0] > mint_ms):
+            self._unseal(mint_ms)
+        return self._head_t, self._head_v
+
     def _unseal(self, mint_ms: int) -> None:
         """Move the sealed chunks holding points at or after ``mint_ms`` back into the head."""
         keep = len(self._chunks)
@@ -293,6 +304,9 @@ class Series:
         del self._chunks[keep:]
         times.extend(self._head_t)
         values.extend(self._head_v)
+        if not self._chunks:  # the oldest chunk came back whole: drop what a trim had only hidden
+            drop = bisect_left(times, self._min_t)
+            del times[:drop], values[:drop]
         self._head_t, self._head_v = times, values
 
     def point_at(self, t_ms: int) -> tuple[int, float] | None:
@@ -384,6 +398,8 @@ class Store:
         self._owner: dict[Labels, str] = {}
         self._best_effort = 0
         self._lock = threading.RLock()
+        self.generation = 0
+        """Bumped whenever a series is created or removed (readers may cache selections until it moves)."""
 
     def __len__(self) -> int:
         return self._count
@@ -399,6 +415,7 @@ class Store:
                     return False
                 series = bucket[labels] = Series(labels)
                 self._count += 1
+                self.generation += 1
                 self._owned.setdefault(source, set()).add(labels)
                 self._owner[labels] = source
                 if not self.quotas.is_reserved(source):
@@ -522,6 +539,7 @@ class Store:
             bucket = self._by_name.get(metric_name(labels), {})
             if bucket.pop(labels, None) is not None:
                 self._count -= 1
+                self.generation += 1
                 self.evicted_series_total += 1
                 if not bucket:
                     self._by_name.pop(metric_name(labels), None)
@@ -599,6 +617,7 @@ class Store:
                         del bucket[labels]
                         self._disown(labels)
                         removed += 1
+                        self.generation += 1
                 if not bucket:
                     del self._by_name[name]
             self._count -= removed

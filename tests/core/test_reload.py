@@ -115,6 +115,8 @@ SECTIONS: list[tuple[str, Callable[[Node], Callable[[dict[str, Any]], None]], Ca
      lambda n: n.agent.store.quotas.per_source == 3000),
     ("max_label_values_per_metric", lambda n: _set("max_label_values_per_metric", 40),
      lambda n: n.agent.store.quotas.label_values == 40),
+    ("engine_scrape_interval_seconds", lambda n: _set("engine_scrape_interval_seconds", 10),
+     lambda n: n.agent.settings.engine_scrape_interval_seconds == 10.0),
 ]
 
 

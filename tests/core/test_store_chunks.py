@@ -109,3 +109,17 @@ def test_full_store_uses_a_few_bytes_a_point() -> None:
     used = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert used / (960 * 50) < 9, used / (960 * 50)  # plain arrays: over 16
+
+
+def test_tail_holds_every_point_since_mint_uncompressed_and_later_reads_need_no_decoding() -> None:
+    series = Series(metric("x"))
+    for i in range(5 * CHUNK_POINTS):
+        series.append(i * 1000 + i % 3, float(i), max_points=10_000)
+    assert series.storage()[1] > 0  # sealed chunks exist
+    mint = (5 * CHUNK_POINTS - 300) * 1000
+    times, values = series.tail(mint)
+    assert times[0] <= mint and list(values[-3:]) == [597.0, 598.0, 599.0]
+    for i in range(5 * CHUNK_POINTS, 7 * CHUNK_POINTS):  # the reach keeps 300 s uncompressed as it grows
+        series.append(i * 1000, float(i), max_points=10_000)
+    assert series.tail(i * 1000 - 300_000)[0][0] <= i * 1000 - 300_000
+    assert series.storage()[0] <= 300 + CHUNK_POINTS + HEAD_POINTS + 1

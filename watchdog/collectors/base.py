@@ -127,11 +127,18 @@ class CollectorRunner:
         self._inflight: dict[str, _Call] = {}
         self._last_good: dict[str, list[Sample]] = {}
 
-    def run_once(self) -> list[CollectResult]:
-        """Collect from every collector once; never raises for a collector's fault."""
+    def run_once(self, background: bool | None = None, start: bool = True) -> list[CollectResult]:
+        """Collect from every collector once; never raises for a collector's fault.
+
+        ``background`` True or False limits the round to the background collectors (engine scrapes) or
+        to the others (the fault path); ``start`` False only takes what earlier calls have produced
+        (completed, timed out) and starts no new call (a scrape that is not due this tick).
+        """
         started: list[tuple[Collector, _Call]] = []
         results: list[CollectResult] = []
         for collector in self.collectors:
+            if background is not None and bool(getattr(collector, "background", False)) is not background:
+                continue
             previous = self._inflight.get(collector.name)
             if previous is not None and not previous.taken:
                 if previous.future.done():  # a background call that completed after its tick
@@ -149,6 +156,8 @@ class CollectorRunner:
                 continue
             if self._closed:
                 results.append(CollectResult(collector.name, [], False, 0.0, "runner closed"))
+                continue
+            if not start:
                 continue
             call = _Call(_start(collector), time.monotonic())
             self._inflight[collector.name] = call
@@ -240,11 +249,12 @@ def self_metrics(results: Iterable[CollectResult]) -> list[Sample]:
     return out
 
 
-def ingest_results(store: Store, results: Iterable[CollectResult], now_ms: int) -> list[CollectResult]:
+def ingest_results(store: Store, results: Iterable[CollectResult], now_ms: int,
+                   self_source: str = "self:collectors") -> list[CollectResult]:
     """Store one round of collection: each collector's samples under its own source (so its vanished
-    series go stale), then the collectors' success and duration self-metrics. A collection over its
-    series quota is stored as its ``fallback`` and reported failed with the quota's reason; returns the
-    results as stored."""
+    series go stale), then the collectors' success and duration self-metrics (under ``self_source``: a
+    round of part of the collectors uses its own). A collection over its series quota is stored as its
+    ``fallback`` and reported failed with the quota's reason; returns the results as stored."""
     stored: list[CollectResult] = []
     for result in results:
         source = f"collector:{result.name}"
@@ -262,5 +272,5 @@ def ingest_results(store: Store, results: Iterable[CollectResult], now_ms: int) 
             result = CollectResult(result.name, result.fallback, False, result.duration_seconds, exc.reason,
                                    result.fallback)
         stored.append(result)
-    store.ingest("self:collectors", self_metrics(stored), now_ms)
+    store.ingest(self_source, self_metrics(stored), now_ms)
     return stored

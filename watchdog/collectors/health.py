@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from watchdog.collectors.base import CollectResult
-from watchdog.model import METRIC_NAME, Sample, metric
+from watchdog.model import METRIC_NAME, Sample, metric, metric_name
 
 
 class Severity(IntEnum):
@@ -64,7 +64,7 @@ def _value(result: CollectResult | None, name: str) -> float | None:
 
 def _engine_problems(result: CollectResult) -> list[Problem]:
     job = result.name.split(":", 1)[1]
-    up = next((s for s in result.samples if dict(s.labels).get(METRIC_NAME) == "up"), None)
+    up = next((s for s in result.samples if metric_name(s.labels) == "up"), None)
     if result.success and up is not None and up.value == 1.0:
         return []
     instance = dict(up.labels).get("instance", "") if up is not None else ""

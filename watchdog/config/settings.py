@@ -389,6 +389,7 @@ class Settings:
 
     node: str
     tick_interval_seconds: float
+    engine_scrape_interval_seconds: float
     retention_seconds: float
     max_series: int
     max_series_per_source: int

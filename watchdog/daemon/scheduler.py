@@ -1,7 +1,7 @@
 """The tick loop: the agent's tick at a fixed interval, on the monotonic clock.
 
 Contract: one tick at a time; a tick that is due while the previous one still runs is not queued: it is
-counted as an overrun (``watchdog_tick_overruns_total``, via ``agent.note_overrun()``) and logged, never
+counted as an overrun (``watchdog_tick_overruns_total{stage}``, via ``agent.note_overrun()``) and logged, never
 silently dropped. The schedule runs on ``time.monotonic``, so a wall-clock step (NTP, an operator's
 ``date -s``) neither stops the ticks for the size of a backward step nor fires a burst after a forward
 one. A hung collector cannot wedge the loop because the collector runner bounds every collector; a

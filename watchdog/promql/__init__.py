@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from watchdog.promql import nodes
+from watchdog.promql.cache import EvalCache
 from watchdog.promql.engine import DEFAULT_LOOKBACK_MS, DEFAULT_SUBQUERY_STEP_MS, Selectable, evaluate_expr
 from watchdog.promql.errors import PromQLError, TooManySamples
 from watchdog.promql.format import api_text_lines, to_api_json, to_text_lines
@@ -94,6 +95,7 @@ def evaluate(
     max_samples: int | None = None,
     sample_limit: int | None = None,
     range_ms: tuple[int, int] | None = None,
+    cache: EvalCache | None = None,
 ) -> Value:
     """Evaluate ``query`` at ``t_ms`` (int ms) against ``store``.
 
@@ -110,7 +112,7 @@ def evaluate(
     if isinstance(query, str):
         query = parse_query(query)
     raw: Any = evaluate_expr(query.expr, store, int(t_ms), lookback_ms, subquery_step_ms, deadline,
-                             max_samples, sample_limit, range_ms)
+                             max_samples, sample_limit, range_ms, cache)
     kind = query.value_type
     if kind == nodes.SCALAR:
         return Scalar(float(raw), int(t_ms))

@@ -7,6 +7,7 @@ results agree bit for bit. ``topk``/``bottomk`` reproduce Go's heap, so ties com
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from watchdog.golang import gomath
 from watchdog.golang.gostrconv import format_float
 from watchdog.model import METRIC_NAME, Labels
 from watchdog.promql.errors import evaluation_error
-from watchdog.promql.labels import LABEL_NAME_RE, with_label
+from watchdog.promql.labels import LABEL_NAME_RE, MEMO_SIZE, with_label
 
 InstantVector = list[tuple[Labels, float]]
 Sample = tuple[Labels, float]
@@ -36,15 +37,16 @@ def _group_key_function(grouping: tuple[str, ...], without: bool) -> Callable[[L
         return lambda labels: tuple(pair for pair in labels if pair[0] not in excluded)
     if not grouping:
         return lambda labels: ()
-    names = grouping
-
-    def by_key(labels: Labels) -> object:
-        lookup = dict(labels)
-        return tuple(lookup.get(name, "") for name in names)
-
-    return by_key
+    return functools.partial(_by_key, grouping)
 
 
+@functools.lru_cache(maxsize=MEMO_SIZE)
+def _by_key(names: tuple[str, ...], labels: Labels) -> object:
+    lookup = dict(labels)
+    return tuple(lookup.get(name, "") for name in names)
+
+
+@functools.lru_cache(maxsize=MEMO_SIZE)
 def _group_labels(labels: Labels, grouping: tuple[str, ...], without: bool) -> Labels:
     if without:
         excluded = frozenset(grouping) | {METRIC_NAME}

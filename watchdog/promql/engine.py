@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from watchdog.model import Labels, is_stale
 from watchdog.promql import aggregations, binary, functions
 from watchdog.promql import nodes as n
+from watchdog.promql.cache import EvalCache
 from watchdog.promql.errors import PromQLError, TooManySamples, evaluation_error
 from watchdog.promql.labels import drop_name, find_duplicate
 from watchdog.store import Matcher
@@ -83,6 +84,15 @@ def _check_unique(vector: InstantVector) -> InstantVector:
     return vector
 
 
+def _one_name_selector(args: Sequence[n.Expr]) -> bool:
+    """Whether the range argument among ``args`` is a range selector with a ``__name__=`` matcher."""
+    for arg in args:
+        arg = n.unwrap_parens(arg)
+        if isinstance(arg, n.MatrixSelector):
+            return any(label == "__name__" and op == "=" for label, op, _ in arg.selector.matchers)
+    return False
+
+
 def absent_labels(expr: n.Expr) -> Labels:
     """Labels of ``absent()``'s output: the selector's equality matchers, except repeated names."""
     if isinstance(expr, n.MatrixSelector):
@@ -135,8 +145,11 @@ class Evaluator:
         max_samples: int | None = None,
         sample_limit: int | None = None,
         range_ms: tuple[int, int] | None = None,
+        cache: EvalCache | None = None,
     ) -> None:
         self.store = store
+        self.cache = cache
+        self._peak = 0  # the most samples held at once so far (with ``sample_limit``)
         self.max_samples = max_samples
         # The agent's memory guard (Prometheus' --query.max-samples): samples held at once, counted
         # where they are materialised (a node's result, a range selector's windows, a subquery's steps).
@@ -154,6 +167,7 @@ class Evaluator:
         self.subquery_step_ms = subquery_step_ms
         self.deadline = deadline
         self._selected: dict[tuple[Matcher, ...], list[Any]] = {}
+        self._top_context = self._at_context
 
     # --- dispatch -------------------------------------------------------------------------------
 
@@ -166,7 +180,8 @@ class Evaluator:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise PromQLError("query timed out in expression evaluation", kind="timeout")
         held = self._held
-        result = self._eval_node(expr, t)
+        shared = self._shared_key(expr, t)
+        result = self._eval_node(expr, t) if shared is None else self._eval_shared(expr, t, shared)
         if self.sample_limit is not None and expr.type != n.MATRIX:
             # A node's inputs are freed once it has its output: what is held is what was held before
             # plus that output (range selectors and subqueries count their matrices as they build them).
@@ -177,9 +192,40 @@ class Evaluator:
             self._counts[id(expr)] = self._counts.get(id(expr), 0) + produced
         return result
 
+    def _shared_key(self, expr: n.Expr, t: int) -> tuple[int, int] | None:
+        """The cache key of ``expr`` at ``t`` when its result may be shared with other rules of the pass:
+        a sub-expression several rules contain, evaluated at the top level (not inside a subquery)."""
+        cache = self.cache
+        if cache is None or cache.plan is None:
+            return None
+        key = cache.plan.key_of.get(id(expr))
+        if key is None or t != self.query_ms or self._counts is not None or self._at_context != self._top_context:
+            return None
+        return key, t
+
+    def _eval_shared(self, expr: n.Expr, t: int, key: tuple[int, int]) -> Any:
+        """``expr`` from the pass's cache, or evaluated and cached. A hit holds, for ``sample_limit``, the
+        peak its evaluation held, so that the limit stops the same rules as without the cache."""
+        assert self.cache is not None
+        held = self._held
+        hit = self.cache.results.get(key)
+        if hit is not None:
+            result, peak = hit
+            if self.sample_limit is not None:
+                self._hold(peak)
+            return result
+        outer_peak, self._peak = self._peak, held
+        result = self._eval_node(expr, t)
+        peak = self._peak - held
+        self._peak = max(outer_peak, self._peak)
+        self.cache.remember(key, result, peak)
+        return result
+
     def _hold(self, samples: int) -> None:
         """Count ``samples`` more held in memory; past ``sample_limit``, stop the query."""
         self._held += samples
+        if self._held > self._peak:
+            self._peak = self._held
         if self.sample_limit is not None and self._held > self.sample_limit:
             raise TooManySamples(
                 "query processing would load too many samples into memory in query execution")
@@ -220,6 +266,8 @@ class Evaluator:
 
     def _series(self, matchers: tuple[Matcher, ...]) -> list[Any]:
         """The series for ``matchers``, selected once per top-level evaluation."""
+        if self.cache is not None:
+            return self.cache.selections.select(self.store, matchers)
         found = self._selected.get(matchers)
         if found is None:
             found = self._selected[matchers] = list(self.store.select(matchers))
@@ -362,7 +410,9 @@ class Evaluator:
         """Function calls: range functions over a matrix argument, others over evaluated arguments."""
         name = expr.name
         if name in functions.RANGE_FUNCTIONS:
-            return _check_unique(self._range_call(expr, t))
+            result = self._range_call(expr, t)
+            # One output per series of one fixed-name selector: distinct without the name too.
+            return result if _one_name_selector(expr.args) else _check_unique(result)
         if name == "timestamp":
             arg = n.unwrap_parens(expr.args[0])
             if isinstance(arg, n.VectorSelector):
@@ -428,6 +478,39 @@ class Evaluator:
             return _check_unique(functions.date_function(name, args, t))
         raise PromQLError(f"unsupported function '{name}'")  # pragma: no cover - parse rejects it
 
+    def _counter_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:
+        """``rate``/``increase``/``delta`` of a range selector from the cache's counter index: the same
+        values, in the same order, as :meth:`range_selector` and the range function, without walking
+        the window (other series kinds take that path)."""
+        assert self.cache is not None and self.cache.counters is not None
+        counters = self.cache.counters
+        is_counter, is_rate = COUNTER_FUNCTIONS[name]
+        fn = functions.RANGE_FUNCTIONS[name]
+        limited = self.sample_limit is not None
+        mint, maxt = context.range_start_ms, context.range_end_ms
+        out: InstantVector = []
+        for series in self._series(source.selector.matchers):
+            if getattr(series, "tail", None) is None:  # not a watchdog.store.Series
+                times, values = _window(series, mint, maxt)
+                if limited and len(times):
+                    self._hold(len(times))
+                times, values = _without_stale(times, values)
+                result = fn(times, values, context) if times else None
+            else:
+                window = counters.window(series, mint, maxt, is_counter)
+                if window is None:
+                    continue
+                held, count, first_t, last_t, first_value, increase = window
+                if limited:
+                    self._hold(held)
+                if count < 2:
+                    continue
+                result = functions.extrapolate(increase, count, first_t, last_t, first_value, context,
+                                               is_counter, is_rate)
+            if result is not None:
+                out.append((drop_name(series.labels), result))
+        return out
+
     def _range_call(self, expr: n.Call, t: int) -> InstantVector:
         """A function with a range-vector argument, applied per series."""
         name = expr.name
@@ -444,6 +527,9 @@ class Evaluator:
             vs = source.selector
             ref = self._reference(vs.at, vs.offset_ms, t)
             range_ms = source.range_ms
+            if name in COUNTER_FUNCTIONS and self.cache is not None and self.cache.counters is not None:
+                context = functions.RangeContext(ref - range_ms, ref, range_ms, t, scalars)
+                return self._counter_call(name, source, context)
             matrix = self.range_selector(source, t)
         elif isinstance(source, n.Subquery):
             ref = self._reference(source.at, source.offset_ms, t)
@@ -466,6 +552,10 @@ class Evaluator:
         return out
 
 
+COUNTER_FUNCTIONS = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
+"""Range functions that need only the window's ends and counter resets: (is_counter, is_rate)."""
+
+
 def evaluate_expr(
     expr: n.Expr,
     store: Selectable,
@@ -476,12 +566,14 @@ def evaluate_expr(
     max_samples: int | None = None,
     sample_limit: int | None = None,
     range_ms: tuple[int, int] | None = None,
+    cache: EvalCache | None = None,
 ) -> Any:
     """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``.
     ``deadline`` (a ``time.monotonic()`` instant) stops it with a ``timeout`` :class:`PromQLError`;
     ``max_samples`` models promtool's accounting inside subqueries (``rules test``); ``sample_limit``
     bounds the samples held at once anywhere (:class:`TooManySamples`); ``range_ms`` is the
-    ``(start, end)`` of a range query that ``t_ms`` is one step of (``@ start()``/``@ end()``)."""
+    ``(start, end)`` of a range query that ``t_ms`` is one step of (``@ start()``/``@ end()``);
+    ``cache`` (:mod:`watchdog.promql.cache`) lets a rule engine's pass reuse work between rules."""
     return Evaluator(store, t_ms, lookback_ms, subquery_step_ms, deadline, max_samples, sample_limit,
-                     range_ms).eval(expr, t_ms)
+                     range_ms, cache).eval(expr, t_ms)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from watchdog.golang import gomath, gotrig
@@ -20,7 +21,7 @@ from watchdog.golang.gostrconv import parse_float
 from watchdog.model import Labels
 from watchdog.promql.aggregations import quantile
 from watchdog.promql.errors import evaluation_error
-from watchdog.promql.labels import LABEL_NAME_RE, drop_name, with_label
+from watchdog.promql.labels import LABEL_NAME_RE, MEMO_SIZE, drop_name, with_label
 
 InstantVector = list[tuple[Labels, float]]
 
@@ -69,12 +70,19 @@ def _extrapolated_rate(
             if value < previous:
                 result += previous
             previous = value
-    duration_to_start = (ts[0] - ctx.range_start_ms) / 1000
-    duration_to_end = (ctx.range_end_ms - ts[-1]) / 1000
-    sampled_interval = (ts[-1] - ts[0]) / 1000
+    return extrapolate(result, count, ts[0], ts[-1], vs[0], ctx, is_counter, is_rate)
+
+
+def extrapolate(result: float, count: int, first_t: int, last_t: int, first_value: float, ctx: RangeContext,
+                is_counter: bool, is_rate: bool) -> float:
+    """The rest of ``extrapolatedRate`` once the raw increase (``result``) over ``count`` >= 2 points
+    from ``first_t`` to ``last_t`` is known."""
+    duration_to_start = (first_t - ctx.range_start_ms) / 1000
+    duration_to_end = (ctx.range_end_ms - last_t) / 1000
+    sampled_interval = (last_t - first_t) / 1000
     average_interval = sampled_interval / (count - 1)
-    if is_counter and result > 0 and vs[0] >= 0:
-        duration_to_zero = sampled_interval * gomath.div(vs[0], result)
+    if is_counter and result > 0 and first_value >= 0:
+        duration_to_zero = sampled_interval * gomath.div(first_value, result)
         if duration_to_zero < duration_to_start:
             duration_to_start = duration_to_zero
     threshold = average_interval * 1.1
@@ -249,6 +257,9 @@ def _count_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) 
 
 
 def _min_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    total = sum(vs)
+    if total == total:  # no NaN: Go's fold is the builtin (both keep the first of equal values)
+        return min(vs)
     result = vs[0]
     for value in vs:
         if value < result or math.isnan(result):
@@ -257,6 +268,9 @@ def _min_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) ->
 
 
 def _max_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float | None:
+    total = sum(vs)
+    if total == total:  # no NaN: Go's fold is the builtin (both keep the first of equal values)
+        return max(vs)
     result = vs[0]
     for value in vs:
         if value > result or math.isnan(result):
@@ -463,23 +477,30 @@ def histogram_quantile(q: float, vector: InstantVector) -> InstantVector:
     """Classic-histogram quantile over ``le`` buckets grouped by all other labels (incl. the name)."""
     groups: dict[Labels, tuple[Labels, list[tuple[float, float]]]] = {}
     for labels, value in vector:
-        le_text = ""
-        rest: list[tuple[str, str]] = []
-        for pair in labels:
-            if pair[0] == "le":
-                le_text = pair[1]
-            else:
-                rest.append(pair)
-        try:
-            upper = parse_float(le_text)
-        except ValueError:  # Prometheus skips a bucket whose le does not parse
+        key, upper = _split_le(labels)
+        if upper is None:  # Prometheus skips a bucket whose le does not parse
             continue
-        key = tuple(rest)
         group = groups.get(key)
         if group is None:
             group = groups[key] = (drop_name(key), [])
         group[1].append((upper, value))
     return [(labels, bucket_quantile(q, buckets)) for labels, buckets in groups.values()]
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _split_le(labels: Labels) -> tuple[Labels, float | None]:
+    """A bucket's labels without ``le``, and its parsed upper bound (None: ``le`` does not parse)."""
+    le_text = ""
+    rest: list[tuple[str, str]] = []
+    for pair in labels:
+        if pair[0] == "le":
+            le_text = pair[1]
+        else:
+            rest.append(pair)
+    try:
+        return tuple(rest), parse_float(le_text)
+    except ValueError:
+        return tuple(rest), None
 
 
 def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:

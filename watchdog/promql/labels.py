@@ -5,14 +5,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from watchdog.model import METRIC_NAME, Labels
 
 LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
+MEMO_SIZE = 1 << 16
+"""Entries of each per-label-set memo (label sets repeat tick after tick; churn only evicts)."""
+
+
+@lru_cache(maxsize=MEMO_SIZE)
 def drop_name(labels: Labels) -> Labels:
-    """The label set without ``__name__``."""
+    """The label set without ``__name__`` (memoised: the same series are read every evaluation)."""
     for key, _ in labels:
         if key == METRIC_NAME:
             return tuple(pair for pair in labels if pair[0] != METRIC_NAME)

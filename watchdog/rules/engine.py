@@ -15,6 +15,11 @@ Contract:
 - With ``honour_group_intervals`` (the agent), a group with its own ``interval:`` is evaluated only when
   that interval has passed since its last evaluation; otherwise (promtool's unit tests, which ignore
   group intervals) every group runs at every ``evaluate`` call.
+- ``lane`` (the agent) evaluates only the groups of one :class:`~watchdog.rules.lanes.Lane` (the fault
+  path every tick, engine groups when new engine data arrived); without it every group runs. With a
+  ``deadline`` (``time.monotonic()``), a lane stops between groups once it has passed and the groups not
+  yet evaluated are :meth:`RuleEngine.pending`: the next call for that lane starts with them. A group is
+  never cut in the middle, so its rules always see each other's output of the same evaluation.
 - The returned alerts are every pending, firing and recently resolved alert of every rule.
 - :meth:`RuleEngine.export_state` and ``restored_state=`` carry alert state (active_at, fired_at, ...)
   across restarts; restored alerts resume where they were (a firing alert keeps its ``fired_at``).
@@ -32,7 +37,9 @@ from typing import Any
 
 from watchdog.model import METRIC_NAME, Alert, Labels, Sample, make_labels
 from watchdog.promql import PromQLError, TooManySamples, evaluate, parse_query
+from watchdog.promql.cache import CounterIndex, EvalCache, Selections, SharedPlan
 from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Candidate
+from watchdog.rules.lanes import Lane, classify_groups
 from watchdog.rules.loader import AlertingRule, RecordingRule, RuleGroup, RuleSet
 from watchdog.rules.templates import TemplateContext, expand
 from watchdog.store import SeriesQuotaExceeded
@@ -93,6 +100,7 @@ class GroupStatus:
 class _GroupRuntime:
     group: RuleGroup
     key: str
+    lane: Lane
     alert_states: dict[int, AlertingRuleState] = field(default_factory=dict)
 
 
@@ -109,6 +117,13 @@ def vector_of(value: Any) -> list[tuple[Labels, float]]:
             isinstance(s, VectorSample) for s in value):
         return [(s.labels, s.value) for s in value]
     raise RuleEvaluationError("rule result is not a vector or scalar")
+
+
+def _written_names(rule: AlertingRule | RecordingRule) -> tuple[str, ...]:
+    """The metric names a rule's output series have."""
+    if isinstance(rule, RecordingRule):
+        return (rule.record,)
+    return ("ALERTS", "ALERTS_FOR_STATE")
 
 
 class RuleEngine:
@@ -144,13 +159,20 @@ class RuleEngine:
         self.max_samples = max_samples
         self.sample_limit = sample_limit
         self._deadline: float | None = None  # time.monotonic() at which the current rule is stopped
+        self.reuse = True
+        """Reuse work between rules and passes (:mod:`watchdog.promql.cache`; results are the same)."""
+        self._plan: SharedPlan | None = None
+        self._counters = CounterIndex()
+        self._selections = Selections()
+        self._pass: EvalCache | None = None
         self._rule_queries: dict[int, Any] = {}
         self.last_failures: dict[tuple[str, int], RuleFailure] = {}
         names = [g.name for g in ruleset.groups]
         self._groups: list[_GroupRuntime] = []
-        for group in ruleset.groups:
+        self._resume: dict[Lane, int] = {}  # lane -> position in its group list where a deferred pass resumes
+        for group, lane in zip(ruleset.groups, classify_groups(ruleset.groups), strict=True):
             key = group.name if names.count(group.name) == 1 else f"{group.file}:{group.name}"
-            runtime = _GroupRuntime(group, key)
+            runtime = _GroupRuntime(group, key, lane)
             for index, rule in enumerate(group.rules):
                 if isinstance(rule, AlertingRule):
                     runtime.alert_states[index] = AlertingRuleState(
@@ -163,11 +185,41 @@ class RuleEngine:
 
     # ------------------------------------------------------------------ evaluation
 
-    def evaluate(self, t_ms: int) -> list[Alert]:
-        """Evaluate every group in order at ``t_ms``; returns every held alert."""
-        for runtime in self._groups:
-            self._evaluate_group(runtime, t_ms)
-        return self.alerts()
+    def evaluate(self, t_ms: int, lane: Lane | None = None, *, deadline: float | None = None) -> list[Alert]:
+        """Evaluate every group (of ``lane``) in order at ``t_ms``, stopping between groups past
+        ``deadline``; returns every held alert."""
+        self._pass = self._new_pass() if self.reuse else None
+        try:
+            if lane is None:
+                for runtime in self._groups:
+                    self._evaluate_group(runtime, t_ms)
+                return self.alerts()
+            runtimes = [rt for rt in self._groups if rt.lane is lane]
+            start = self._resume.pop(lane, 0)
+            for position in range(start, len(runtimes)):
+                if deadline is not None and position > start and time.monotonic() > deadline:
+                    self._resume[lane] = position
+                    break
+                self._evaluate_group(runtimes[position], t_ms)
+            return self.alerts()
+        finally:
+            if self._pass is not None:
+                self._selections.end(self.store)
+            self._pass = None
+
+    def _new_pass(self) -> EvalCache:
+        if self._plan is None:
+            self._plan = SharedPlan(self._rule_query(rule).expr for rt in self._groups for rule in rt.group.rules)
+        self._selections.begin(self.store)
+        return EvalCache(self._plan, self._counters, self._selections)
+
+    def pending(self, lane: Lane) -> bool:
+        """True when a pass over ``lane`` was cut short by its deadline and has groups left."""
+        return lane in self._resume
+
+    def lanes(self) -> dict[str, Lane]:
+        """Each group's lane, by group key."""
+        return {rt.key: rt.lane for rt in self._groups}
 
     def alerts(self) -> list[Alert]:
         """Every pending, firing and recently resolved alert, in rule order."""
@@ -241,6 +293,10 @@ class RuleEngine:
             except SeriesQuotaExceeded as exc:  # a rule whose output would crowd out the others
                 self._record_failure(runtime, index, rule, t_ms, exc.reason, "quota")
                 continue
+            finally:
+                if self._pass is not None:
+                    for name in _written_names(rule):
+                        self._pass.wrote(name)
             self.last_failures.pop((runtime.key, index), None)
         stats.evaluations_total += 1
         stats.last_duration_seconds = max(self.clock() - started, 0.0)
@@ -275,15 +331,15 @@ class RuleEngine:
             found = self._rule_queries[id(rule)] = Query(rule.query.text, as_rule_manager_runs_it(rule.query.expr))
         return found
 
-    def _query(self, query: Any, t_ms: int) -> Any:
+    def _query(self, query: Any, t_ms: int, cache: EvalCache | None = None) -> Any:
         if self.subquery_step_ms is None:
             return evaluate(query, self.store, t_ms, self.lookback_ms, deadline=self._deadline,
-                            max_samples=self.max_samples, sample_limit=self.sample_limit)
+                            max_samples=self.max_samples, sample_limit=self.sample_limit, cache=cache)
         return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, self._deadline,
-                        self.max_samples, self.sample_limit)
+                        self.max_samples, self.sample_limit, cache=cache)
 
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
-        vector = vector_of(self._query(self._rule_query(rule), t_ms))
+        vector = vector_of(self._query(self._rule_query(rule), t_ms, self._pass))
         if isinstance(rule, RecordingRule):
             return self._recording_samples(rule, vector)
         assert isinstance(rule, AlertingRule)

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Steady-state CPU of the agent with retention full, before/after the issue-16 work, side by side.
+
+    .venv/bin/python benchmarks/steady.py [--gpus 8] [--engines 8] [--retention 900] [--rounds 4]
+                                          [--block 20] [--profile before|after]
+
+One agent (fake NVML over the h100-sxm-8 profile, ``--engines`` real HTTP endpoints on loopback in a
+child process serving ``tests/fixtures/engines/vllm-v1-full.txt``, the whole default rule pack,
+default settings, simulated 1 s ticks) first runs ``--retention`` seconds of ticks in the *before*
+mode so that every window is full. Then it alternates blocks of ``--block`` ticks in each mode, for
+``--rounds`` rounds, on the same store:
+
+- ``before``: every engine scraped and every rule group evaluated at every tick, evaluator caches off
+  (the agent as it was before issue 16);
+- ``after``: the defaults (engine scrapes and engine rule groups at ``engine_scrape_interval_seconds``,
+  fault-path groups every tick, evaluator caches on).
+
+It prints CPU milliseconds per second of agent time (``time.process_time``: every thread of this
+process; the engine servers' CPU is not counted) and rule-engine milliseconds per tick, and their
+ratios. Shared machines are noisy: read the ratios, which come from interleaved blocks of one run.
+``--profile MODE`` prints a cProfile of that mode's measured ticks instead of timing both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from tick import fake_nvml, start_servers  # noqa: E402
+
+from watchdog.agent import Agent  # noqa: E402
+from watchdog.collectors.base import CollectorContext  # noqa: E402
+from watchdog.config import load_config_text  # noqa: E402
+from watchdog.config.settings import settings_from_config  # noqa: E402
+
+MODES = ("before", "after")
+
+
+def build_agent(gpus: int, ports: list[int], retention: int, workdir: Path) -> tuple[Agent, list[float]]:
+    """The agent under test, on a simulated clock (the returned one-element list holds its time)."""
+    doc = {
+        "state_dir": str(workdir / f"state-{gpus}-{len(ports)}"),
+        "retention_seconds": retention,
+        "rules": {"paths": [str(ROOT / "rules" / "*.yaml")]},
+        "engines": [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{port}/metrics"}
+                    for i, port in enumerate(ports)],
+        "kmsg": {"enabled": False},
+        "processes": {"enabled": False},
+        "notifiers": {"log": {"enabled": False}},
+    }
+    config = settings_from_config(load_config_text(yaml.safe_dump(doc), "<bench>"))
+    now = [1_800_000_000.0]
+    agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=fake_nvml(gpus)),
+                  background_scrapes=False)
+    return agent, now
+
+
+def set_mode(agent: Agent, mode: str) -> None:
+    """Switch the agent between the pre-issue-16 behaviour and the defaults."""
+    agent.set_incremental(mode == "after")
+
+
+def run_block(agent: Agent, now: list[float], ticks: int) -> tuple[float, list[float]]:
+    """Run ``ticks`` ticks; (CPU seconds in all, rule-engine CPU seconds per tick)."""
+    rules: list[float] = []
+    cpu = 0.0
+    for _ in range(ticks):
+        now[0] += 1.0
+        t0 = time.process_time()
+        agent.tick()
+        cpu += time.process_time() - t0
+        spent = agent.stats.stage_cpu_seconds
+        rules.append(spent.get("rules", 0.0))
+    return cpu, rules
+
+
+def measure(gpus: int, engines: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Fill retention, then interleave measured blocks of both modes."""
+    proc, ports = start_servers(engines)
+    try:
+        agent, now = build_agent(gpus, ports, args.retention, workdir)
+        set_mode(agent, "before")
+        started = time.monotonic()
+        run_block(agent, now, args.retention)
+        fill_s = time.monotonic() - started
+        if args.profile:
+            set_mode(agent, args.profile)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            run_block(agent, now, args.block * args.rounds)
+            profiler.disable()
+            lanes = agent.rule_engine.lanes()
+            for key, stats in agent.rule_engine.stats.items():
+                print(f"{key:<28} {lanes[key].value:<7} {stats.rules:>3} rules "
+                      f"{stats.last_duration_seconds * 1000:8.1f} ms (last evaluation, profiled)")
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(35)
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
+            return {}
+        cpu: dict[str, float] = dict.fromkeys(MODES, 0.0)
+        rules: dict[str, list[float]] = {mode: [] for mode in MODES}
+        seconds: dict[str, int] = dict.fromkeys(MODES, 0)
+        for _ in range(args.rounds):
+            for mode in MODES:
+                set_mode(agent, mode)
+                run_block(agent, now, 2)  # let the switch settle (a first scrape, a first evaluation)
+                block_cpu, block_rules = run_block(agent, now, args.block)
+                cpu[mode] += block_cpu
+                rules[mode].extend(block_rules)
+                seconds[mode] += args.block
+        out: dict[str, Any] = {"series": len(agent.store), "fill_s": fill_s}
+        for mode in MODES:
+            out[f"{mode}_cpu_ms_per_s"] = cpu[mode] / seconds[mode] * 1000
+            out[f"{mode}_rules_ms_mean"] = statistics.fmean(rules[mode]) * 1000
+            out[f"{mode}_rules_ms_max"] = max(rules[mode]) * 1000
+        agent.close(timeout_seconds=1)
+        return out
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def main() -> int:
+    """Run the requested sizes and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="8x8,1x1", help="GPUsxengines, comma-separated")
+    parser.add_argument("--retention", type=int, default=900, help="retention_seconds (ticks to fill)")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--block", type=int, default=20, help="ticks per measured block (multiple of 5)")
+    parser.add_argument("--profile", choices=MODES)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in args.sizes.split(","):
+            gpus, engines = (int(x) for x in size.split("x"))
+            rows.append(((gpus, engines), measure(gpus, engines, args, Path(tmp))))
+    if args.profile:
+        return 0
+    print(f"retention {args.retention} s full; {args.rounds} rounds of {args.block}-tick blocks per mode\n")
+    header = (f"{'size':>5} {'series':>7} | {'CPU ms/s before':>15} {'after':>7} {'ratio':>6} | "
+              f"{'rule ms/tick before':>19} {'after':>7} {'ratio':>6} | {'rule ms max before':>18} {'after':>7}")
+    print(header)
+    print("-" * len(header))
+    for (gpus, engines), r in rows:
+        print(f"{gpus}x{engines:<3} {r['series']:>7} | {r['before_cpu_ms_per_s']:>15.1f} "
+              f"{r['after_cpu_ms_per_s']:>7.1f} {r['before_cpu_ms_per_s'] / r['after_cpu_ms_per_s']:>5.1f}x | "
+              f"{r['before_rules_ms_mean']:>19.1f} {r['after_rules_ms_mean']:>7.1f} "
+              f"{r['before_rules_ms_mean'] / r['after_rules_ms_mean']:>5.1f}x | "
+              f"{r['before_rules_ms_max']:>18.1f} {r['after_rules_ms_max']:>7.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

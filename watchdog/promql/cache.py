@@ -1,0 +1,240 @@
+"""What a sequence of evaluations against one store may reuse, without changing any result.
+
+Contract:
+- :class:`CounterIndex` remembers, per store series, where its counter resets and staleness markers
+  are, extended as points are appended (a replaced or vanished point makes it start over). With it,
+  ``rate``/``increase``/``delta`` over a range selector read four points and the resets inside the
+  window instead of walking every point; the arithmetic, and its order, is Prometheus' own.
+- :class:`Selections` keeps selector matches from pass to pass while the store's series set is
+  unchanged (``Store.generation``); a store without ``generation`` gets them re-selected every pass.
+- :class:`EvalCache` is valid for one rule-engine pass at one evaluation time: it shares selector
+  matches and the results of sub-expressions that several rules contain (the p50/p90/p99 rules of one
+  histogram compute the same bucket rates). The rule engine calls :meth:`EvalCache.wrote` with each
+  metric name a rule writes, which drops everything that read that name (and every selector without a
+  fixed name), so a later rule still sees an earlier rule's output of the same pass.
+Results handed out from the cache are shared: callers must not mutate them (the evaluator never does).
+"""
+
+from __future__ import annotations
+
+import weakref
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
+from typing import Any
+
+from watchdog.model import METRIC_NAME, is_stale
+from watchdog.promql import nodes as n
+
+
+def _same(a: float, b: float) -> bool:
+    """Equal values, NaNs equal when both are (or both are not) staleness markers."""
+    return a == b or (a != a and b != b and is_stale(a) == is_stale(b))
+
+
+class _SeriesEvents:
+    """One series' counter resets (timestamp, previous value) and staleness markers, in time order."""
+
+    __slots__ = ("previous", "ref", "reset_prev", "reset_t", "scanned_t", "scanned_v", "stale_t")
+
+    def __init__(self, series: Any) -> None:
+        self.ref = weakref.ref(series)
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything scanned."""
+        self.scanned_t: int | None = None
+        self.scanned_v = 0.0
+        self.previous: float | None = None  # the newest non-stale value scanned
+        self.reset_t: list[int] = []
+        self.reset_prev: list[float] = []
+        self.stale_t: list[int] = []
+
+    def update(self, timestamps: Any, values: Any) -> None:
+        """Scan the points appended since the last call (from scratch if a scanned point changed)."""
+        start = 0
+        if self.scanned_t is not None and timestamps[-1] == self.scanned_t and _same(values[-1], self.scanned_v):
+            return
+        if self.scanned_t is not None:
+            index = bisect_left(timestamps, self.scanned_t)
+            if index < len(timestamps) and timestamps[index] == self.scanned_t and _same(
+                    values[index], self.scanned_v):
+                start = index + 1
+            else:
+                self.reset()
+        if start == len(timestamps):
+            return
+        previous = self.previous
+        for i in range(start, len(timestamps)):
+            value = values[i]
+            if value != value and is_stale(value):
+                self.stale_t.append(timestamps[i])
+                continue
+            if previous is not None and value < previous:
+                self.reset_t.append(timestamps[i])
+                self.reset_prev.append(previous)
+            previous = value
+        self.previous = previous
+        self.scanned_t = timestamps[-1]
+        self.scanned_v = values[-1]
+        first = timestamps[0]
+        if self.reset_t and self.reset_t[0] < first:
+            cut = bisect_left(self.reset_t, first)
+            del self.reset_t[:cut]
+            del self.reset_prev[:cut]
+        if self.stale_t and self.stale_t[0] < first:
+            del self.stale_t[:bisect_left(self.stale_t, first)]
+
+
+CounterWindow = tuple[int, int, int, int, float, float]
+"""``(points in the window, non-stale points, first t, last t, first value, increase)``: the increase is
+``last - first`` plus the value before each counter reset in the window, added in time order as
+Prometheus adds them (for a gauge, ``delta``, the caller uses ``last - first``: see :meth:`CounterIndex.window`)."""
+
+
+class CounterIndex:
+    """Counter resets and staleness markers of store series (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._events: dict[int, _SeriesEvents] = {}
+        self._lookups = 0
+
+    def window(self, series: Any, mint: int, maxt: int, counter: bool = True) -> CounterWindow | None:
+        """What ``rate``/``increase`` (``counter``) or ``delta`` need of ``series``' points in
+        ``[mint, maxt]``; None when it has none there (a window of only stale markers: 0 non-stale)."""
+        timestamps, values = series.tail(mint)  # uncompressed arrays from at or before mint to the newest
+        lo = bisect_left(timestamps, mint)
+        hi = bisect_right(timestamps, maxt, lo)
+        if lo == hi:
+            return None
+        events = self._events_of(series)
+        events.update(timestamps, values)
+        stale = events.stale_t
+        count = hi - lo
+        first, last = lo, hi - 1
+        if stale:
+            count -= bisect_right(stale, timestamps[last]) - bisect_left(stale, timestamps[first])
+            if count == 0:
+                return (hi - lo, 0, 0, 0, 0.0, 0.0)
+            while values[first] != values[first] and is_stale(values[first]):
+                first += 1
+            while values[last] != values[last] and is_stale(values[last]):
+                last -= 1
+        first_t = timestamps[first]
+        result = values[last] - values[first]
+        reset_t = events.reset_t
+        if counter and reset_t:
+            reset_prev = events.reset_prev
+            for k in range(bisect_right(reset_t, first_t), bisect_right(reset_t, timestamps[last])):
+                result += reset_prev[k]
+        return (hi - lo, count, first_t, timestamps[last], values[first], result)
+
+    def _events_of(self, series: Any) -> _SeriesEvents:
+        key = id(series)
+        events = self._events.get(key)
+        if events is None or events.ref() is not series:
+            events = self._events[key] = _SeriesEvents(series)
+        self._lookups += 1
+        if self._lookups >= 4 * len(self._events) + 1000:
+            self._lookups = 0
+            self._events = {k: e for k, e in self._events.items() if e.ref() is not None}
+        return events
+
+
+def _read_names(expr: n.Expr) -> frozenset[str] | None:
+    """Metric names ``expr`` reads; None when some selector has no fixed name."""
+    names: set[str] = set()
+    for node in n.walk(expr):
+        if isinstance(node, n.VectorSelector):
+            fixed = [value for label, op, value in node.matchers if label == METRIC_NAME and op == "="]
+            if not fixed:
+                return None
+            names.add(fixed[0])
+    return frozenset(names)
+
+
+class SharedPlan:
+    """Which sub-expressions of a set of rule queries occur more than once (computed once per rule set)."""
+
+    def __init__(self, exprs: Iterable[n.Expr]) -> None:
+        roots = list(exprs)
+        counts: dict[n.Expr, int] = {}
+        for root in roots:
+            for node in n.walk(root):
+                if node is not root and isinstance(node, (n.Call, n.Aggregate, n.Binary)):
+                    counts[node] = counts.get(node, 0) + 1
+        canonical: dict[n.Expr, int] = {}
+        self.key_of: dict[int, int] = {}  # id(node) -> shared key
+        self.reads: dict[int, frozenset[str] | None] = {}
+        self._nodes: list[n.Expr] = []  # keeps every keyed node alive (ids stay unique)
+        for root in roots:
+            for node in n.walk(root):
+                if counts.get(node, 0) < 2 or node is root or node.type == n.MATRIX:
+                    continue
+                key = canonical.get(node)
+                if key is None:
+                    key = canonical[node] = len(canonical)
+                    self.reads[key] = _read_names(node)
+                self.key_of[id(node)] = key
+                self._nodes.append(node)
+
+
+class Selections:
+    """Selector matches against a stable series set: kept from pass to pass while the store's
+    ``generation`` (bumped whenever a series is created or removed) is where the last pass left it."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[Any, ...], list[Any]] = {}
+        self._by_name: dict[str | None, list[tuple[Any, ...]]] = {}
+        self._generation: int | None = None
+
+    def begin(self, store: Any) -> None:
+        """Start a pass: forget everything if the store's series set changed since the last pass."""
+        generation = getattr(store, "generation", None)
+        if generation is None or generation != self._generation:
+            self._found.clear()
+            self._by_name.clear()
+
+    def end(self, store: Any) -> None:
+        """End a pass: what is held matches the store as it is now."""
+        self._generation = getattr(store, "generation", None)
+
+    def select(self, store: Any, matchers: tuple[Any, ...]) -> list[Any]:
+        """The series ``matchers`` select (live series objects)."""
+        found = self._found.get(matchers)
+        if found is None:
+            found = self._found[matchers] = list(store.select(matchers))
+            fixed = [value for label, op, value in matchers if label == METRIC_NAME and op == "="]
+            self._by_name.setdefault(fixed[0] if fixed else None, []).append(matchers)
+        return found
+
+    def wrote(self, name: str) -> None:
+        """Series named ``name`` may have been created: forget the selections that could match them."""
+        for key in (name, None):
+            for matchers in self._by_name.pop(key, ()):
+                self._found.pop(matchers, None)
+
+
+class EvalCache:
+    """Selections and shared sub-expression results of one rule-engine pass (see the module docstring)."""
+
+    def __init__(self, plan: SharedPlan | None, counters: CounterIndex | None,
+                 selections: Selections | None = None) -> None:
+        self.plan = plan
+        self.counters = counters
+        self.selections = selections or Selections()
+        self.results: dict[tuple[int, int], tuple[Any, int]] = {}  # (key, t) -> (result, samples held)
+        self._reading: dict[str | None, list[tuple[int, int]]] = {}
+
+    def remember(self, key: tuple[int, int], result: Any, peak: int) -> None:
+        """Keep a shared sub-expression's result (and the samples its evaluation held at its peak)."""
+        self.results[key] = (result, peak)
+        reads = self.plan.reads[key[0]] if self.plan is not None else None
+        for name in reads if reads is not None else (None,):
+            self._reading.setdefault(name, []).append(key)
+
+    def wrote(self, name: str) -> None:
+        """A rule wrote series named ``name``: forget what read it."""
+        self.selections.wrote(name)
+        for reader in (name, None):
+            for key in self._reading.pop(reader, ()):
+                self.results.pop(key, None)
