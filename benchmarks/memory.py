@@ -6,6 +6,7 @@
 
 Each checkout runs in its own process the real pipeline of the daemon's tick (the engines of
 ``benchmarks/simnode.py`` scraped over loopback HTTP, each scrape a new step; the fake NVML of the demo;
+generous deadlines, so that a busy machine slows the run down instead of dropping points;
 the full default rule pack; alert lifecycle, runbooks, notifiers; an exporter page rendered every 15
 simulated seconds) on a simulated clock advanced one second per tick, as fast as the CPU allows: a
 15-minute retention fills in minutes, and memory after it has filled is the steady state. It prints
@@ -49,9 +50,10 @@ tmp = tempfile.mkdtemp(prefix="watchdog-memory-")
 open(f"{tmp}/kmsg.log", "w").close()
 doc = {"node": "memory-node", "tick_interval_seconds": 1, "retention_seconds": retention, "state_dir": tmp,
        "rules": {"paths": [sys.argv[7] + "/rules/*.yaml"]},
-       "engines": [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{p}/metrics", "kind": "vllm"}
-                   for i, p in enumerate(ports)],
-       "kmsg": {"source": f"{tmp}/kmsg.log"}, "collectors": {"host": {"enabled": False}},
+       "engines": [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{p}/metrics", "kind": "vllm",
+                    "scrape_timeout_seconds": 30} for i, p in enumerate(ports)],
+       "kmsg": {"source": f"{tmp}/kmsg.log"},
+       "collectors": {"host": {"enabled": False}, "nvml": {"timeout_seconds": 30}},
        "notifiers": {"log": {"enabled": False}}}
 settings = settings_from_config(load_config_text(yaml.safe_dump(doc), "<memory>"))
 profile = load_profile("h100-sxm-8")

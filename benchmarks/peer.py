@@ -190,7 +190,7 @@ def run_size(gpus: int, engines: int, args: argparse.Namespace, agents: list[tup
         warmup = args.retention + 60 if args.retention_full else args.warmup
         print(f"{gpus} GPU(s) x {engines} engine(s): warming up {warmup:.0f} s, then measuring "
               f"{args.minutes:g} min", file=sys.stderr, flush=True)
-        next_scrape = time.monotonic()
+        next_scrape = time.monotonic() + EXPORTER_SCRAPE_SECONDS  # once the agents listen
         end_warmup = time.monotonic() + warmup
         end = end_warmup + args.minutes * 60
         next_sample = end_warmup

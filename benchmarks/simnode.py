@@ -45,13 +45,19 @@ for line in open(payload, encoding="utf-8"):
     kind = "c" if name.endswith(COUNTER) else "s" if name.endswith("_sum") else "g"
     lines.append((series, float(value), kind))
 
+# A counter line grows by (i * 7 + k * 13) % 5 at step k: 0-4, 100 every 50 steps (precomputed sums)
+growth = [[0] * 51 for _ in lines]
+for i, row in enumerate(growth):
+    for k in range(50):
+        row[k + 1] = row[k] + (i * 7 + k * 13) % 5
+
 def render_engine(step):
     out = []
     for i, (series, base, kind) in enumerate(lines):
         if base is None:
             out.append(series)
         elif kind == "c":
-            out.append(f"{series} {base + sum((i * 7 + k * 13) % 5 for k in range(step % 50)) + 100 * (step // 50)}")
+            out.append(f"{series} {base + growth[i][step % 50] + 100 * (step // 50)}")
         elif kind == "s":
             out.append(f"{series} {base + 0.37 * step}")
         else:
