@@ -31,18 +31,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from tick import fake_nvml, start_servers  # noqa: E402
+from tick import bench_settings, fake_nvml, start_servers  # noqa: E402
 
 from watchdog.agent import Agent  # noqa: E402
 from watchdog.collectors.base import CollectorContext  # noqa: E402
-from watchdog.config import load_config_text  # noqa: E402
-from watchdog.config.settings import settings_from_config  # noqa: E402
 from watchdog.daemon.scheduler import TickScheduler  # noqa: E402
 from watchdog.model import AlertState  # noqa: E402
 
@@ -103,16 +99,7 @@ def main() -> int:
     latencies: dict[str, list[float]] = {mode: [] for mode in MODES}
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            doc = {
-                "state_dir": str(Path(tmp) / "state"),
-                "rules": {"paths": [str(ROOT / "rules" / "*.yaml")]},
-                "engines": [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{port}/metrics"}
-                            for i, port in enumerate(ports)],
-                "kmsg": {"enabled": False},
-                "processes": {"enabled": False},
-                "notifiers": {"log": {"enabled": False}},
-            }
-            config = settings_from_config(load_config_text(yaml.safe_dump(doc), "<bench>"))
+            config = bench_settings(ports, Path(tmp) / "state")
             nvml = fake_nvml(args.gpus)
             agent = Agent(config, context=CollectorContext(nvml=nvml))
             detector = Detector(agent)

@@ -33,35 +33,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from tick import fake_nvml, start_servers  # noqa: E402
+from tick import bench_settings, fake_nvml, start_servers  # noqa: E402
 
 from watchdog.agent import Agent  # noqa: E402
 from watchdog.collectors.base import CollectorContext  # noqa: E402
-from watchdog.config import load_config_text  # noqa: E402
-from watchdog.config.settings import settings_from_config  # noqa: E402
 
 MODES = ("before", "after")
 
 
 def build_agent(gpus: int, ports: list[int], retention: int, workdir: Path) -> tuple[Agent, list[float]]:
     """The agent under test, on a simulated clock (the returned one-element list holds its time)."""
-    doc = {
-        "state_dir": str(workdir / f"state-{gpus}-{len(ports)}"),
-        "retention_seconds": retention,
-        "rules": {"paths": [str(ROOT / "rules" / "*.yaml")]},
-        "engines": [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{port}/metrics"}
-                    for i, port in enumerate(ports)],
-        "kmsg": {"enabled": False},
-        "processes": {"enabled": False},
-        "notifiers": {"log": {"enabled": False}},
-    }
-    config = settings_from_config(load_config_text(yaml.safe_dump(doc), "<bench>"))
+    config = bench_settings(ports, workdir / f"state-{gpus}-{len(ports)}", retention_seconds=retention)
     now = [1_800_000_000.0]
     agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=fake_nvml(gpus)),
                   background_scrapes=False)

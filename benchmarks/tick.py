@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from watchdog.agent import Agent  # noqa: E402
 from watchdog.collectors.base import CollectorContext, ingest_results  # noqa: E402
 from watchdog.config import load_config_text  # noqa: E402
-from watchdog.config.settings import settings_from_config  # noqa: E402
+from watchdog.config.settings import Settings, settings_from_config  # noqa: E402
 from watchdog.engines.exposition import clear_cache, parse_exposition  # noqa: E402
 from watchdog.exporter.collector import StoreCollector  # noqa: E402
 from watchdog.fakes.gpu_model import load_profile  # noqa: E402
@@ -80,20 +80,26 @@ def fake_nvml(gpus: int) -> FakeNvml:
     return nvml
 
 
+def bench_settings(ports: list[int], state_dir: Path, **extra: Any) -> Settings:
+    """Default settings with the whole rule pack, one engine per port, no kmsg, processes or log notifier."""
+    doc = {
+        "state_dir": str(state_dir),
+        "rules": {"paths": [str(ROOT / "rules" / "*.yaml")]},
+        "engines": [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{port}/metrics"}
+                    for i, port in enumerate(ports)],
+        "kmsg": {"enabled": False},
+        "processes": {"enabled": False},
+        "notifiers": {"log": {"enabled": False}},
+        **extra,
+    }
+    return settings_from_config(load_config_text(yaml.safe_dump(doc), "<bench>"))
+
+
 def measure(gpus: int, engines: int, ticks: int, warmup: int, workdir: Path) -> dict[str, Any]:
     """CPU ms per tick per stage for one (GPUs, engines) combination."""
     proc, ports = start_servers(engines)
     try:
-        doc = {
-            "state_dir": str(workdir / f"state-{gpus}-{engines}"),
-            "rules": {"paths": [str(ROOT / "rules" / "*.yaml")]},
-            "engines": [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{port}/metrics"}
-                        for i, port in enumerate(ports)],
-            "kmsg": {"enabled": False},
-            "processes": {"enabled": False},
-            "notifiers": {"log": {"enabled": False}},
-        }
-        config = settings_from_config(load_config_text(yaml.safe_dump(doc), "<bench>"))
+        config = bench_settings(ports, workdir / f"state-{gpus}-{engines}")
         now = [1_800_000_000.0]
         agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=fake_nvml(gpus)))
         registry = CollectorRegistry(auto_describe=False)

@@ -94,6 +94,9 @@ def demo_config(scenario: Scenario, engines: list[EngineProcess], workdir: Path,
     doc: dict[str, Any] = {
         "node": "demo-node",
         "tick_interval_seconds": 1,
+        # Scenarios compress minutes of an incident into seconds of simulated engines: scrape them every
+        # tick (a node's default is engine_scrape_interval_seconds 5).
+        "engine_scrape_interval_seconds": 1,
         "state_dir": str(workdir / "state"),
         "listen": listen,
         "rules": {"paths": [str(rules_dir / "*.yaml")] if rules_dir else []},
