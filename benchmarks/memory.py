@@ -117,7 +117,8 @@ def main() -> int:
                     child = subprocess.Popen([sys.executable, "-c", CHILD, str(gpus), ",".join(map(str, ports)),
                                               str(args.seconds), str(args.retention), str(args.every),
                                               str(args.trace), str(tree)],
-                                             stdout=handle, stderr=subprocess.STDOUT, env=env_for(tree))
+                                             stdout=handle, stderr=subprocess.STDOUT, env=env_for(tree),
+                                             cwd=outdir)  # not this checkout: `-c` imports from the cwd first
                 children.append((name, child, out))
                 print(f"{name}: progress in {out}", file=sys.stderr)
             for name, child, out in children:
