@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import pstats
 import statistics
 import sys
@@ -54,9 +55,12 @@ def build_agent(gpus: int, ports: list[int], retention: int, workdir: Path) -> t
     return agent, now
 
 
-def set_mode(agent: Agent, mode: str) -> None:
-    """Switch the agent between the pre-issue-16 behaviour and the defaults."""
+def set_mode(agent: Agent, mode: str, engine_interval: float | None = None) -> None:
+    """Switch the agent between the pre-issue-16 behaviour and the defaults (``engine_interval``
+    replaces ``engine_scrape_interval_seconds`` in the after mode)."""
     agent.set_incremental(mode == "after")
+    if engine_interval is not None:
+        agent.settings = dataclasses.replace(agent.settings, engine_scrape_interval_seconds=engine_interval)
 
 
 def run_block(agent: Agent, now: list[float], ticks: int) -> tuple[float, list[float]]:
@@ -83,7 +87,7 @@ def measure(gpus: int, engines: int, args: argparse.Namespace, workdir: Path) ->
         run_block(agent, now, args.retention)
         fill_s = time.monotonic() - started
         if args.profile:
-            set_mode(agent, args.profile)
+            set_mode(agent, args.profile, args.engine_interval)
             profiler = cProfile.Profile()
             profiler.enable()
             run_block(agent, now, args.block * args.rounds)
@@ -100,7 +104,7 @@ def measure(gpus: int, engines: int, args: argparse.Namespace, workdir: Path) ->
         seconds: dict[str, int] = dict.fromkeys(MODES, 0)
         for _ in range(args.rounds):
             for mode in MODES:
-                set_mode(agent, mode)
+                set_mode(agent, mode, args.engine_interval)
                 run_block(agent, now, 2)  # let the switch settle (a first scrape, a first evaluation)
                 block_cpu, block_rules = run_block(agent, now, args.block)
                 cpu[mode] += block_cpu
@@ -126,6 +130,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--block", type=int, default=20, help="ticks per measured block (multiple of 5)")
     parser.add_argument("--profile", choices=MODES)
+    parser.add_argument("--engine-interval", type=float, help="engine_scrape_interval_seconds of the after mode")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

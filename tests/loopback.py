@@ -21,3 +21,20 @@ def serving(handler: type[BaseHTTPRequestHandler], server_class: type[HTTPServer
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def page_handler(body: bytes, content_type: str = "text/plain; version=0.0.4") -> type[BaseHTTPRequestHandler]:
+    """A handler answering every GET with ``body`` (a fixed ``/metrics`` page), without access logs."""
+
+    class Page(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    return Page

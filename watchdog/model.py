@@ -12,7 +12,7 @@ import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -132,5 +132,60 @@ class Alert:
 
     @property
     def is_resolved(self) -> bool:
-        """True for an alert that fired and has since resolved."""
-        return self.state is AlertState.INACTIVE and self.resolved_at_ms > 0
+        """True for an alert that fired and has since resolved (``inactive`` with ``resolved_at_ms`` set, as
+        the engine hands it over, or ``resolved``, as the notification side records it)."""
+        return self.state is AlertState.RESOLVED or (
+            self.state is AlertState.INACTIVE and self.resolved_at_ms > 0
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The persisted form: exactly the eight keys ``fingerprint``, ``name``, ``labels``, ``annotations``,
+        ``value``, ``fired_at_ms``, ``resolved_at_ms``, ``generator``, in this order.
+
+        This is stored (``notify_alerts.snapshot``, Slack message members, outbox payloads), so it never
+        changes. The state and the other timestamps are not part of it: whoever stores an alert keeps
+        those itself (``notify_alerts`` has a column for each) and passes them to :meth:`from_json`.
+        """
+        return {
+            "fingerprint": self.fingerprint,
+            "name": self.name,
+            "labels": dict(self.labels),
+            "annotations": dict(self.annotations),
+            "value": float(self.value),
+            "fired_at_ms": int(self.fired_at_ms),
+            "resolved_at_ms": int(self.resolved_at_ms),
+            "generator": self.generator,
+        }
+
+    @classmethod
+    def from_json(
+        cls,
+        data: Mapping[str, Any],
+        state: AlertState | None = None,
+        *,
+        active_at_ms: int = 0,
+        keep_firing_since_ms: int = 0,
+    ) -> Alert:
+        """Rebuild an alert stored with :meth:`to_json` (also as written before ``Alert`` was the stored type).
+
+        ``state`` defaults to what the stored times say: ``resolved`` once ``resolved_at_ms`` is set,
+        ``firing`` once ``fired_at_ms`` is, else ``pending``.
+        """
+        fired_at_ms = int(data.get("fired_at_ms", 0))
+        resolved_at_ms = int(data.get("resolved_at_ms", 0))
+        if state is None:
+            state = (AlertState.RESOLVED if resolved_at_ms else
+                     AlertState.FIRING if fired_at_ms else AlertState.PENDING)
+        return cls(
+            name=str(data["name"]),
+            labels={str(k): str(v) for k, v in data.get("labels", {}).items()},
+            annotations={str(k): str(v) for k, v in data.get("annotations", {}).items()},
+            state=AlertState(state),
+            value=float(data.get("value", 0.0)),
+            fingerprint=str(data["fingerprint"]),
+            active_at_ms=active_at_ms,
+            fired_at_ms=fired_at_ms,
+            resolved_at_ms=resolved_at_ms,
+            keep_firing_since_ms=keep_firing_since_ms,
+            generator=str(data.get("generator", "")),
+        )

@@ -28,7 +28,7 @@ import struct
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import sub
@@ -332,6 +332,8 @@ class Series:
         return None
 
 
+COLLECTOR_SOURCE_PREFIX = "collector:"
+"""Sources named ``collector:<collector name>`` hold what a collector collected."""
 RESERVED_PREFIXES = ("collector:kmsg", "collector:nvml", "collector:host", "rules:", "self:", "")
 """Sources on the fault path: they may use the reserved headroom (``""``: a plain :meth:`Store.append`)."""
 
@@ -588,10 +590,15 @@ class Store:
         with self._lock:
             return [s for bucket in self._by_name.values() for s in bucket.values()]
 
-    def latest_values(self, now_ms: int, lookback_ms: int = 300_000) -> list[tuple[Labels, int, float]]:
-        """Each series' newest point within the lookback, excluding stale series (for the exporter)."""
+    def latest_values(self, now_ms: int, lookback_ms: int = 300_000,
+                      keep: Callable[[Labels, str], bool] | None = None) -> list[tuple[Labels, int, float]]:
+        """Each series' newest point within the lookback, excluding stale series (for the exporter);
+        with ``keep``, only the series for which ``keep(labels, source that stored it)`` is true."""
         out: list[tuple[Labels, int, float]] = []
-        for series in self.all_series():
+        with self._lock:
+            candidates = [s for bucket in self._by_name.values() for s in bucket.values()
+                          if keep is None or keep(s.labels, self._owner.get(s.labels, ""))]
+        for series in candidates:
             point = series.latest()
             if point is None:
                 continue

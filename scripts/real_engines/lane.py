@@ -38,7 +38,7 @@ ENGINE_ALERTS = (
     "EngineTpotSloBurn",
 )
 WATCHED = (
-    'up{job="vllm"}',
+    'watchdog_engine_up{job="vllm"}',
     "engine:kv_cache_usage_ratio",
     "engine:requests_waiting",
     "engine:prefix_cache_hit_ratio:rate5m",
@@ -58,7 +58,7 @@ def page_values(text: str) -> tuple[set[str], set[str], dict[str, float]]:
         name = lab.get("__name__", "")
         if name == "ALERTS":
             (firing if lab.get("alertstate") == "firing" else pending).add(lab.get("alertname", ""))
-        key = 'up{job="vllm"}' if name == "up" and lab.get("job") == "vllm" else name
+        key = 'watchdog_engine_up{job="vllm"}' if name == "watchdog_engine_up" and lab.get("job") == "vllm" else name
         if key in WATCHED and key not in values:
             values[key] = value
     return firing, pending, values
@@ -417,7 +417,7 @@ class Lane:
         end = time.time()
         polls = self.monitor.window(start, end)
         answered = sum(p.answered for p in polls)
-        down = sum(1 for p in polls if p.values.get('up{job="vllm"}') == 0.0)
+        down = sum(1 for p in polls if p.values.get('watchdog_engine_up{job="vllm"}') == 0.0)
         outcome.notes.append(f"agent /metrics answered {answered}/{len(polls)} polls, up=0 in {down}")
         if answered < len(polls) or not polls:
             outcome.failures.append("the agent's exporter stalled while the engine was frozen")

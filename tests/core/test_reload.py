@@ -155,9 +155,12 @@ def test_keys_that_need_a_restart_keep_their_value_and_say_so(node: Node, key: s
 def test_exporter_and_interval_apply_with_the_rest_through_the_daemon(node: Node) -> None:
     exporter = build_exporter(node.agent, "127.0.0.1:0")
     scheduler = TickScheduler(node.agent, node.agent.settings.tick_interval_seconds)
-    node.edit(lambda doc: (_set("exporter.max_series_per_metric", 77)(doc), _set("tick_interval_seconds", 3)(doc)))
+    assert exporter.selection is not None and exporter.selection.pass_through_engine_series is False
+    node.edit(lambda doc: (_set("exporter.max_series_per_metric", 77)(doc), _set("tick_interval_seconds", 3)(doc),
+                           _set("exporter.pass_through_engine_series", True)(doc)))
     assert reload_agent(node.agent, exporter, scheduler) is True
     assert exporter.limiter is not None and exporter.limiter.max_per_metric == 77
+    assert exporter.selection.pass_through_engine_series is True
     assert scheduler.interval_seconds == 3.0
 
 

@@ -12,7 +12,7 @@ from watchdog.demo.diurnal import DiurnalTraffic, ForecastReplay, diurnal_sample
 from watchdog.demo.harness import ScenarioResult, run_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
-RULES = [str(ROOT / "rules" / "engines.yaml"), str(ROOT / "rules" / "forecast.yaml")]
+RULES = [str(ROOT / "rules" / "engines.yaml")]
 ALERT = "EngineKvExhaustionPredicted"
 PREEMPTED = "increase(engine:preemptions_total[1m]) > 0"
 
@@ -47,4 +47,5 @@ def test_long_context_bomb_is_predicted_before_the_first_preemption() -> None:
                           watch={"preempted": PREEMPTED})
     assert "preempted" in result.seen
     assert ALERT in result.pending, result.pending
-    assert result.pending[ALERT] < result.seen["preempted"], (result.pending, result.seen)
+    # The surge driver warns 3 samples into the burst (7 s), the first preemption comes at 12 s.
+    assert result.seen["preempted"] - result.pending[ALERT] >= 5, (result.pending, result.seen)

@@ -19,7 +19,7 @@ ARGV = ["vllm", "serve", "m", "--tensor-parallel-size", "8", "--gpu-memory-utili
 
 def test_findings_from_a_command_line_reach_the_digest() -> None:
     store = Store()
-    rules = load_rule_files([str(ROOT / "rules" / n) for n in ("engines.yaml", "forecast.yaml", "serving-config.yaml")])
+    rules = load_rule_files([str(ROOT / "rules" / n) for n in ("engines.yaml", "serving-config.yaml")])
     engine = RuleEngine(rules, store)
     ids = {"job": "vllm-70b", "instance": "127.0.0.1:8000"}
     samples = [*engine_arg_samples(ids, parse_engine_args(ARGV, {})),

@@ -145,8 +145,10 @@ def test_healthy_scrape_adds_target_labels_and_scrape_series(server: str) -> Non
     assert running.labels == metric("vllm:num_requests_running", model_name="llama", engine="0",
                                     job="vllm-a", instance=f"127.0.0.1:{port}", cluster="c1")
     assert running.value == 7.0
-    assert value_of(samples, "up") == 1.0
+    assert value_of(samples, "up") == value_of(samples, "watchdog_engine_up") == 1.0
     assert value_of(samples, "scrape_samples_scraped") == 4.0  # _created dropped
+    assert value_of(samples, "watchdog_engine_scrape_samples_scraped") == 4.0
+    assert value_of(samples, "scrape_duration_seconds") == value_of(samples, "watchdog_engine_scrape_duration_seconds")
     assert value_of(samples, "scrape_duration_seconds") >= 0.0
     assert by_name(samples, "vllm:num_preemptions_created") == []
     assert label_value(by_name(samples, "watchdog_engine_info")[0].labels, "kind") == "vllm"
@@ -198,9 +200,12 @@ def test_failing_endpoint_is_up_zero_with_no_other_series(
     c = collector(server, path, **kw)
     samples = c.collect()
     names = sorted(metric_name(s.labels) for s in samples)
-    assert names == ["scrape_duration_seconds", "scrape_samples_scraped", "up"]
-    assert value_of(samples, "up") == 0.0
+    assert names == ["scrape_duration_seconds", "scrape_samples_scraped", "up",
+                     "watchdog_engine_scrape_duration_seconds", "watchdog_engine_scrape_samples_scraped",
+                     "watchdog_engine_up"]
+    assert value_of(samples, "up") == value_of(samples, "watchdog_engine_up") == 0.0
     assert value_of(samples, "scrape_samples_scraped") == 0.0
+    assert value_of(samples, "watchdog_engine_scrape_samples_scraped") == 0.0
     assert c.last_error
 
 

@@ -113,11 +113,11 @@ def test_failing_notifier_raises_an_alert_through_the_others_only(
 
 def test_log_notifier_json_and_text_lines() -> None:
     from watchdog.notify.grouping import group_transitions
-    from watchdog.notify.model import AlertSnapshot, Transition
+    from watchdog.notify.model import Transition
     from watchdog.notify.outbox import OutboxRow
 
     alert = make_alert("GpuHot", gpu="3", summary="GPU 3 at 91C")
-    group = group_transitions([Transition("firing", AlertSnapshot.from_alert(alert))], NOW)
+    group = group_transitions([Transition("firing", alert)], NOW)
     from watchdog.notify.base import PlanContext
 
     json_stream, text_stream = io.StringIO(), io.StringIO()

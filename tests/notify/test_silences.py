@@ -22,7 +22,7 @@ from tests.support.alertmanager import BINARY, RealAlertmanager
 from tests.support.polling import wait_until
 from watchdog.config.settings import InhibitRuleSettings
 from watchdog.infra.state import StateDB
-from watchdog.notify.silences import InhibitRule, Matcher, MatcherError, SilenceStore, inhibited
+from watchdog.notify.silences import InhibitRule, Matcher, MatcherError, SilenceStore, inhibitors
 
 NOW = 1_000_000
 
@@ -63,10 +63,11 @@ def test_inhibition_follows_alertmanager() -> None:
                                                          ("node",)))
     lost = {"alertname": "GpuFallenOffBus", "gpu": "5", "node": "n1"}
     engine = {"alertname": "EngineDown", "job": "vllm", "node": "n1"}
-    assert inhibited(engine, [lost], [rule])
-    assert not inhibited(engine, [{**lost, "node": "n2"}], [rule])
-    assert not inhibited(lost, [lost], [rule])
-    assert not inhibited({"alertname": "HostOomKill", "node": "n1"}, [lost], [rule])
+    other_lost = {**lost, "gpu": "6"}
+    assert inhibitors(engine, [lost, {**lost, "node": "n2"}, other_lost], [rule]) == [lost, other_lost]
+    assert not inhibitors(engine, [{**lost, "node": "n2"}], [rule])
+    assert not inhibitors(lost, [lost], [rule])
+    assert not inhibitors({"alertname": "HostOomKill", "node": "n1"}, [lost], [rule])
 
 
 def _posted(slack: FakeSlack) -> list[str]:
@@ -180,3 +181,84 @@ def test_acknowledge_and_silence_buttons(tmp_path: Path, dispatchers: Dispatcher
     assert silence.created_by == "slack:U0ONCALL" and silence.ends_ms == NOW + 3_600_000
     assert silence.matches(hot.labels, NOW + 1)
     assert not silence.matches({**hot.labels, "gpu": "4"}, NOW + 1)
+
+
+def test_a_silence_that_ends_while_the_alert_fires_announces_it_once_across_restarts(
+        fake_slack: FakeSlack, slack_token: str, dispatchers: Dispatchers) -> None:
+    """As Alertmanager: an alert that fires on when its silence ends is announced then, once. Which alerts
+    were muted lives in the state database (real SQLite file): a restart while the silence holds announces
+    nothing, and a silence that ended while the agent was down is announced at start."""
+    config = notify_config({"base_url": fake_slack.base_url})
+    clock = [NOW / 1000]
+    d = dispatchers(config, clock=lambda: clock[0])
+    d.muting.store.add([Matcher.parse("gpu=3")], NOW, NOW + 60_000, "alice", "fan swap", NOW)
+    d.muting.store.add([Matcher.parse("gpu=5")], NOW, NOW + 120_000, "alice", "reseat", NOW)
+    hot3, hot5 = (make_alert("GpuThermalMarginLow", gpu=g, severity="warning") for g in ("3", "5"))
+
+    def restart(at_ms: int) -> None:
+        wait_until(lambda: _drained(d), what="delivered")
+        made, db = dispatchers.made.pop()
+        made.close(1.0)
+        db.close()
+        clock[0] = at_ms / 1000
+
+    d.handle([hot3, hot5], [], NOW + 1_000)
+    assert d.muting.muted("slack") == {hot3.fingerprint, hot5.fingerprint}
+    restart(NOW + 2_000)
+    d = dispatchers(config, clock=lambda: clock[0])
+    assert d.muting.muted("slack") == {hot3.fingerprint, hot5.fingerprint}  # read back from the database
+    d.reconcile_on_start([hot3, hot5])
+    d.handle([hot3, hot5], [], NOW + 30_000)
+    wait_until(lambda: _drained(d), what="delivered")
+    assert fake_slack.top_level() == []
+
+    d.handle([hot3, hot5], [], NOW + 61_000)  # gpu 3's silence has ended; the alert fires on
+    d.handle([hot3, hot5], [], NOW + 62_000)
+    wait_until(lambda: _drained(d), what="delivered")
+    assert len(fake_slack.top_level()) == 1 and "GPU*\\n3" in json.dumps(fake_slack.top_level()[0].blocks)
+    assert d.muting.muted("slack") == {hot5.fingerprint}
+
+    restart(NOW + 130_000)  # gpu 5's silence ends while the agent is down
+    d = dispatchers(config, clock=lambda: clock[0])
+    d.reconcile_on_start([hot3, hot5])
+    wait_until(lambda: _drained(d), what="delivered")
+    posted = [json.dumps(m.blocks) for m in fake_slack.top_level()]
+    assert len(posted) == 2 and "GPU*\\n5" in posted[1]  # gpu 3 not announced again
+    assert d.muting.muted("slack") == set() and d.muting.muted("log") == set()
+    announced = [json.loads(line)["labels"]["gpu"] for line in dispatchers.log_stream.getvalue().splitlines()
+                 if json.loads(line).get("event") == "alert_firing"]
+    assert announced == ["3", "5"]  # the log notifier too, each once
+    # Its resolve now goes to the thread of the message announcing it.
+    d.handle([make_alert("GpuThermalMarginLow", "resolved", resolved_at_ms=NOW + 131_000, gpu=g,
+                         severity="warning") for g in ("3", "5")], [], NOW + 132_000)
+    wait_until(lambda: _drained(d), what="resolves delivered")
+    assert [len(fake_slack.replies(m.ts)) for m in fake_slack.top_level()] == [1, 1]
+
+
+def test_an_alert_inhibited_no_longer_is_announced_while_it_fires(
+        fake_slack: FakeSlack, slack_token: str, dispatchers: Dispatchers) -> None:
+    d = dispatchers(notify_config({"base_url": fake_slack.base_url}))  # the default inhibit rule
+    lost, down = make_alert("GpuFallenOffBus", gpu="5"), make_alert("EngineDown", job="vllm")
+    d.handle([lost, down], [], NOW)
+    wait_until(lambda: _drained(d), what="delivered")
+    assert _posted(fake_slack) == ["GpuFallenOffBus"]
+    d.handle([make_alert("GpuFallenOffBus", "resolved", resolved_at_ms=NOW + 500, gpu="5"), down], [], NOW + 1000)
+    wait_until(lambda: _drained(d), what="delivered")
+    assert _posted(fake_slack) == ["EngineDown", "GpuFallenOffBus"]
+
+
+def test_an_unmuting_the_database_could_not_store_is_announced_once_it_can(
+        fake_slack: FakeSlack, slack_token: str, dispatchers: Dispatchers) -> None:
+    d = dispatchers(notify_config({"base_url": fake_slack.base_url}))
+    d.muting.store.add([Matcher.parse("gpu=3")], NOW, NOW + 60_000, "alice", "fan swap", NOW)
+    hot3 = make_alert("GpuThermalMarginLow", gpu="3", severity="warning")
+    d.handle([hot3], [], NOW + 1_000)
+    conn = d.db._conn
+    conn.execute("PRAGMA query_only = ON")  # a full disk: every write fails
+    d.handle([hot3], [], NOW + 61_000)
+    assert d.muting.muted("slack") == {hot3.fingerprint}  # the unmuting was not stored, so not forgotten
+    conn.execute("PRAGMA query_only = OFF")
+    d.handle([hot3], [], NOW + 62_000)
+    d.handle([hot3], [], NOW + 63_000)
+    wait_until(lambda: _drained(d), what="delivered")
+    assert _posted(fake_slack) == ["GpuThermalMarginLow"] and d.muting.muted("slack") == set()

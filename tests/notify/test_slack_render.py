@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from watchdog.model import Alert, AlertState
 from watchdog.notify.blockkit import escaping_problems, validate_message, visible_text
-from watchdog.notify.model import AlertSnapshot
 from watchdog.notify.slack_blocks import (
     Links,
     Rendered,
@@ -21,8 +21,8 @@ RESOLVED_MS = FIRED_MS + 754_000
 LINKS = Links(grafana_url="https://grafana.example/", runbook_base_url="https://runbooks.example/rb")
 
 
-def _alert(gpu: str, **annotations: str) -> AlertSnapshot:
-    return AlertSnapshot(
+def _alert(gpu: str, **annotations: str) -> Alert:
+    return Alert(state=AlertState.RESOLVED, active_at_ms=FIRED_MS,
         fingerprint=f"fp{gpu:0>14}", name="GpuThermalMarginLow",
         labels={"alertname": "GpuThermalMarginLow", "severity": "warning", "gpu": gpu, "uuid": f"GPU-{gpu}",
                 "job": "vllm<a&b>", "instance": "127.0.0.1:8000", "model_name": "llama <3>"},

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.notify.alerts import make_alert, xid_storm
+from watchdog.model import AlertState
 from watchdog.notify.grouping import group_transitions, member_description
-from watchdog.notify.model import AlertSnapshot, Transition
+from watchdog.notify.model import Transition
 from watchdog.notify.transitions import KnownAlert, derive_transitions
 
 
 def _known(alerts, state="firing"):
-    return {
-        a.fingerprint: KnownAlert(a.fingerprint, state, AlertSnapshot.from_alert(a), a.active_at_ms, a.fired_at_ms)
-        for a in alerts
-    }
+    return {a.fingerprint: KnownAlert(replace(a, state=AlertState(state))) for a in alerts}
 
 
 def test_new_firing_alert_is_one_transition_and_pending_is_none() -> None:
@@ -75,7 +75,7 @@ def test_pending_that_goes_away_is_forgotten() -> None:
 def test_same_cause_groups_into_one_notification_with_members_in_gpu_order() -> None:
     storm = xid_storm(gpus=12)
     other = make_alert("GpuHot", gpu="3")
-    transitions = [Transition("firing", AlertSnapshot.from_alert(a)) for a in [*reversed(storm), other]]
+    transitions = [Transition("firing", a) for a in [*reversed(storm), other]]
     groups = group_transitions(transitions, at_ms=1)
     assert [len(g.members) for g in groups] == [12, 1]
     assert [m.labels["gpu"] for m in groups[0].members] == [str(i) for i in range(12)]
@@ -87,12 +87,12 @@ def test_different_xid_or_severity_is_a_different_cause() -> None:
     a = make_alert("GpuXidError", gpu="0", xid="79")
     b = make_alert("GpuXidError", gpu="1", xid="48")
     c = make_alert("GpuXidError", gpu="2", xid="79", severity="warning")
-    groups = group_transitions([Transition("firing", AlertSnapshot.from_alert(x)) for x in (a, b, c)], at_ms=1)
+    groups = group_transitions([Transition("firing", x) for x in (a, b, c)], at_ms=1)
     assert len(groups) == 3
 
 
 def test_grouping_disabled_keeps_every_alert_apart() -> None:
-    transitions = [Transition("firing", AlertSnapshot.from_alert(a)) for a in xid_storm(gpus=3)]
+    transitions = [Transition("firing", a) for a in xid_storm(gpus=3)]
     assert len(group_transitions(transitions, at_ms=1, enabled=False)) == 3
 
 
@@ -143,3 +143,60 @@ def test_states_are_one_enum_stored_as_plain_text(tmp_path) -> None:
     db.close()
     group = GroupNotification(AlertState.RESOLVED, (gone.transitions[0].alert,), 80_000)
     assert alert_fields(group.kind, group.lead, "node-1", group)["event"] == "alert_resolved"
+
+
+# A notify_alerts row and a Slack message as the code before Alert was the stored type wrote them
+# (notify.model.AlertSnapshot, json.dumps of its asdict), byte for byte.
+OLD_SNAPSHOT = ('{"fingerprint": "0123abcd", "name": "GpuHot", "labels": {"alertname": "GpuHot", "gpu": "0", '
+                '"severity": "warning"}, "annotations": {"summary": "hot"}, "value": 91.5, "fired_at_ms": 61000, '
+                '"resolved_at_ms": 0, "generator": "gpu_temp > 90"}')
+OLD_ROW = ("0123abcd", "GpuHot", "firing", OLD_SNAPSHOT, 1_000, 61_000, 0, 0, "slack:0123abcd", 70_000)
+
+
+def test_rows_written_in_the_old_shape_read_back_and_rewrite_byte_for_byte(tmp_path) -> None:
+    """A state database written before ``Alert`` replaced the notification snapshot: its firing row loads
+    as the same alert, is written back unchanged, and resolving it derives the same key and snapshot."""
+    import json
+
+    from watchdog.infra.state import StateDB
+    from watchdog.model import Alert
+    from watchdog.notify.state_store import AlertStateStore
+
+    db = StateDB(tmp_path / "state.db")
+    store = AlertStateStore(db)
+    columns = ("fingerprint, alertname, state, snapshot, active_at_ms, fired_at_ms, keep_firing_since_ms, "
+               "resolved_at_ms, slack_message_key, updated_ms")
+    with db.transaction() as cur:
+        cur.execute(f"INSERT INTO notify_alerts({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", OLD_ROW)
+        cur.execute("INSERT INTO notify_slack_messages(message_key, members, created_ms) VALUES (?, ?, ?)",
+                    ("slack:0123abcd", f"[{OLD_SNAPSHOT}]", 70_000))
+    known = store.load_alerts()["0123abcd"]
+    assert known.state is AlertState.FIRING and known.slack_message_key == "slack:0123abcd"
+    assert (known.alert.active_at_ms, known.alert.fired_at_ms, known.alert.value) == (1_000, 61_000, 91.5)
+    assert json.dumps(known.alert.to_json()) == OLD_SNAPSHOT
+    assert Alert.from_json(known.alert.to_json(), AlertState.FIRING, active_at_ms=1_000) == known.alert
+
+    with db.transaction() as cur:
+        cur.execute("DELETE FROM notify_alerts")
+        store.upsert_alert(cur, known, 70_000)
+    assert tuple(db.query(f"SELECT {columns} FROM notify_alerts")[0]) == OLD_ROW
+    found = store.slack_message("slack:0123abcd")
+    assert found is not None and [json.dumps(m.to_json()) for m in found[2]] == [OLD_SNAPSHOT]
+    assert found[2][0].state is AlertState.FIRING  # a stored member's state follows from its times
+
+    gone = derive_transitions({"0123abcd": known}, [], now_ms=80_000)
+    assert [t.key for t in gone.transitions] == ["0123abcd:resolved:61000"]
+    resolved = gone.upserts[0]
+    assert (resolved.state, resolved.slack_message_key, resolved.alert.active_at_ms) == (
+        AlertState.RESOLVED, "slack:0123abcd", 1_000)
+    resolved_json = OLD_SNAPSHOT.replace('"resolved_at_ms": 0', '"resolved_at_ms": 80000')
+    assert json.dumps(resolved.alert.to_json()) == resolved_json
+    db.close()
+
+
+def test_what_the_notification_side_keeps_shares_no_dict_with_the_engine() -> None:
+    a = make_alert("GpuHot", gpu="0")
+    d = derive_transitions({}, [a], now_ms=2_000_000)
+    a.labels["gpu"], a.annotations["summary"] = "7", "changed"
+    kept = d.upserts[0].alert
+    assert (kept.labels["gpu"], d.transitions[0].alert.annotations["summary"]) == ("0", "GpuHot on {'gpu': '0'}")

@@ -3,15 +3,20 @@ relabel rules do what the text says (checked against the series the agent export
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+import urllib.parse
 from pathlib import Path
 
 import pytest
 import yaml
 
-from .conftest import REPO
+from tests.loopback import page_handler, serving
+from tests.support.polling import wait_until
+
+from .conftest import REPO, free_port, http_get
 
 OPERATIONS = REPO / "docs" / "operations.md"
 needs_promtool = pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
@@ -74,3 +79,51 @@ def test_deployment_b_drops_exactly_the_rule_outputs() -> None:
     kept = [name for name in load_catalogue() if name not in ("ALERTS", "ALERTS_FOR_STATE")]
     assert not [name for name in kept if regex.match(name)]
     assert not regex.match("vllm:num_requests_running")
+
+
+def test_deployment_b_scrapes_the_engines_under_the_agents_job_names() -> None:
+    config = yaml.safe_load(snippets("promtool-config")[1])
+    agent, engine = config["scrape_configs"]
+    assert agent["honor_labels"] is True and "honor_labels" not in engine  # Prometheus' own up of the engine
+
+
+# What an agent with ``pass_through_engine_series`` exports for one engine that is down.
+AGENT_PAGE = b"""watchdog_engine_up{job="vllm-llama70b",instance="127.0.0.1:8000"} 0
+vllm:num_requests_running{job="vllm-llama70b",instance="127.0.0.1:8000",model_name="m"} 3
+engine:requests_running{job="vllm-llama70b",instance="127.0.0.1:8000",model_name="m"} 3
+"""
+
+
+@pytest.mark.skipif(shutil.which("prometheus") is None, reason="prometheus (Debian package) is not installed")
+def test_deployment_b_prime_gives_prometheus_the_engines_up(tmp_path: Path) -> None:
+    """Snippet B' in a real Prometheus: the agent's watchdog_engine_up becomes the engine's up (what
+    EngineDown reads), the engine's own series arrive, the agent's rule outputs are dropped."""
+    config = yaml.safe_load(snippets("promtool-config")[2])
+    config["rule_files"] = []
+    config["global"] = {"scrape_interval": "1s", "scrape_timeout": "1s"}
+    port = free_port()
+    with serving(page_handler(AGENT_PAGE)) as base:
+        config["scrape_configs"][0]["static_configs"][0]["targets"] = [base.removeprefix("http://")]
+        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+        process = subprocess.Popen(
+            [str(shutil.which("prometheus")), f"--config.file={tmp_path / 'prometheus.yml'}",
+             f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            def query(expr: str) -> dict[str, str]:
+                body = http_get(f"http://127.0.0.1:{port}/api/v1/query?query={urllib.parse.quote(expr)}")
+                return {s["metric"].get("job", ""): s["value"][1] for s in json.loads(body.text)["data"]["result"]}
+
+            def scraped() -> bool:
+                try:
+                    return len(query("up")) == 2
+                except (OSError, ValueError):  # not listening yet, or not ready (503, no JSON)
+                    return False
+
+            wait_until(scraped, 30, "Prometheus to scrape the agent page")
+            assert query("up") == {"inference-watchdog": "1", "vllm-llama70b": "0"}
+            assert query("vllm:num_requests_running") == {"vllm-llama70b": "3"}
+            assert query("engine:requests_running") == {} and query("watchdog_engine_up") == {}
+        finally:
+            process.terminate()
+            process.wait(timeout=15)

@@ -11,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from watchdog.config.settings import ExporterSettings, section_settings
+from tests.loopback import page_handler, serving
+from watchdog.collectors.base import CollectorRunner, ingest_results
+from watchdog.collectors.engines import EngineCollector
+from watchdog.config.settings import EngineSettings, ExporterSettings, section_settings
 from watchdog.exporter.collector import SeriesLimiter
 from watchdog.exporter.security import BasicAuth, ExporterConfigError, load_security
 from watchdog.exporter.server import ExporterServer, accepts_gzip, exporter_for_store
@@ -208,9 +211,10 @@ def test_config_errors_name_the_key(section: dict[str, object], message: str) ->
 
 
 def test_cardinality_cap_per_metric(servers: list[ExporterServer]) -> None:
-    """An engine floods new label values: the exported series stay bounded and the drops are counted."""
+    """An engine floods new label values (passed through): the exported series stay bounded and the drops
+    are counted."""
     store = Store()
-    server = start(servers, store, {"max_series_per_metric": 50})
+    server = start(servers, store, {"max_series_per_metric": 50, "pass_through_engine_series": True})
 
     def flood(first: int, count: int) -> None:
         samples = [Sample(metric("vllm:lora_requests_info", job="vllm", instance="h:8000", adapter=f"a{i:05d}"),
@@ -269,3 +273,49 @@ def test_no_secret_in_metrics_or_logs(servers: list[ExporterServer], tmp_path: P
     assert PASSWORD not in logged
     record = logging.LogRecord("t", logging.ERROR, __file__, 1, f"oops {PASSWORD}", (), None)
     assert PASSWORD not in formatter.format(record)  # registered for redaction when it was read
+
+
+ENGINE_PAYLOAD = b"""# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m",engine="0"} 7
+"""
+
+
+def exported_names(server: ExporterServer) -> set[str]:
+    return {key.partition("{")[0] for key in parse_metrics(http_get(server.url + "/metrics").text)}
+
+
+def test_engine_series_pass_through_is_opt_in_and_scrape_series_never_exported(
+        servers: list[ExporterServer]) -> None:
+    """A real engine collector scrapes a loopback vLLM page into the store, next to rule outputs: by
+    default the exporter leaves out the engine's own series and always Prometheus' up/scrape_* names;
+    ``pass_through_engine_series`` (applied by reload, like the other exporter settings) adds the former."""
+    store = Store()
+    with serving(page_handler(ENGINE_PAYLOAD)) as base:
+        endpoint = section_settings(EngineSettings, "engines[]", {"url": base + "/metrics", "job": "vllm"})
+        engine = EngineCollector(endpoint)
+        runner = CollectorRunner([engine])
+        ingest_results(store, runner.run_once(), int(NOW * 1000))
+        runner.close()
+    instance = base.removeprefix("http://")
+    store.ingest("rules:serving/0", [
+        Sample(metric("engine:requests_running", job="vllm", instance=instance, model_name="m"), 7.0),
+        Sample(metric("ALERTS", alertname="EngineDown", alertstate="firing", job="vllm", instance=instance), 1.0),
+    ], int(NOW * 1000))
+    assert {"up", "scrape_duration_seconds", "vllm:num_requests_running"} <= set(store.names())  # rules read them
+    server = start(servers, store)
+    agent_and_rules = {"watchdog_engine_up", "watchdog_engine_scrape_duration_seconds",
+                       "watchdog_engine_scrape_samples_scraped", "watchdog_engine_info", "engine:requests_running",
+                       "ALERTS", "watchdog_collector_success"}
+    prometheus_own = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
+    names = exported_names(server)
+    assert agent_and_rules <= names
+    assert not names & (prometheus_own | {"vllm:num_requests_running"})
+    assert parse_metrics(http_get(server.url + "/metrics").text)[
+        f'watchdog_engine_up{{instance="{instance}",job="vllm"}}'] == 1.0
+
+    server.reload(exporter_settings({"pass_through_engine_series": True}))
+    names = exported_names(server)
+    assert agent_and_rules | {"vllm:num_requests_running"} <= names
+    assert not names & prometheus_own
+    server.reload(exporter_settings({}))
+    assert "vllm:num_requests_running" not in exported_names(server)

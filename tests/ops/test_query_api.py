@@ -262,3 +262,48 @@ def test_the_daemon_serves_the_api_over_a_running_agent(tmp_path: Path) -> None:
         assert group["name"] == "gpu" and group["rules"][0]["health"] == "ok" and group["interval"] == 1
     finally:
         exporter.stop()
+        agent.close(timeout_seconds=1)
+
+
+SUPPRESSION_RULES = """
+groups:
+  - name: node
+    rules:
+""" + "".join(f"""      - alert: {name}
+        expr: vector(1)
+        labels: {{severity: warning{extra}}}
+        annotations: {{summary: s, description: d, runbook: gpu-xid}}
+""" for name, extra in [("GpuFallenOffBus", ', gpu: "5"'), ("EngineDown", ", job: vllm"),
+                        ("GpuThermalMarginLow", ', gpu: "3"')])
+
+
+def test_alerts_show_alertmanagers_suppression_status(tmp_path: Path) -> None:
+    """``/api/v1/alerts`` of a running agent: a silenced alert names its silence, an inhibited one the
+    firing alert that inhibits it (the default inhibit rule: a lost GPU inhibits the engine alerts)."""
+    from tests.support.agents import make_agent
+    from watchdog.daemon.serve import build_exporter
+    from watchdog.notify.silences import Matcher
+
+    now = [NOW]
+    agent = make_agent(tmp_path, SUPPRESSION_RULES, clock=lambda: now[0])
+    silence = agent.dispatcher.muting.store.add([Matcher.parse("gpu=3")], int(NOW * 1000) - 1,
+                                                int(NOW * 1000) + 3_600_000, "alice", "fan swap", int(NOW * 1000))
+    agent.tick()
+    fingerprints = {a.name: a.fingerprint for a in agent.rule_engine.alerts()}
+    exporter = build_exporter(agent, "127.0.0.1:0")
+    exporter.start()
+    try:
+        alerts = json.loads(http_get(f"{exporter.url}/api/v1/alerts").text)["data"]["alerts"]
+        status = {a["labels"]["alertname"]: (a["state"], a["status"]) for a in alerts}
+        assert status == {
+            "GpuFallenOffBus": ("firing", {"state": "active", "silencedBy": [], "inhibitedBy": []}),
+            "EngineDown": ("firing", {"state": "suppressed", "silencedBy": [],
+                                      "inhibitedBy": [fingerprints["GpuFallenOffBus"]]}),
+            "GpuThermalMarginLow": ("firing", {"state": "suppressed", "silencedBy": [silence.id], "inhibitedBy": []}),
+        }
+        agent.dispatcher.muting.store.expire(silence.id, int(NOW * 1000))
+        alerts = json.loads(http_get(f"{exporter.url}/api/v1/alerts").text)["data"]["alerts"]
+        assert {a["labels"]["alertname"]: a["status"]["state"] for a in alerts}["GpuThermalMarginLow"] == "active"
+    finally:
+        exporter.stop()
+        agent.close(timeout_seconds=1)

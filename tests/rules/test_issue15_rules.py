@@ -1,7 +1,7 @@
-"""Issue 15's rule files (rules/forecast.yaml: the KV exhaustion forecast; rules/probe.yaml: canary probe alerts;
-rules/serving-config.yaml: the engine-config audit): valid for promtool and for us, their tests passing under
-both, every alert complete (severity, summary, description, a runbook that lists it), their groups apart from
-the rest of the pack, and the forecast's configured horizon generated into the rule set."""
+"""Issue 15's rule files (rules/engines.yaml's last part: the KV exhaustion forecast; rules/probe.yaml:
+canary probe alerts; rules/serving-config.yaml: the engine-config audit): valid for promtool and for us, their
+tests passing under both, every alert complete (severity, summary, description, a runbook that lists it), their
+groups apart from the rest of the pack, and the forecast's configured horizon generated into the rule set."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ from watchdog.runbooks.catalogue import load_catalogue
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "rules"
-FORECAST = RULES / "forecast.yaml"
+FORECAST = RULES / "engines.yaml"  # the forecast is the last part of the ordered engines group
 FILES = [FORECAST, RULES / "probe.yaml", RULES / "serving-config.yaml", RULES / "engine-logs.yaml"]
 TEST_FILES = [RULES / "tests" / "forecast.yaml", RULES / "tests" / "forecast_horizon.yaml",
+              RULES / "tests" / "forecast_surge.yaml",
               RULES / "tests" / "probe_alerts.yaml", RULES / "tests" / "serving_config.yaml",
               RULES / "tests" / "engine_log_alerts.yaml"]
 GENERATED = RULES / "tests" / "generated"
@@ -79,7 +80,7 @@ def test_groups_are_apart_from_the_pack() -> None:
     ruleset = load_rule_files([str(p) for p in sorted(RULES.glob("*.yaml"))])
     names = [g.name for g in ruleset.groups]
     assert len(names) == len(set(names)), names
-    assert {"engine-forecast", "engine-probes", "engine-config-audit", "engine-log-events"} <= set(names)
+    assert {"engines", "engine-probes", "engine-config-audit", "engine-log-events"} <= set(names)
 
 
 def test_generated_example_matches_the_generator() -> None:

@@ -43,4 +43,4 @@ def test_the_default_pack_keeps_gpu_and_kernel_log_groups_on_the_fault_path() ->
     assert {name for name, lane in lanes.items() if lane is Lane.FAULT} >= {
         "gpu-presence", "gpu-events", "gpu-health", "host"}
     assert {name for name, lane in lanes.items() if lane is Lane.ENGINE} >= {
-        "engines", "engine-slo-default", "engine-alerts", "engine-forecast"}
+        "engines", "engine-slo-default", "engine-alerts"}

@@ -89,7 +89,7 @@ def test_show_refuses_a_hostile_label(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_show_uses_live_alerts_and_history(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from watchdog.notify.model import AlertSnapshot
+    from watchdog.model import Alert, AlertState
     from watchdog.notify.state_store import AlertStateStore
     from watchdog.notify.transitions import KnownAlert
     from watchdog.rules.alerting import fingerprint
@@ -99,10 +99,11 @@ def test_show_uses_live_alerts_and_history(tmp_path: Path, capsys: pytest.Captur
     labels = {"alertname": "EngineDown", "job": "vllm", "instance": "127.0.0.1:8000", "severity": "critical"}
     fp = fingerprint(labels)
     now_ms = int(time.time() * 1000)
-    snapshot = AlertSnapshot(fp, "EngineDown", labels, {"summary": "down"}, 0.0, now_ms - 60_000)
+    alert = Alert("EngineDown", labels, {"summary": "down"}, AlertState.FIRING, 0.0, fp,
+                  active_at_ms=now_ms - 60_000, fired_at_ms=now_ms - 60_000)
     store = AlertStateStore(db)
     with db.transaction() as cur:
-        store.upsert_alert(cur, KnownAlert(fp, "firing", snapshot, fired_at_ms=now_ms - 60_000), now_ms)
+        store.upsert_alert(cur, KnownAlert(alert), now_ms)
     RunbookState(db).record(AuditRecord(now_ms - 5 * 60_000, fp, "EngineDown", "engine-down",
                                         "restart-engine", Decision.STARTED, action_key="systemd:restart:vllm.service"))
     db.close()

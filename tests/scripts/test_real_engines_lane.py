@@ -32,14 +32,14 @@ def test_page_values_reads_alert_states_and_watched_series() -> None:
     page = "\n".join([
         'ALERTS{alertname="EngineDown",alertstate="firing",job="vllm"} 1',
         'ALERTS{alertname="EngineKvCacheNearFull",alertstate="pending",job="vllm"} 1',
-        'up{job="vllm",instance="127.0.0.1:8411"} 0',
-        'up{job="other",instance="127.0.0.1:9"} 1',
+        'watchdog_engine_up{job="vllm",instance="127.0.0.1:8411"} 0',
+        'watchdog_engine_up{job="other",instance="127.0.0.1:9"} 1',
         'engine:kv_cache_usage_ratio{job="vllm",engine="0"} 0.93',
         "",
     ])
     firing, pending, values = page_values(page)
     assert firing == {"EngineDown"} and pending == {"EngineKvCacheNearFull"}
-    assert values == {'up{job="vllm"}': 0.0, "engine:kv_cache_usage_ratio": 0.93}
+    assert values == {'watchdog_engine_up{job="vllm"}': 0.0, "engine:kv_cache_usage_ratio": 0.93}
 
 
 @pytest.mark.parametrize("mode", ["none", "shared", "unique"])

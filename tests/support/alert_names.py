@@ -11,7 +11,7 @@ ISSUE_5_ALERTS: tuple[str, ...] = (
 
 # Issue 13: GPUs that are not there or not usable until someone acts (rules/gpu-presence.yaml).
 GPU_PRESENCE_ALERTS: tuple[str, ...] = ("GpuDriverNotLoaded", "GpuMissing", "GpuRecoveryRequired")
-# Issue 15's alerts (rules/forecast.yaml, ...), kept apart from the issue-5 pack.
+# Issue 15's alerts (the forecast in rules/engines.yaml, ...), kept apart from the issue-5 pack.
 ISSUE_15_ALERTS: tuple[str, ...] = (
     "EngineKvExhaustionPredicted", "EngineWedged", "EngineProbeSlowWhileIdle", "EngineOutputChanged",
     "EngineConfigGpuMemoryUtilizationHigh", "EngineConfigMaxNumSeqsAboveBmax", "EngineConfigChunkedPrefillOff",

@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "xid",
     "gpu",
     "silence",
+    "alertmanager",
     "runbooks",
     "config",
     "plan",

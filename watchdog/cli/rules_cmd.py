@@ -22,6 +22,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from watchdog.model import AlertState
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 
@@ -157,7 +159,7 @@ def _eval(args: argparse.Namespace) -> int:
     except EvalInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    alerts = [a for a in result.alerts if a.state.value in ("pending", "firing")]
+    alerts = [a for a in result.alerts if a.state in (AlertState.PENDING, AlertState.FIRING)]
     if args.json:
         payload = {
             "at": result.at_ms / 1000.0,
@@ -170,7 +172,7 @@ def _eval(args: argparse.Namespace) -> int:
                     "annotations": dict(sorted(a.annotations.items())),
                     "value": _json_number(a.value),
                     "active_at": a.active_at_ms / 1000.0,
-                    "fired_at": a.fired_at_ms / 1000.0 if a.state.value == "firing" else None,
+                    "fired_at": a.fired_at_ms / 1000.0 if a.state is AlertState.FIRING else None,
                 }
                 for a in alerts
             ],
@@ -186,8 +188,8 @@ def _eval(args: argparse.Namespace) -> int:
 
     evaluated = format_duration(result.evaluated_at_ms)
     print(f"at {format_duration(result.at_ms)} (last evaluation at {evaluated}): "
-          f"{sum(a.state.value == 'firing' for a in alerts)} firing, "
-          f"{sum(a.state.value == 'pending' for a in alerts)} pending")
+          f"{sum(a.state is AlertState.FIRING for a in alerts)} firing, "
+          f"{sum(a.state is AlertState.PENDING for a in alerts)} pending")
     for a in alerts:
         labels = {k: v for k, v in a.labels.items() if k != "alertname"}
         print(f"{a.state.value:<8} {a.name} {format_labels_go(labels)} value={format_float(a.value)} "

@@ -42,7 +42,7 @@ from typing import Any, Protocol, TypeVar
 
 from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
-from watchdog.store import LabelValuesExceeded, SeriesQuotaExceeded, Store
+from watchdog.store import COLLECTOR_SOURCE_PREFIX, LabelValuesExceeded, SeriesQuotaExceeded, Store
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ def ingest_results(store: Store, results: Iterable[CollectResult], now_ms: int,
     ``fallback`` and reported failed with the quota's reason; returns the results as stored."""
     stored: list[CollectResult] = []
     for result in results:
-        source = f"collector:{result.name}"
+        source = COLLECTOR_SOURCE_PREFIX + result.name
         try:
             store.ingest(source, result.samples, now_ms)
         except LabelValuesExceeded as exc:  # stored without the churning series

@@ -12,7 +12,8 @@ One collector per configured endpoint (``engines:`` in the config), named ``engi
   ``instance`` (host:port of the URL) and the configured extra ``labels``; a payload label that clashes
   with a target label is kept as ``exported_<name>``.
 - Add the numeric config series of :mod:`watchdog.engines.config_series` (KV blocks, block size).
-- Always return ``up``, ``scrape_duration_seconds`` and ``scrape_samples_scraped`` for the target, plus
+- Always return ``up``, ``scrape_duration_seconds`` and ``scrape_samples_scraped`` for the target (and
+  their ``watchdog_engine_*`` copies, which the exporter exports instead), plus
   ``watchdog_engine_info{kind}``: a down, slow, garbage or oversized endpoint is ``up 0`` with no other
   series (its previous series go stale), and never affects another endpoint.
 
@@ -201,14 +202,22 @@ def detect_kind(names: Iterable[str]) -> str:
     return best if counts[best] else "unknown"
 
 
+# Prometheus' per-scrape series and the agent's own names for them. Rules read Prometheus' names (so a
+# rule works here and in a Prometheus scraping the engine); the exporter never exports those (they are
+# Prometheus' own for its targets) but exports the ``watchdog_engine_*`` copies.
+SCRAPE_SERIES = (
+    ("up", "watchdog_engine_up"),
+    ("scrape_duration_seconds", "watchdog_engine_scrape_duration_seconds"),
+    ("scrape_samples_scraped", "watchdog_engine_scrape_samples_scraped"),
+)
+
+
 def scrape_result_samples(targets: Mapping[str, str], up: bool, duration_seconds: float,
                           samples_scraped: int) -> list[Sample]:
-    """The per-target series Prometheus synthesises for every scrape."""
-    return [
-        Sample(make_labels({**targets, METRIC_NAME: "up"}), 1.0 if up else 0.0),
-        Sample(make_labels({**targets, METRIC_NAME: "scrape_duration_seconds"}), duration_seconds),
-        Sample(make_labels({**targets, METRIC_NAME: "scrape_samples_scraped"}), float(samples_scraped)),
-    ]
+    """The per-target series Prometheus synthesises for every scrape, under its names and under ours."""
+    values = (1.0 if up else 0.0, duration_seconds, float(samples_scraped))
+    return [Sample(make_labels({**targets, METRIC_NAME: name}), value)
+            for names, value in zip(SCRAPE_SERIES, values, strict=True) for name in names]
 
 
 def parse_payload(text: str, targets: Mapping[str, str],

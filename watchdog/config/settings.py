@@ -378,6 +378,7 @@ class ExporterSettings:
     basic_auth: BasicAuthSettings
     max_series_per_metric: int
     max_series_per_job: int
+    pass_through_engine_series: bool
 
 
 # -- the whole file -----------------------------------------------------------------------------------

@@ -54,7 +54,8 @@ def build_exporter(agent: Agent, listen: str) -> ExporterServer:
                                   section=agent.settings.exporter, clock=agent.clock)
     exporter.api = QueryAPI(agent.store, engine=lambda: agent.rule_engine, clock=agent.clock,
                             subquery_step_ms=round(agent.settings.tick_interval_seconds * 1000),
-                            sample_limit=agent.settings.rules.max_samples)
+                            sample_limit=agent.settings.rules.max_samples,
+                            suppression=lambda alerts, now_ms: agent.dispatcher.muting.suppression(alerts, now_ms))
     return exporter
 
 

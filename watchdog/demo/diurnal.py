@@ -1,6 +1,6 @@
 """Simulated diurnal traffic on one vLLM engine, and a replay of the rule pack over it on simulated time.
 
-For the KV exhaustion forecast (rules/forecast.yaml, docs/forecast.md): an hour of traffic takes seconds,
+For the KV exhaustion forecast (rules/engines.yaml, docs/forecast.md): an hour of traffic takes seconds,
 because nothing waits for the wall clock. The traffic is random but seeded (reproducible):
 
 - arrivals per second follow a day curve ``low + (peak - low) * (1 - cos(2 pi t / 1 day)) / 2``; the

@@ -31,6 +31,7 @@ from watchdog.config.settings import Settings, settings_from_config
 from watchdog.demo.progress import DemoProgress
 from watchdog.demo.scenario import Scenario
 from watchdog.infra.paths import asset_dir
+from watchdog.model import AlertState
 
 log = logging.getLogger("watchdog.demo")
 
@@ -138,7 +139,7 @@ def _merge(doc: dict[str, Any], extra: Mapping[str, Any]) -> None:
 def _report(progress: DemoProgress, agent: Any) -> None:
     """Print the progress lines of the tick that just ended (after_tick hook)."""
     firing = {a.name for a in agent.history_fired}
-    pending = {a.name for a in agent.alerts if a.state.value == "pending"}
+    pending = {a.name for a in agent.alerts if a.state is AlertState.PENDING}
     for line in progress.update(agent.clock(), firing, pending):
         print(line, file=sys.stderr, flush=True)
 

@@ -1,8 +1,9 @@
 """The rule group generated from the config's ``forecast`` section (the KV exhaustion forecast's horizon).
 
-``rules/forecast.yaml`` computes ``engine:kv_exhaustion_eta_seconds`` and raises
-``EngineKvExhaustionPredicted`` below ``engine:kv_exhaustion_horizon_seconds``, or below 600 s where that
-series does not exist (a plain Prometheus loading only the rule pack). :func:`forecast_rule_groups`
+The ``engines`` group (``rules/engines.yaml``, :mod:`watchdog.engines.kv_forecast`) computes
+``engine:kv_exhaustion_eta_seconds`` and raises ``EngineKvExhaustionPredicted`` below
+``engine:kv_exhaustion_horizon_seconds``, or below 600 s where that series does not exist (a plain
+Prometheus loading only the rule pack). :func:`forecast_rule_groups`
 returns the group that records the configured horizon, for ``rules render`` and the agent. Pure: settings
 in, data out. Formulas and lead times: docs/forecast.md.
 """

@@ -11,7 +11,10 @@ parameter or query), ``execution`` 422 (evaluation error), ``timeout`` 503 (past
 Unix seconds or RFC 3339; durations seconds or Prometheus durations. Subqueries without a step use the
 agent's tick. The store holds what the agent keeps (15 minutes at 1 s by default), so this is a
 data source for one node's recent past (docs/dashboards.md). Authentication and TLS are the
-exporter's (``server.py`` calls :meth:`QueryAPI.handle` after its auth check).
+exporter's (``server.py`` calls :meth:`QueryAPI.handle` after its auth check). One addition to
+Prometheus' shapes: with ``suppression`` set (the agent sets it), each alert of ``/api/v1/alerts`` also
+has Alertmanager's ``status``: ``{"state": "active"|"suppressed", "silencedBy": [silence ids],
+"inhibitedBy": [fingerprints of firing alerts]}``; clients that do not know the field ignore it.
 """
 
 from __future__ import annotations
@@ -21,13 +24,13 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
 from watchdog.golang.gomath import format_api_value
-from watchdog.model import Labels
+from watchdog.model import Alert, AlertState, Labels
 from watchdog.promql import PromQLError, evaluate, parse_query
 from watchdog.promql import nodes as n
 from watchdog.promql.format import api_timestamp, to_api_json
@@ -61,16 +64,25 @@ class Response:
     content_type: str = "application/json"
 
 
+AlertSuppression = Callable[[Sequence[Alert], int], Mapping[str, tuple[Sequence[str], Sequence[str]]]]
+"""Given alerts and now (ms): for each suppressed one, by fingerprint, the ids of the silences matching it
+and the fingerprints of the firing alerts inhibiting it (:meth:`watchdog.notify.muting.Muting.suppression`)."""
+
+
 class QueryAPI:
     """Answers ``/api/v1/*`` requests; ``store`` is read, ``engine`` (a callable returning the current
     :class:`watchdog.rules.engine.RuleEngine` or None) gives ``rules`` and ``alerts``. ``sample_limit``
-    bounds the samples one evaluation holds and the points a range query returns (``--query.max-samples``)."""
+    bounds the samples one evaluation holds and the points a range query returns (``--query.max-samples``).
+    ``suppression`` adds Alertmanager's ``status`` (``state`` active or suppressed, ``silencedBy``,
+    ``inhibitedBy``) to each alert of ``/api/v1/alerts``, a field Prometheus' shape does not have."""
 
     def __init__(self, store: Any, engine: Callable[[], Any] = lambda: None,
                  clock: Callable[[], float] = time.time, subquery_step_ms: int = 1000,
-                 lookback_ms: int = 300_000, sample_limit: int | None = None) -> None:
+                 lookback_ms: int = 300_000, sample_limit: int | None = None,
+                 suppression: AlertSuppression | None = None) -> None:
         self.store = store
         self.engine = engine
+        self.suppression = suppression
         self.clock = clock
         self.subquery_step_ms = subquery_step_ms
         self.lookback_ms = lookback_ms
@@ -249,8 +261,17 @@ class QueryAPI:
 
     def _alerts(self) -> Any:
         engine = self.engine()
-        alerts = [] if engine is None else [a for a in engine.alerts() if a.state.value != "inactive"]
-        return {"alerts": [_alert_json(a) for a in alerts]}
+        alerts = [] if engine is None else [a for a in engine.alerts() if a.state is not AlertState.INACTIVE]
+        if self.suppression is None:
+            return {"alerts": [_alert_json(a) for a in alerts]}
+        suppressed = self.suppression(alerts, self._now_ms())
+        out = []
+        for alert in alerts:
+            silenced_by, inhibited_by = suppressed.get(alert.fingerprint, ((), ()))
+            out.append({**_alert_json(alert), "status": {
+                "state": "suppressed" if silenced_by or inhibited_by else "active",
+                "silencedBy": list(silenced_by), "inhibitedBy": list(inhibited_by)}})
+        return {"alerts": out}
 
 
 # ----------------------------------------------------------------------------------- helpers
@@ -363,11 +384,11 @@ def _rule_json(status: Any, stats: Any) -> dict[str, Any]:
         common["lastError"] = status.last_error
     if not hasattr(rule, "alert"):
         return {**common, "type": "recording"}
-    active = [a for a in status.alerts if a.state.value != "inactive"]
-    state = "firing" if any(a.state.value == "firing" for a in active) else \
-        "pending" if active else "inactive"
+    active = [a for a in status.alerts if a.state is not AlertState.INACTIVE]
+    state = AlertState.FIRING if any(a.state is AlertState.FIRING for a in active) else \
+        AlertState.PENDING if active else AlertState.INACTIVE
     return {
-        "state": state, **common,
+        "state": state.value, **common,
         "duration": rule.for_ms / 1000,
         "keepFiringFor": rule.keep_firing_for_ms / 1000,
         "annotations": dict(rule.annotations),

@@ -1,9 +1,10 @@
 """prometheus-client collector that reads the store at scrape time, with bounded cardinality.
 
 Contract:
-- Each scrape yields every non-stale series in the store (newest point within the lookback, no
-  timestamps), grouped into metric families; agent series are typed and documented from the catalogue,
-  other series (engine pass-through, recording-rule outputs, ``ALERTS``) are ``untyped``. Extra sample
+- Each scrape yields every non-stale series in the store that :class:`ExportSelection` keeps (newest point
+  within the lookback, no timestamps), grouped into metric families; agent series are typed and documented
+  from the catalogue, other series (recording-rule outputs, ``ALERTS``, engine pass-through) are
+  ``untyped``. Extra sample
   providers (self-metrics computed on demand) are called at scrape time and merged in.
 - Cardinality is bounded by :class:`SeriesLimiter`: at most ``max_series_per_metric`` series per metric
   name and ``max_series_per_job`` per ``job`` label value. A series exported before keeps its slot while
@@ -28,6 +29,7 @@ from prometheus_client.registry import Collector
 from watchdog.config.settings import ExporterSettings, section_settings
 from watchdog.exporter.catalogue import load_catalogue
 from watchdog.exporter.page import PageCache
+from watchdog.exporter.selection import ExportSelection
 from watchdog.model import METRIC_NAME, Labels, Sample, label_value, metric, metric_name
 from watchdog.store import Store
 
@@ -145,12 +147,14 @@ class StoreCollector(Collector):
         clock: Callable[[], float] = time.time,
         lookback_ms: int = 300_000,
         limiter: SeriesLimiter | None = None,
+        selection: ExportSelection | None = None,
     ) -> None:
         self.store = store
         self.providers = list(providers)
         self.clock = clock
         self.lookback_ms = lookback_ms
         self.limiter = limiter or SeriesLimiter()
+        self.selection = selection or ExportSelection()
         self.page = PageCache(family_of)
 
     def unsorted_samples(self) -> list[tuple[Labels, float]]:
@@ -158,7 +162,8 @@ class StoreCollector(Collector):
         (never capped: they are the agent's own few self-metrics, including the count of what the caps
         dropped; a provider's sample replaces a stored one with the same labels)."""
         now_ms = int(self.clock() * 1000)
-        from_store = [(labels, value) for labels, _, value in self.store.latest_values(now_ms, self.lookback_ms)]
+        from_store = [(labels, value) for labels, _, value in self.store.latest_values(
+            now_ms, self.lookback_ms, keep=self.selection.keep)]
         merged: dict[Labels, float] = dict(self.limiter.admit_unsorted(from_store))
         for provider in [*self.providers, self.limiter.self_samples]:
             for sample in provider():

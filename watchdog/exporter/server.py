@@ -44,6 +44,7 @@ from watchdog.exporter.collector import (
     StoreCollector,
 )
 from watchdog.exporter.security import ExporterSecurity, load_security
+from watchdog.exporter.selection import ExportSelection
 from watchdog.model import Sample, metric
 from watchdog.store import Store
 
@@ -182,12 +183,14 @@ class ExporterServer:
         security: ExporterSecurity | None = None,
         stats: ExporterStats | None = None,
         limiter: SeriesLimiter | None = None,
+        selection: ExportSelection | None = None,
         page: Callable[[], bytes] | None = None,
     ) -> None:
         """``page`` renders ``/metrics`` (default: ``generate_latest`` over ``registry``)."""
         self.registry = registry
         self.page = page or (lambda: generate_latest(self.registry))
         self.limiter = limiter
+        self.selection = selection
         self.host, self.port = parse_listen(address)
         self.ready = ready
         self.security = security or ExporterSecurity()
@@ -217,6 +220,8 @@ class ExporterServer:
         self.reconfigure(prepared.security)
         if self.limiter is not None:
             self.limiter.set_limits(prepared.max_series_per_metric, prepared.max_series_per_job)
+        if self.selection is not None:
+            self.selection.pass_through_engine_series = prepared.pass_through_engine_series
 
     def reload(self, section: ExporterSettings, environ: Mapping[str, str] | None = None) -> None:
         """Re-read certificates, key and password and apply new caps from the ``exporter`` settings.
@@ -339,12 +344,13 @@ class PreparedExporter:
     security: ExporterSecurity
     max_series_per_metric: int
     max_series_per_job: int
+    pass_through_engine_series: bool
 
 
 def prepare_exporter(section: ExporterSettings, environ: Mapping[str, str] | None = None) -> PreparedExporter:
     """Load what the ``exporter`` settings name; raises :class:`ExporterConfigError`, changes nothing."""
     return PreparedExporter(load_security(section, environ), section.max_series_per_metric,
-                            section.max_series_per_job)
+                            section.max_series_per_job, section.pass_through_engine_series)
 
 
 def exporter_for_store(
@@ -360,9 +366,11 @@ def exporter_for_store(
     Raises :class:`watchdog.exporter.security.ExporterConfigError` on a bad section."""
     prepared = prepare_exporter(section or section_settings(ExporterSettings, "exporter"), environ)
     limiter = SeriesLimiter(prepared.max_series_per_metric, prepared.max_series_per_job)
+    selection = ExportSelection(prepared.pass_through_engine_series)
     stats = ExporterStats()
     registry = CollectorRegistry(auto_describe=False)
-    collector = StoreCollector(store, providers=[stats.self_samples], clock=clock, limiter=limiter)
+    collector = StoreCollector(store, providers=[stats.self_samples], clock=clock, limiter=limiter,
+                               selection=selection)
     registry.register(collector)
     return ExporterServer(registry, listen, ready=ready, security=prepared.security, stats=stats, limiter=limiter,
-                          page=collector.render)
+                          selection=selection, page=collector.render)

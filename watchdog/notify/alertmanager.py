@@ -21,9 +21,9 @@ from typing import Any
 
 from watchdog.config.settings import AlertmanagerSettings
 from watchdog.infra.logs import redact
-from watchdog.model import AlertState
+from watchdog.model import Alert, AlertState
 from watchdog.notify.base import Delivered, DeliveryError, PlanContext
-from watchdog.notify.model import AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.model import EventNotification, GroupNotification
 from watchdog.notify.outbox import OutboxItem, OutboxRow
 
 log = logging.getLogger("watchdog.notify.alertmanager")
@@ -34,7 +34,7 @@ def rfc3339(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
 
-def generator_url(template: str, alert: AlertSnapshot, node: str) -> str:
+def generator_url(template: str, alert: Alert, node: str) -> str:
     """``template`` with ``{node}``, ``{alertname}``, ``{fingerprint}``, ``{expr}`` (URL-quoted) filled in."""
     return template.format(
         node=node,
@@ -71,7 +71,7 @@ class AlertmanagerNotifier:
         *,
         tick_seconds: float = 1.0,
         default_generator_url: str = "",
-        firing_source: Callable[[], list[AlertSnapshot]] = list,
+        firing_source: Callable[[], list[Alert]] = list,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.urls = [u.rstrip("/") for u in settings.urls]
@@ -84,7 +84,7 @@ class AlertmanagerNotifier:
         self.clock = clock
         self._last_resend_ms = 0
 
-    def _payload(self, alert: AlertSnapshot, kind: AlertState) -> dict[str, Any]:
+    def _payload(self, alert: Alert, kind: AlertState) -> dict[str, Any]:
         labels = {k: v for k, v in alert.labels.items() if v}
         labels.setdefault("alertname", alert.name)
         labels.setdefault("node", self.node)

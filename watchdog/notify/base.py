@@ -62,6 +62,7 @@ class PlanContext:
     alerts: dict[str, KnownAlert]  # this tick's alert states by fingerprint (writable: message keys)
     message_keys: dict[str, str] = field(default_factory=dict)  # fingerprint -> Slack message key
     causes: dict[str, str] = field(default_factory=dict)  # symptom fingerprint -> its incident's cause
+    resolved: frozenset[str] = frozenset()  # fingerprints that resolved this tick, muted ones included
 
     def set_message_key(self, fingerprint: str, message_key: str) -> None:
         """Remember which Slack message an alert belongs to (persisted with its state)."""

@@ -42,13 +42,13 @@ from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.notify.base import Notifier, PlanContext
 from watchdog.notify.grouping import group_transitions
 from watchdog.notify.log import LogNotifier
-from watchdog.notify.model import AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.model import EventNotification, GroupNotification
 from watchdog.notify.muting import Muting
-from watchdog.notify.outbox import Outbox, OutboxItem, OutboxRow
+from watchdog.notify.outbox import PENDING, Outbox, OutboxItem, OutboxRow
 from watchdog.notify.registry import NotifierContext, app_token, build_notifiers
 from watchdog.notify.silences import AlertmanagerSilences, InhibitRule, SilenceStore
 from watchdog.notify.state_store import AlertStateStore
-from watchdog.notify.transitions import Derivation, KnownAlert, derive_transitions
+from watchdog.notify.transitions import Derivation, KnownAlert, as_notified, derive_transitions
 from watchdog.notify.worker import Backoff, DeliveryWorker
 from watchdog.runbooks.events import RunbookEvent
 
@@ -117,13 +117,13 @@ class NotificationDispatcher:
         self.outbox = Outbox(db)
         self._lock = threading.Lock()
         self._known: dict[str, KnownAlert] = self.state_store.load_alerts()
-        self._firing: dict[str, AlertSnapshot] = {
-            fp: k.snapshot for fp, k in self._known.items() if k.state is AlertState.FIRING
+        self._firing: dict[str, Alert] = {
+            fp: k.alert for fp, k in self._known.items() if k.state is AlertState.FIRING
         }
         self._sticky_failing = {
-            k.snapshot.labels.get("notifier", "")
+            k.alert.labels.get("notifier", "")
             for k in self._known.values()
-            if k.state is AlertState.FIRING and k.snapshot.name == NOTIFIER_FAILING
+            if k.state is AlertState.FIRING and k.alert.name == NOTIFIER_FAILING
         }
         self._last_gc_ms = 0
         self._printed_while_degraded: set[str] = set()
@@ -239,11 +239,11 @@ class NotificationDispatcher:
         return True
 
     # -- the tick ----------------------------------------------------------------------------------
-    def firing_alerts(self) -> list[AlertSnapshot]:
+    def firing_alerts(self) -> list[Alert]:
         """The alerts firing now (latest values), for Alertmanager's periodic re-send."""
         with self._lock:
             muted = self.muting.muted("alertmanager")
-            return [snap for fp, snap in self._firing.items() if fp not in muted]
+            return [alert for fp, alert in self._firing.items() if fp not in muted]
 
     def _internal_alerts(self, now_ms: int) -> list[Alert]:
         out = []
@@ -290,43 +290,48 @@ class NotificationDispatcher:
             notes = [
                 EventNotification(
                     ev,
-                    new_known[ev.fingerprint].snapshot if ev.fingerprint in new_known else None,
+                    new_known[ev.fingerprint].alert if ev.fingerprint in new_known else None,
                     step=str(getattr(ev, "step", "") or ""),
                 )
                 for ev in events
             ]
             enqueued = 0
-            if groups or notes or changed or derivation.deletes:
+            current = self._current_firing(alerts, new_known)
+            firing = [a.labels for a in alerts if a.state is AlertState.FIRING]
+            if groups or notes or changed or derivation.deletes or self.muting.changes_due(current, firing, now_ms):
                 try:
-                    firing = [a.labels for a in alerts if a.state is AlertState.FIRING]
                     enqueued = self._store_tick(groups, notes, changed, derivation, new_known, now_ms, firing,
-                                                dict(causes or {}))
+                                                dict(causes or {}), current)
                 except sqlite3.Error as exc:  # the storage boundary: degrade to the log, retry next tick
                     self.db.note_error("write")
                     log.error("state database not writable: printing notifications to the log until it "
                               "recovers", extra={"error": str(exc)})
                     self._print_degraded(groups, notes, new_known, now_ms)
                     self._unstored_events = events[-MAX_UNSTORED_EVENTS:]
-                    self._firing = self._current_firing(alerts, new_known)
+                    self._firing = current
                     return
                 self._printed_while_degraded.clear()
             self._known = new_known
-            self._firing = self._current_firing(alerts, new_known)
+            self._firing = current
         self._after_store(derivation, enqueued, now_ms)
 
     def _store_tick(self, groups: list[GroupNotification], notes: list[EventNotification],
                     changed: dict[str, KnownAlert], derivation: Derivation, new_known: dict[str, KnownAlert],
-                    now_ms: int, firing: list[dict[str, str]], causes: dict[str, str]) -> int:
-        """The tick's outbox rows and state changes in one transaction (muted members left out, see
-        :mod:`watchdog.notify.muting`; ``firing``: label sets of the alerts firing now, for inhibition;
-        ``causes``: symptom fingerprint -> its incident's cause, see :mod:`watchdog.notify.incidents`);
+                    now_ms: int, firing: list[dict[str, str]], causes: dict[str, str],
+                    still_firing: dict[str, Alert]) -> int:
+        """The tick's outbox rows and state changes in one transaction (muted members left out, and muted
+        alerts that fire on unmuted announced, see :mod:`watchdog.notify.muting`; ``firing``: label sets
+        of the alerts firing now, for inhibition; ``causes``: symptom fingerprint -> its incident's cause,
+        see :mod:`watchdog.notify.incidents`; ``still_firing``: the alerts firing now, latest values);
         returns how many rows are new."""
         enqueued = 0
+        self.muting.begin()
         with self.db.transaction() as cur:
-            ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known, causes=causes)
+            resolved = frozenset(t.alert.fingerprint for t in derivation.transitions if t.kind is AlertState.RESOLVED)
+            ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known, causes=causes, resolved=resolved)
             for name, notifier in self.notifiers.items():
                 mine, my_notes = self.muting.apply(
-                    name, [g for g in groups if self._excluded(g) != name], notes, firing, now_ms)
+                    name, [g for g in groups if self._excluded(g) != name], notes, firing, now_ms, still_firing)
                 for item in notifier.plan(mine, my_notes, ctx):
                     if name == "log" and item.idem_key in self._printed_while_degraded:
                         continue  # printed while the database was not writable
@@ -341,6 +346,8 @@ class NotificationDispatcher:
             AlertStateStore.mark_sent(
                 cur, [t.alert.fingerprint for t in derivation.transitions], now_ms
             )
+            self.muting.save(cur)
+        self.muting.commit()
         return enqueued
 
     def _print_degraded(self, groups: list[GroupNotification], notes: list[EventNotification],
@@ -352,7 +359,7 @@ class NotificationDispatcher:
         ctx = PlanContext(None, self.state_store, now_ms, self.node, new_known)  # type: ignore[arg-type]
         items: list[OutboxItem] = [i for i in printer.plan(groups, notes, ctx)
                                    if i.idem_key not in self._printed_while_degraded]
-        printer.deliver([OutboxRow(0, "log", i.idem_key, i.kind, i.payload, "pending", 0, now_ms, "")
+        printer.deliver([OutboxRow(0, "log", i.idem_key, i.kind, i.payload, PENDING, 0, now_ms, "")
                          for i in items])
         self._printed_while_degraded.update(i.idem_key for i in items)
 
@@ -375,12 +382,12 @@ class NotificationDispatcher:
             self.state_store.gc(now_ms - self.keep_ms)
 
     @staticmethod
-    def _current_firing(alerts: list[Alert], known: dict[str, KnownAlert]) -> dict[str, AlertSnapshot]:
-        out = {fp: k.snapshot for fp, k in known.items() if k.state is AlertState.FIRING}
+    def _current_firing(alerts: list[Alert], known: dict[str, KnownAlert]) -> dict[str, Alert]:
+        out = {fp: k.alert for fp, k in known.items() if k.state is AlertState.FIRING}
         for alert in alerts:
             k = known.get(alert.fingerprint)
             if alert.state is AlertState.FIRING and k is not None and k.state is AlertState.FIRING:
-                out[alert.fingerprint] = AlertSnapshot.from_alert(alert, fired_at_ms=k.fired_at_ms)
+                out[alert.fingerprint] = as_notified(alert, AlertState.FIRING, k.alert.fired_at_ms)
         return out
 
     def reconcile_on_start(self, alerts_after_restore: list[Alert]) -> dict[str, int]:

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from watchdog.config.settings import GroupingSettings, section_settings
-from watchdog.model import AlertState
-from watchdog.notify.model import AlertSnapshot, GroupNotification, Transition
+from watchdog.model import Alert, AlertState
+from watchdog.notify.model import GroupNotification, Transition
 
 # The schema's default of notifiers.grouping.member_labels (the config schema is the one source).
 DEFAULT_MEMBER_LABELS: tuple[str, ...] = section_settings(GroupingSettings, "notifiers.grouping").member_labels
 
 
-def cause_key(alert: AlertSnapshot, member_labels: Iterable[str]) -> tuple[tuple[str, str], ...]:
+def cause_key(alert: Alert, member_labels: Iterable[str]) -> tuple[tuple[str, str], ...]:
     """The labels that identify an alert's cause: all labels but the member labels, sorted."""
     skip = set(member_labels)
     return tuple(sorted((k, v) for k, v in alert.labels.items() if k not in skip))
@@ -35,7 +35,7 @@ def group_transitions(
     With ``enabled=False`` every transition is its own group.
     """
     members = tuple(member_labels)
-    groups: dict[tuple[AlertState, object], list[AlertSnapshot]] = {}
+    groups: dict[tuple[AlertState, object], list[Alert]] = {}
     for index, transition in enumerate(transitions):
         alert = transition.alert
         cause: object = (alert.name, cause_key(alert, members)) if enabled else index
@@ -47,7 +47,7 @@ def group_transitions(
     return out
 
 
-def member_description(alert: AlertSnapshot, member_labels: Iterable[str] = DEFAULT_MEMBER_LABELS) -> str:
+def member_description(alert: Alert, member_labels: Iterable[str] = DEFAULT_MEMBER_LABELS) -> str:
     """Short name of one member: its member labels, ``gpu=3 uuid=GPU-...``; the alertname if none."""
     parts = [f"{name}={alert.labels[name]}" for name in member_labels if alert.labels.get(name)]
     return " ".join(parts) if parts else alert.name

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from watchdog.model import Alert, AlertState
 
@@ -65,7 +65,25 @@ class Incident:
         return cause_text(self.cause)
 
 
-def cause_text(alert: Alert) -> str:
+class NamedAlert(Protocol):
+    """What :func:`cause_text` reads: a rule-engine :class:`Alert` or a notifier's snapshot of one."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def labels(self) -> dict[str, str]: ...
+
+    @property
+    def annotations(self) -> dict[str, str]: ...
+
+
+def is_known_cause(name: str) -> bool:
+    """True for an alertname :data:`CAUSES` ranks as a probable cause."""
+    return name in CAUSES
+
+
+def cause_text(alert: NamedAlert) -> str:
     """The cause sentence of ``alert`` (its summary when it is not a known cause)."""
     known = CAUSES.get(alert.name)
     if known is None:
@@ -196,17 +214,3 @@ def inhibit_rules() -> list[dict[str, Any]]:
         {"source_matchers": [f'alertname=~"{"|".join(engine_causes)}"'], "target_matchers": symptoms,
          "equal": ["node", "job"]},
     ]
-
-
-def main() -> int:
-    """``python -m watchdog.notify.incidents``: print the inhibit rules as Alertmanager config YAML."""
-    import sys
-
-    import yaml
-
-    sys.stdout.write(yaml.safe_dump({"inhibit_rules": inhibit_rules()}, sort_keys=False, width=1000))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -14,10 +14,10 @@ import time
 from typing import Any, TextIO
 
 from watchdog.infra.logs import redact
-from watchdog.model import AlertState
+from watchdog.model import Alert, AlertState
 from watchdog.notify.base import Delivered, PlanContext
 from watchdog.notify.grouping import member_description
-from watchdog.notify.model import AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.model import EventNotification, GroupNotification
 from watchdog.notify.outbox import OutboxItem, OutboxRow
 
 
@@ -27,7 +27,7 @@ def _iso(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
 
 
-def alert_fields(kind: AlertState, alert: AlertSnapshot, node: str, group: GroupNotification) -> dict[str, Any]:
+def alert_fields(kind: AlertState, alert: Alert, node: str, group: GroupNotification) -> dict[str, Any]:
     """The structured fields of one alert line (pure)."""
     fields: dict[str, Any] = {
         "event": f"alert_{kind.value}",

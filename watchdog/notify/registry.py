@@ -16,10 +16,10 @@ from typing import TextIO
 
 from watchdog.config.settings import NotifiersSettings, RemediationMode, SlackMode, SlackSettings
 from watchdog.infra.secrets import SecretError, read_secret
+from watchdog.model import Alert
 from watchdog.notify.alertmanager import AlertmanagerNotifier
 from watchdog.notify.base import Notifier
 from watchdog.notify.log import LogNotifier
-from watchdog.notify.model import AlertSnapshot
 from watchdog.notify.slack import SlackNotifier
 from watchdog.notify.state_store import AlertStateStore
 
@@ -35,7 +35,7 @@ class NotifierContext:
     node: str
     clock: Callable[[], float]
     state_store: AlertStateStore
-    firing_source: Callable[[], list[AlertSnapshot]]
+    firing_source: Callable[[], list[Alert]]
     remediation_mode: RemediationMode
     tick_seconds: float
     listen: str

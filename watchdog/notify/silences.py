@@ -11,7 +11,7 @@ Contract:
   daemon thread every ``refresh_seconds`` (:meth:`~AlertmanagerSilences.refresh`) and keeps the active
   ones; :meth:`~AlertmanagerSilences.cached` never does I/O. An unreachable Alertmanager keeps the last
   answer (and logs once).
-- :func:`inhibited` is Alertmanager's rule: a target alert is inhibited when a *firing* source alert
+- :func:`inhibitors` is Alertmanager's rule: a target alert is inhibited when a *firing* source alert
   matches ``source_matchers``, the target matches ``target_matchers``, the labels in ``equal`` have the
   same value on both (absent = empty), and the target is not the source itself.
 """
@@ -268,17 +268,17 @@ class InhibitRule:
                    tuple(Matcher.parse(m) for m in rule.target_matchers), tuple(rule.equal))
 
 
-def inhibited(target: Mapping[str, str], firing: Iterable[Mapping[str, str]],
-              rules: Sequence[InhibitRule]) -> bool:
-    """Whether ``target`` is inhibited by one of the ``firing`` alerts' label sets (see the module doc)."""
+def inhibitors(target: Mapping[str, str], firing: Iterable[Mapping[str, str]],
+               rules: Sequence[InhibitRule]) -> list[Mapping[str, str]]:
+    """The ``firing`` alerts' label sets that inhibit ``target`` (empty: not inhibited; see the module doc)."""
     sources = list(firing)
-    for rule in rules:
-        if not matches_all(rule.target_matchers, target):
+    found: list[Mapping[str, str]] = []
+    for source in sources:
+        if source is target or dict(source) == dict(target):
             continue
-        for source in sources:
-            if source is target or dict(source) == dict(target):
-                continue
-            if matches_all(rule.source_matchers, source) and all(
+        for rule in rules:
+            if matches_all(rule.target_matchers, target) and matches_all(rule.source_matchers, source) and all(
                     source.get(name, "") == target.get(name, "") for name in rule.equal):
-                return True
-    return False
+                found.append(source)
+                break
+    return found

@@ -19,12 +19,13 @@ without blocking shutdown. 5xx answers are retried by the SDK's server-error han
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import logging
 import socket
 import urllib.error
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
@@ -38,11 +39,11 @@ from slack_sdk.webhook import WebhookClient
 
 from watchdog.config.settings import SlackSettings
 from watchdog.infra.logs import redact
-from watchdog.model import AlertState
+from watchdog.model import Alert, AlertState
 from watchdog.notify.approvals import approvable_steps
 from watchdog.notify.base import Delivered, DeliveryError, PlanContext
 from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS
-from watchdog.notify.model import AlertSnapshot, EventNotification, GroupNotification
+from watchdog.notify.model import EventNotification, GroupNotification
 from watchdog.notify.outbox import OutboxItem, OutboxRow
 from watchdog.notify.slack_blocks import (
     Links,
@@ -52,6 +53,7 @@ from watchdog.notify.slack_blocks import (
     render_resolved_reply,
     render_standalone_resolved,
 )
+from watchdog.notify.slack_incident import render_cause_found, render_folded_pointer, render_incident_message
 from watchdog.notify.state_store import AlertStateStore
 
 log = logging.getLogger("watchdog.notify.slack")
@@ -180,22 +182,39 @@ class SlackNotifier:
     def plan(
         self, groups: list[GroupNotification], events: list[EventNotification], ctx: PlanContext
     ) -> list[OutboxItem]:
-        """Posts for firing groups, reply + update per message for resolves, thread replies for events."""
+        """Posts for firing groups, reply + update per message for resolves, thread replies for events.
+
+        One incident, one message (bot mode): a symptom whose cause has a message is folded into it (the
+        message is re-rendered with ``chat.update``, see :mod:`watchdog.notify.slack_incident`), never posted
+        on its own; a symptom posted before its cause fired is folded when the cause's message exists, and
+        its own message becomes a pointer to the incident.
+        """
         items: list[OutboxItem] = []
         # Causes before symptoms, so a symptom firing in the same tick finds its cause's message.
         groups = sorted(groups, key=lambda g: all(m.fingerprint in ctx.causes for m in g.members))
+        touched: set[str] = set()  # messages whose incident view may have changed this tick
         for group in groups:
             if self.mode == "webhook":
                 items.append(self._webhook_group(group))
             elif group.kind is AlertState.FIRING:
-                items.append(self._plan_firing(group, ctx))
+                parent = self._incident_message({m.fingerprint for m in group.members}, ctx)
+                if parent:
+                    self._fold(group.members, parent, ctx, touched)
+                elif adopted := self._adoptable_message(group, ctx):
+                    items.append(self._adopt(group, adopted, ctx, touched))
+                else:
+                    items.append(self._plan_firing(group, ctx))
             else:
-                items.extend(self._plan_resolved(group, ctx))
+                items.extend(self._plan_resolved(group, ctx, touched))
+        if self.mode == "bot":
+            touched.update(self._folded_and_resolved(ctx))
+            items.extend(self._fold_earlier(ctx, touched))
+            items = self._incident_updates(items, touched, ctx)
         for ev in events:
             items.append(self._plan_event(ev, ctx))
         return items
 
-    def _render(self, members: list[AlertSnapshot], resolved: list[str]) -> Rendered:
+    def _render(self, members: list[Alert], resolved: list[str]) -> Rendered:
         title = self.runbook_title(members[0].annotations.get("runbook", ""))
         return render_alert_message(
             members, resolved, self.node, self.links, title, self.max_members, self.member_labels,
@@ -212,9 +231,6 @@ class SlackNotifier:
         return OutboxItem(f"webhook:{group.key}", "webhook", {"text": body.text, "blocks": body.blocks})
 
     def _plan_firing(self, group: GroupNotification, ctx: PlanContext) -> OutboxItem:
-        folded = self._plan_symptoms(group, ctx)
-        if folded is not None:
-            return folded
         message_key = f"msg:{group.key}"
         ctx.store.add_slack_message(ctx.cur, message_key, list(group.members), ctx.now_ms)
         for member in group.members:
@@ -226,22 +242,127 @@ class SlackNotifier:
             {"channel": self.channel, "text": body.text, "blocks": body.blocks, "message_key": message_key},
         )
 
-    def _plan_symptoms(self, group: GroupNotification, ctx: PlanContext) -> OutboxItem | None:
-        """A reply in the cause's thread when every member is a symptom of one incident whose cause has a
-        message (one incident, one top-level message); None otherwise."""
-        parents = {ctx.message_key_of(ctx.causes.get(m.fingerprint, "")) for m in group.members}
-        if len(parents) != 1 or "" in parents:
-            return None
-        parent = parents.pop()
-        for member in group.members:
-            ctx.set_message_key(member.fingerprint, parent)
-        body = self._render(list(group.members), [])
-        return OutboxItem(f"reply:{group.key}", "reply",
-                          {"message_key": parent, "text": body.text, "blocks": body.blocks,
-                           "orphan": {"text": body.text, "blocks": body.blocks}})
+    # -- incidents: one message per incident, cause first, symptoms folded -------------------------------
+    @staticmethod
+    def _incident_message(fingerprints: set[str], ctx: PlanContext) -> str:
+        """The message of the one incident every member is a symptom of: its cause's message, else (the
+        cause is not firing yet) the first message posted for another symptom of it; "" when none."""
+        causes = {ctx.causes.get(fp, "") for fp in fingerprints}
+        if len(causes) != 1 or "" in causes:
+            return ""
+        cause = causes.pop()
+        if key := ctx.message_key_of(cause):
+            return key
+        siblings = sorted((ctx.alerts[s].alert.fired_at_ms, ctx.message_key_of(s)) for s, c in ctx.causes.items()
+                          if c == cause and s not in fingerprints and s in ctx.alerts and ctx.message_key_of(s))
+        return siblings[0][1] if siblings else ""
 
-    def _plan_resolved(self, group: GroupNotification, ctx: PlanContext) -> list[OutboxItem]:
-        by_message: dict[str, list[AlertSnapshot]] = {}
+    @staticmethod
+    def _adoptable_message(group: GroupNotification, ctx: PlanContext) -> str:
+        """A message posted for symptoms of this group's alerts before they fired (every member of it a
+        symptom of this group): the cause takes it over instead of posting a second message."""
+        fps = {m.fingerprint for m in group.members}
+        candidates = sorted((ctx.alerts[s].alert.fired_at_ms, ctx.message_key_of(s)) for s, c in ctx.causes.items()
+                            if c in fps and s in ctx.alerts and ctx.message_key_of(s))
+        for _, key in candidates:
+            found = ctx.store.slack_message(key)
+            if found and found[2] and all(ctx.causes.get(m.fingerprint) in fps for m in found[2]):
+                return key
+        return ""
+
+    def _adopt(self, group: GroupNotification, message_key: str, ctx: PlanContext, touched: set[str]) -> OutboxItem:
+        """The cause takes over its symptoms' message: it is re-rendered cause first (``chat.update``), and a
+        thread reply names the cause (an edit notifies nobody; the reply notifies the thread's followers)."""
+        ctx.store.set_slack_members(ctx.cur, message_key, list(group.members))
+        self._fold(group.members, message_key, ctx, touched)
+        reply = render_cause_found(group.members[0])
+        return OutboxItem(f"reply:{group.key}", "reply",
+                          {"message_key": message_key, "text": reply.text, "blocks": reply.blocks,
+                           "orphan": {"text": reply.text, "blocks": reply.blocks}})
+
+    @staticmethod
+    def _fold(members: Iterable[Alert], parent: str, ctx: PlanContext, touched: set[str]) -> None:
+        for member in members:
+            ctx.set_message_key(member.fingerprint, parent)
+        touched.add(parent)
+
+    @staticmethod
+    def _folded_and_resolved(ctx: PlanContext) -> set[str]:
+        """Incident messages with a folded symptom that resolved this tick (also when muting dropped the
+        resolve: a symptom inhibited by its cause is still listed in the cause's message)."""
+        out = set()
+        for fp in ctx.resolved:
+            key = ctx.message_key_of(fp)
+            found = ctx.store.slack_message(key) if key else None
+            if found is not None and fp not in {m.fingerprint for m in found[2]}:
+                out.add(key)
+        return out
+
+    def _fold_earlier(self, ctx: PlanContext, touched: set[str]) -> list[OutboxItem]:
+        """Fold firing symptoms that are not yet in their cause's message: those muted (inhibited by the
+        cause, never posted) and those posted before the cause fired (their message becomes a pointer)."""
+        items: list[OutboxItem] = []
+        for symptom, cause in sorted(ctx.causes.items()):
+            parent, known = self._incident_message({symptom}, ctx), ctx.alerts.get(symptom)
+            if not parent or known is None or known.state is not AlertState.FIRING:
+                continue
+            own = ctx.message_key_of(symptom)
+            if own == parent:
+                continue
+            if not own:
+                self._fold([known.alert], parent, ctx, touched)
+                continue
+            found = ctx.store.slack_message(own)
+            members = found[2] if found else []
+            firing = [m for m in members if (k := ctx.alerts.get(m.fingerprint)) and k.state is AlertState.FIRING]
+            if not firing or {ctx.causes.get(m.fingerprint) for m in firing} != {cause}:
+                continue  # a message shared with alerts of other incidents stays as it is
+            self._fold(members, parent, ctx, touched)
+            cause_known = ctx.alerts.get(cause)
+            head = cause_known.alert if cause_known else known.alert
+            body = render_folded_pointer(members, head, self.node, self.member_labels)
+            items.append(OutboxItem(f"update:{own}:folded:{parent}", "update",
+                                    {"message_key": own, "text": body.text, "blocks": body.blocks}))
+        return items
+
+    def _message_body(self, message_key: str, members: list[Alert], ctx: PlanContext) -> Rendered:
+        """A message as it reads now: its members (struck through once resolved) and, for an incident's
+        cause, the symptoms folded into it."""
+        own = {m.fingerprint for m in members}
+        symptoms = [k.alert for fp, k in sorted(ctx.alerts.items(), key=lambda kv: kv[1].alert.fired_at_ms)
+                    if fp not in own and ctx.message_key_of(fp) == message_key]
+        done = [m.fingerprint for m in [*members, *symptoms]
+                if (k := ctx.alerts.get(m.fingerprint)) is None or k.state is not AlertState.FIRING
+                or ctx.message_key_of(m.fingerprint) != message_key]
+        title = self.runbook_title(members[0].annotations.get("runbook", ""))
+        return render_incident_message(members, symptoms, done, self.node, self.links, title, self.max_members,
+                                       self.member_labels, interactive=self.interactive)
+
+    def _incident_updates(self, items: list[OutboxItem], touched: set[str], ctx: PlanContext) -> list[OutboxItem]:
+        """Re-render each touched message: in place when it is posted this tick, else with ``chat.update``
+        (keyed by what it shows, so an unchanged view is not sent twice)."""
+        bodies: dict[str, Rendered] = {}
+        for message_key in sorted(touched):
+            found = ctx.store.slack_message(message_key)
+            if found is not None and found[2]:
+                bodies[message_key] = self._message_body(message_key, found[2], ctx)
+        out: list[OutboxItem] = []
+        for item in items:
+            key = str(item.payload.get("message_key", ""))
+            if item.kind == "post" and key in bodies:
+                body = bodies.pop(key)
+                item = OutboxItem(item.idem_key, item.kind, {**item.payload, "text": body.text, "blocks": body.blocks})
+            out.append(item)
+        for message_key, body in bodies.items():
+            digest = hashlib.sha256(json.dumps(body.blocks, sort_keys=True).encode()).hexdigest()[:16]
+            out.append(OutboxItem(f"update:{message_key}:{digest}", "update",
+                                  {"message_key": message_key, "text": body.text, "blocks": body.blocks}))
+        return out
+
+    def _plan_resolved(self, group: GroupNotification, ctx: PlanContext, touched: set[str]) -> list[OutboxItem]:
+        """A reply in the thread of each message whose own members resolved (the message is updated);
+        resolved symptoms of an incident only update its message."""
+        by_message: dict[str, list[Alert]] = {}
         for member in group.members:
             by_message.setdefault(ctx.message_key_of(member.fingerprint), []).append(member)
         items: list[OutboxItem] = []
@@ -258,6 +379,9 @@ class SlackNotifier:
                     )
                 )
                 continue
+            touched.add(message_key)
+            if not {m.fingerprint for m in found[2]} & {m.fingerprint for m in resolved}:
+                continue  # only folded symptoms resolved: the incident message shows it
             reply = render_resolved_reply(resolved, self.node, self.member_labels)
             items.append(
                 OutboxItem(
@@ -270,23 +394,6 @@ class SlackNotifier:
                         "broadcast": self.broadcast_resolved,
                         "orphan": {"text": standalone.text, "blocks": standalone.blocks},
                     },
-                )
-            )
-            members = found[2]
-            still_here = {
-                m.fingerprint
-                for m in members
-                if (known := ctx.alerts.get(m.fingerprint)) is not None
-                and known.state is AlertState.FIRING
-                and ctx.message_key_of(m.fingerprint) == message_key
-            }
-            done = [m.fingerprint for m in members if m.fingerprint not in still_here]
-            body = self._render(members, done)
-            items.append(
-                OutboxItem(
-                    f"update:{message_key}:{sub.key}",
-                    "update",
-                    {"message_key": message_key, "text": body.text, "blocks": body.blocks},
                 )
             )
         return items

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from watchdog.model import Alert
 from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS, member_description
-from watchdog.notify.model import AlertSnapshot
 
 SEVERITY_EMOJI = {
     "critical": ":red_circle:",
@@ -115,7 +115,7 @@ def grafana_explore_url(expr: str, links: Links) -> str:
     return f"{links.grafana_url.rstrip('/')}/explore?orgId=1&left={urllib.parse.quote(left)}"
 
 
-def _context_fields(alert: AlertSnapshot, node: str, members: int) -> list[Block]:
+def _context_fields(alert: Alert, node: str, members: int) -> list[Block]:
     """Label/value fields; values are escaped, the date token is not (Slack renders it)."""
     labels = alert.labels
     fields = [("Severity", alert.severity or "-"), ("Node", labels.get("node", node))]
@@ -149,7 +149,7 @@ def alert_buttons(fingerprint: str) -> list[Block]:
 
 
 def render_alert_message(
-    members: Sequence[AlertSnapshot],
+    members: Sequence[Alert],
     resolved: Sequence[str],
     node: str,
     links: Links,
@@ -236,7 +236,7 @@ def render_alert_message(
 
 
 def render_resolved_reply(
-    resolved: Sequence[AlertSnapshot], node: str, member_labels: Sequence[str] = DEFAULT_MEMBER_LABELS
+    resolved: Sequence[Alert], node: str, member_labels: Sequence[str] = DEFAULT_MEMBER_LABELS
 ) -> Rendered:
     """The thread reply announcing that some (or all) members resolved."""
     lines = []
@@ -254,7 +254,7 @@ def render_resolved_reply(
     )
 
 
-def render_standalone_resolved(resolved: Sequence[AlertSnapshot], node: str, links: Links) -> Rendered:
+def render_standalone_resolved(resolved: Sequence[Alert], node: str, links: Links) -> Rendered:
     """Resolve notice as its own message (webhook mode, or when the parent message is unknown)."""
     msg = render_alert_message(resolved, [m.fingerprint for m in resolved], node, links)
     reply = render_resolved_reply(resolved, node)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 
 from watchdog.infra.state import StateDB
-from watchdog.model import AlertState
-from watchdog.notify.model import AlertSnapshot
+from watchdog.model import Alert, AlertState
 from watchdog.notify.transitions import KnownAlert
 
 SCHEMA_VERSION = 1
@@ -59,7 +59,9 @@ class AlertStateStore:
 
     @staticmethod
     def upsert_alert(cur: sqlite3.Cursor, known: KnownAlert, now_ms: int) -> None:
-        """Insert or replace one alert's state (keeps ``last_sent_ms``)."""
+        """Insert or replace one alert's state (keeps ``last_sent_ms``); the alert's state and times go to
+        their columns, :meth:`Alert.to_json` to ``snapshot``."""
+        alert = known.alert
         cur.execute(
             """INSERT INTO notify_alerts(fingerprint, alertname, state, snapshot, active_at_ms, fired_at_ms,
                    keep_firing_since_ms, resolved_at_ms, slack_message_key, updated_ms)
@@ -70,14 +72,14 @@ class AlertStateStore:
                    resolved_at_ms=excluded.resolved_at_ms, slack_message_key=excluded.slack_message_key,
                    updated_ms=excluded.updated_ms""",
             (
-                known.fingerprint,
-                known.snapshot.name,
-                known.state.value,
-                json.dumps(known.snapshot.to_json()),
-                known.active_at_ms,
-                known.fired_at_ms,
-                known.keep_firing_since_ms,
-                known.resolved_at_ms,
+                alert.fingerprint,
+                alert.name,
+                alert.state.value,
+                json.dumps(alert.to_json()),
+                alert.active_at_ms,
+                alert.fired_at_ms,
+                alert.keep_firing_since_ms,
+                alert.resolved_at_ms,
                 known.slack_message_key,
                 now_ms,
             ),
@@ -100,7 +102,8 @@ class AlertStateStore:
         """Delete resolved alert states and Slack messages older than ``older_than_ms``; returns rows gone."""
         with self.db.transaction() as cur:
             cur.execute(
-                "DELETE FROM notify_alerts WHERE state = 'resolved' AND updated_ms < ?", (older_than_ms,)
+                "DELETE FROM notify_alerts WHERE state = ? AND updated_ms < ?",
+                (AlertState.RESOLVED.value, older_than_ms),
             )
             gone = cur.rowcount
             cur.execute(
@@ -113,13 +116,19 @@ class AlertStateStore:
     # -- Slack messages -----------------------------------------------------------------------------
     @staticmethod
     def add_slack_message(
-        cur: sqlite3.Cursor, message_key: str, members: list[AlertSnapshot], now_ms: int
+        cur: sqlite3.Cursor, message_key: str, members: list[Alert], now_ms: int
     ) -> None:
         """Remember a Slack message about to be posted (``ts`` is filled in when it is)."""
         cur.execute(
             "INSERT OR IGNORE INTO notify_slack_messages(message_key, members, created_ms) VALUES (?, ?, ?)",
             (message_key, json.dumps([m.to_json() for m in members]), now_ms),
         )
+
+    @staticmethod
+    def set_slack_members(cur: sqlite3.Cursor, message_key: str, members: list[Alert]) -> None:
+        """Change whom a message is about (an incident's cause takes over its symptoms' message)."""
+        cur.execute("UPDATE notify_slack_messages SET members = ? WHERE message_key = ?",
+                    (json.dumps([m.to_json() for m in members]), message_key))
 
     @staticmethod
     def set_slack_ts(cur: sqlite3.Cursor, message_key: str, channel: str, ts: str) -> None:
@@ -129,13 +138,13 @@ class AlertStateStore:
             (channel, ts, message_key),
         )
 
-    def slack_message(self, message_key: str) -> tuple[str, str, list[AlertSnapshot]] | None:
+    def slack_message(self, message_key: str) -> tuple[str, str, list[Alert]] | None:
         """(channel, ts, members) of a message; ts is "" until posted; None if unknown."""
         rows = self.db.query("SELECT * FROM notify_slack_messages WHERE message_key = ?", (message_key,))
         if not rows:
             return None
         row = rows[0]
-        members = [AlertSnapshot.from_json(m) for m in json.loads(row["members"])]
+        members = [Alert.from_json(m) for m in json.loads(row["members"])]
         return row["channel"], row["ts"], members
 
     def known_slack_channel(self) -> str:
@@ -147,13 +156,9 @@ class AlertStateStore:
 
 
 def _known_from_row(row: sqlite3.Row) -> KnownAlert:
-    return KnownAlert(
-        fingerprint=row["fingerprint"],
-        state=AlertState(row["state"]),
-        snapshot=AlertSnapshot.from_json(json.loads(row["snapshot"])),
-        active_at_ms=row["active_at_ms"],
-        fired_at_ms=row["fired_at_ms"],
-        keep_firing_since_ms=row["keep_firing_since_ms"],
-        resolved_at_ms=row["resolved_at_ms"],
-        slack_message_key=row["slack_message_key"],
-    )
+    """The row's columns hold the state and times (``fired_at_ms`` and ``resolved_at_ms`` are also in the
+    snapshot, always equal; the columns are what the idempotency keys were derived from)."""
+    alert = Alert.from_json(json.loads(row["snapshot"]), AlertState(row["state"]),
+                            active_at_ms=row["active_at_ms"], keep_firing_since_ms=row["keep_firing_since_ms"])
+    alert = replace(alert, fired_at_ms=row["fired_at_ms"], resolved_at_ms=row["resolved_at_ms"])
+    return KnownAlert(alert, row["slack_message_key"])

@@ -19,24 +19,42 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from watchdog.model import Alert, AlertState
-from watchdog.notify.model import AlertSnapshot, Transition
+from watchdog.notify.model import Transition
+
+
+def as_notified(alert: Alert, state: AlertState, fired_at_ms: int, resolved_at_ms: int = 0) -> Alert:
+    """``alert`` as the notification side records it: in ``state`` (``pending``, ``firing`` or
+    ``resolved``), with its episode's ``fired_at_ms`` and its ``resolved_at_ms``.
+
+    The engine's per-evaluation bookkeeping (``last_eval_ms``, ``rule_group``) is cleared: it is not
+    stored, so an alert read back from ``notify_alerts`` equals the one written. Labels and annotations
+    are copied: what the notification side keeps never shares a dict with the caller.
+    """
+    return replace(alert, labels=dict(alert.labels), annotations=dict(alert.annotations), state=state,
+                   fired_at_ms=fired_at_ms, resolved_at_ms=resolved_at_ms, last_eval_ms=0, rule_group="")
 
 
 @dataclass(frozen=True)
 class KnownAlert:
-    """The persisted notification state of one alert (one row of ``notify_alerts``)."""
+    """The persisted notification state of one alert (one row of ``notify_alerts``).
 
-    fingerprint: str
-    state: AlertState  # PENDING, FIRING or RESOLVED (its value is accepted too)
-    snapshot: AlertSnapshot
-    active_at_ms: int = 0
-    fired_at_ms: int = 0
-    keep_firing_since_ms: int = 0
-    resolved_at_ms: int = 0
+    ``alert`` is the alert as last recorded (see :func:`as_notified`; its ``state`` is ``pending``,
+    ``firing`` or ``resolved``, its ``active_at_ms`` and ``keep_firing_since_ms`` are the engine's);
+    ``slack_message_key`` names the Slack message it is listed in ("" if none).
+    """
+
+    alert: Alert
     slack_message_key: str = ""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "state", AlertState(self.state))
+    @property
+    def fingerprint(self) -> str:
+        """The alert's fingerprint (the row's key)."""
+        return self.alert.fingerprint
+
+    @property
+    def state(self) -> AlertState:
+        """The notification state: PENDING, FIRING or RESOLVED."""
+        return self.alert.state
 
 
 @dataclass
@@ -60,10 +78,12 @@ def _strongest(alerts: Sequence[Alert]) -> dict[str, Alert]:
 
 
 def _resolve(prev: KnownAlert, resolved_at_ms: int, latest: Alert | None) -> tuple[Transition, KnownAlert]:
-    base = AlertSnapshot.from_alert(latest, fired_at_ms=prev.fired_at_ms) if latest else prev.snapshot
-    snap = replace(base, fired_at_ms=prev.fired_at_ms, resolved_at_ms=resolved_at_ms)
-    row = replace(prev, state=AlertState.RESOLVED, snapshot=snap, resolved_at_ms=resolved_at_ms)
-    return Transition(AlertState.RESOLVED, snap), row
+    """End ``prev``'s firing episode: the latest values when the engine still lists the alert, else the
+    recorded ones; the episode's ``fired_at_ms``, pending and keep-firing times stay as recorded."""
+    was = prev.alert
+    resolved = replace(as_notified(latest or was, AlertState.RESOLVED, was.fired_at_ms, resolved_at_ms),
+                       active_at_ms=was.active_at_ms, keep_firing_since_ms=was.keep_firing_since_ms)
+    return Transition(AlertState.RESOLVED, resolved), replace(prev, alert=resolved)
 
 
 def derive_transitions(known: Mapping[str, KnownAlert], alerts: Sequence[Alert], now_ms: int) -> Derivation:
@@ -75,32 +95,22 @@ def derive_transitions(known: Mapping[str, KnownAlert], alerts: Sequence[Alert],
         was_firing = prev is not None and prev.state is AlertState.FIRING
         if alert.state is AlertState.FIRING:
             if not was_firing:
-                fired_at = alert.fired_at_ms or now_ms
-                snap = AlertSnapshot.from_alert(alert, fired_at_ms=fired_at)
-                out.transitions.append(Transition(AlertState.FIRING, snap))
-                out.upserts.append(
-                    KnownAlert(
-                        fp,
-                        AlertState.FIRING,
-                        snap,
-                        alert.active_at_ms,
-                        fired_at,
-                        alert.keep_firing_since_ms,
-                        0,
-                        prev.slack_message_key if prev else "",
-                    )
-                )
-            elif prev is not None and prev.keep_firing_since_ms != alert.keep_firing_since_ms:
-                out.upserts.append(replace(prev, keep_firing_since_ms=alert.keep_firing_since_ms))
+                firing = as_notified(alert, AlertState.FIRING, alert.fired_at_ms or now_ms)
+                out.transitions.append(Transition(AlertState.FIRING, firing))
+                out.upserts.append(KnownAlert(firing, prev.slack_message_key if prev else ""))
+            elif prev is not None and prev.alert.keep_firing_since_ms != alert.keep_firing_since_ms:
+                kept = replace(prev.alert, keep_firing_since_ms=alert.keep_firing_since_ms)
+                out.upserts.append(replace(prev, alert=kept))
         elif alert.state is AlertState.PENDING:
             if prev is not None and was_firing:
-                resolved_at = alert.active_at_ms if alert.active_at_ms > prev.fired_at_ms else now_ms
+                resolved_at = alert.active_at_ms if alert.active_at_ms > prev.alert.fired_at_ms else now_ms
                 transition, _ = _resolve(prev, resolved_at, alert)
                 out.transitions.append(transition)
-            stale = prev is None or prev.state is not AlertState.PENDING or prev.active_at_ms != alert.active_at_ms
+            stale = (prev is None or prev.state is not AlertState.PENDING
+                     or prev.alert.active_at_ms != alert.active_at_ms)
             if was_firing or stale:
-                snap = AlertSnapshot.from_alert(alert, fired_at_ms=0)
-                out.upserts.append(KnownAlert(fp, AlertState.PENDING, snap, alert.active_at_ms))
+                pending = replace(as_notified(alert, AlertState.PENDING, 0), keep_firing_since_ms=0)
+                out.upserts.append(KnownAlert(pending))
         else:  # inactive: resolved (resolved_at_ms > 0) or plainly inactive
             if prev is not None and was_firing:
                 transition, row = _resolve(prev, alert.resolved_at_ms or now_ms, alert)

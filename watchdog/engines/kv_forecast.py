@@ -1,0 +1,143 @@
+"""The KV exhaustion forecast as recording rules and its alert: the last part of the ``engines`` group.
+
+How long until the paged KV pool can no longer hold the requests in flight (the engine's first
+preemption), per engine, from the trend of in-flight requests, the arrival rate and the drift of the P90
+request length; ``EngineKvExhaustionPredicted`` below the horizon. Formulas, windows and the lead times
+measured on the demo scenarios: docs/forecast.md.
+
+The rules live in the ``engines`` group of ``rules/engines.yaml`` (rendered by
+:mod:`watchdog.engines.canonical`), after the canonical series they read: Prometheus evaluates the rules
+of one group in order at one timestamp, so the forecast sees this evaluation's inputs, as our evaluator
+does; in a group of its own it would read the previous evaluation's, and a marginal forecast would fire
+in one and not the other. Pure data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SCHED = "sum without (model_name, engine_type, tp_rank, pp_rank, moe_ep_rank, dp_rank, pid)"
+ON = "on (job, instance, engine)"
+# |r| of value and time a driver needs to count as a trend (r^2 >= 0.72), and how many samples.
+MIN_CORRELATION = 0.85
+MIN_SAMPLES = 10
+# The surge test (see surge_driver): window, samples in it, and the rise over its minimum.
+SURGE_WINDOW = "6s"
+SURGE_MIN_SAMPLES = 5
+SURGE_MIN_RISE = 1.25
+
+
+def _straight(series: str, window: str) -> list[str]:
+    """Lines of a PromQL filter: a straight line explains most of the spread of ``series`` over ``window``
+    (correlation of value and time ``|r| = |slope| * stddev(time) / stddev(value) >= MIN_CORRELATION``)."""
+    return [f"abs(deriv({series}[{window}])) * {ON} stddev_over_time({series}:timestamp_seconds[{window}])",
+            f">= {ON} {MIN_CORRELATION} * stddev_over_time({series}[{window}])"]
+
+
+def trend_driver(series: str, level_floor: str, driver: str, min_span_seconds: int = 0) -> dict[str, Any]:
+    """One driver's relative growth per second: the least-squares slope of ``series`` over 5 minutes
+    divided by its current level (at least ``level_floor``), kept only where it is a trend, not noise:
+    :data:`MIN_SAMPLES` or more samples, and a straight line explains most of their spread (correlation
+    of value and time ``|r| = |slope| * stddev(time) / stddev(value) >= MIN_CORRELATION``). A series that is
+    itself a window (neighbouring samples correlated, so a random wander looks straight for a while) also
+    needs ``min_span_seconds`` of samples. Needs ``<series>:timestamp_seconds`` recorded before it."""
+    times = f"{series}:timestamp_seconds"
+    parts = [
+        f"deriv({series}[5m]) / {level_floor}",
+        f"and {ON}",
+        *_straight(series, "5m"),
+        f"and {ON} count_over_time({series}[5m]) >= {MIN_SAMPLES}",
+    ]
+    if min_span_seconds:
+        parts += [f"and {ON}",
+                  f"max_over_time({times}[5m]) - min_over_time({times}[5m]) >= {min_span_seconds}"]
+    return {"record": "engine:kv_demand_growth_ratio:deriv5m", "expr": "\n".join(parts),
+            "labels": {"driver": driver}}
+
+
+def surge_driver() -> dict[str, Any]:
+    """Requests in flight surging: the relative slope over :data:`SURGE_WINDOW`, where that window holds
+    :data:`SURGE_MIN_SAMPLES` or more samples on a straight line (as :func:`trend_driver`) and the count
+    rose by :data:`SURGE_MIN_RISE` or more over its minimum in the window. A burst of long requests fills
+    the pool in seconds; over 5 minutes of steady history its first seconds explain too little of the
+    spread to count as a trend, so the 5-minute test alone warns after the first preemption. Jitter does
+    not rise 25 % along a line, and traffic that follows the day rises by about 1 % a minute. Needs
+    scrapes of 2 s or less (else fewer samples than the window needs: the test is silent)."""
+    series, window = "engine:requests_in_flight", SURGE_WINDOW
+    parts = [
+        f"deriv({series}[{window}]) / clamp_min({series}, 1)",
+        f"and {ON}",
+        *_straight(series, window),
+        f"and {ON} count_over_time({series}[{window}]) >= {SURGE_MIN_SAMPLES}",
+        f"and {ON} {series} >= {ON} {SURGE_MIN_RISE} * clamp_min(min_over_time({series}[{window}]), 1)",
+    ]
+    return {"record": f"engine:kv_demand_growth_ratio:surge{window}", "expr": "\n".join(parts),
+            "labels": {"driver": "in_flight_surge"}}
+
+
+def forecast_rules() -> list[dict[str, Any]]:
+    """The forecast's recording rules and ``EngineKvExhaustionPredicted``, in evaluation order."""
+    bucket_p90 = "histogram_quantile(0.9, {sched} (rate(engine:request_{kind}_tokens_bucket[1m])))"
+    return [
+        # Requests per second, measured at completion (engines export no arrival counter; in steady state
+        # the two are equal, and a growing arrival rate shows here one request latency later). The
+        # least-squares slope of the counter, not rate(): rate() over a window still filling (agent or
+        # engine just started) ramps up for a whole window and would read as growing traffic. A counter
+        # reset reads as 0 here.
+        {"record": "engine:request_rate:deriv1m",
+         "expr": f"{SCHED} (clamp_min(deriv(engine:e2e_latency_seconds_count[1m]), 0))"},
+        # P90 tokens per request (prompt P90 + generation P90: an upper bound of the P90 of their sum), from
+        # the token histograms, not the mean: a few long requests fill the pool long before the mean moves.
+        # Only from 30 or more requests in the window: the P90 of fewer jumps between bucket boundaries.
+        {"record": "engine:request_tokens:p90_1m",
+         "expr": ("(\n  " + bucket_p90.format(sched=SCHED, kind="prompt")
+                  + "\n  + " + bucket_p90.format(sched=SCHED, kind="generation")
+                  + f"\n  > 0\n)\nand {SCHED} (increase(engine:request_prompt_tokens_count[1m])) >= 30")},
+        # Each driver's sample times, for the trend test (the standard deviation of the times).
+        *({"record": f"{series}:timestamp_seconds", "expr": f"timestamp({series})"}
+          for series in ("engine:requests_in_flight", "engine:request_rate:deriv1m",
+                         "engine:request_tokens:p90_1m")),
+        # Relative growth per second of each driver of KV demand. Arrivals and P90 length are 1-minute
+        # windows: they count only over 2 minutes or more of samples.
+        trend_driver("engine:requests_in_flight", "clamp_min(engine:requests_in_flight, 1)", "in_flight"),
+        trend_driver("engine:request_rate:deriv1m", "clamp_min(engine:request_rate:deriv1m, 0.1)", "arrivals",
+                     120),
+        trend_driver("engine:request_tokens:p90_1m", "engine:request_tokens:p90_1m", "p90_length", 120),
+        surge_driver(),
+        # KV demand ~ requests in flight x tokens per request, so its relative growth is the sum of the two
+        # relative growths. Requests in flight follow the arrival rate (Little's law), but a scheduler at its
+        # max_num_seqs cap or a queue still filling can hide a rising arrival rate for a while: the larger of
+        # the two counts (or the surge, if larger). A driver without a trend (or without data: no token
+        # histograms) adds 0.
+        {"record": "engine:kv_demand_growth_ratio",
+         "expr": ("sum without (driver) (\n"
+                  "  max without (driver) (\n"
+                  '    engine:kv_demand_growth_ratio:deriv5m{driver=~"in_flight|arrivals"}\n'
+                  f"    or engine:kv_demand_growth_ratio:surge{SURGE_WINDOW}\n  )\n"
+                  '  or engine:kv_demand_growth_ratio:deriv5m{driver="p90_length"}\n)')},
+        # Seconds until KV usage reaches 100 % if demand keeps growing linearly at the current relative rate:
+        # usage(t) = u (1 + g t) = 1  =>  t = (1 - u) / (u g). Present only while demand grows (g > 0) and the
+        # pool is actually filling (KV usage rose over the last minute: a queue growing behind a stalled
+        # engine or behind the max_num_seqs cap is not KV demand); 0 once the pool is full. group_left keeps
+        # every label of the usage series: a one-to-one `* on (...)` keeps only the `on` labels, and the
+        # division would then match nothing where a Prometheus adds target labels (`node`) to the series.
+        {"record": "engine:kv_exhaustion_eta_seconds",
+         "expr": ("clamp_min(\n  (1 - engine:kv_cache_usage_ratio:max)\n"
+                  f"  / (engine:kv_cache_usage_ratio:max * {ON} group_left () (engine:kv_demand_growth_ratio > 0)),"
+                  "\n  0\n)\n"
+                  f"and {ON} deriv(engine:kv_cache_usage_ratio:max[1m]) > 0")},
+        # The horizon is engine:kv_exhaustion_horizon_seconds where the config sets
+        # forecast.kv_exhaustion_horizon_seconds (a generated rule, `rules render` shows it), else 600 s.
+        {"alert": "EngineKvExhaustionPredicted",
+         "expr": ("engine:kv_exhaustion_eta_seconds\n"
+                  "< on () group_left () (max(engine:kv_exhaustion_horizon_seconds) or vector(600))"),
+         "labels": {"severity": "warning"},
+         "annotations": {
+             "summary": "KV cache of {{ $labels.job }} predicted to run out in {{ $value | humanizeDuration }}",
+             "description": (
+                 "At the current growth of requests in flight, arrival rate and P90 request length, the paged KV "
+                 "pool of {{ $labels.job }} ({{ $labels.instance }}) is predicted to be full in "
+                 "{{ $value | humanizeDuration }}; then the scheduler preempts running requests and TTFT "
+                 "explodes. Shed or reroute long-context traffic now, before the first preemption."),
+             "runbook": "engine-kv-exhaustion-predicted"}},
+    ]
