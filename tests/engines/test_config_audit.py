@@ -41,5 +41,6 @@ def test_check_digest_command(tmp_path: Path) -> None:
     config.write_text(f"state_dir: {tmp_path / 'state'}\nrules: {{paths: ['{ROOT / 'rules' / '*.yaml'}']}}\n"
                       "collectors: {nvml: {enabled: false}}\n")
     out = subprocess.run([sys.executable, "-m", "watchdog", "check", "--digest", "--config", str(config),
-                          "--interval", "0.1"], capture_output=True, text=True, check=False, cwd=ROOT, timeout=60)
+                          "--interval", "0.1"], capture_output=True, text=True, check=False, cwd=ROOT,
+                         timeout=180)  # a hang guard: it took over 60 s on a saturated 2-core machine under -n 4
     assert out.stdout.startswith("Engine config digest for ") and "no findings" in out.stdout, out.stderr

@@ -36,6 +36,7 @@ import pytest
 import yaml
 
 from tests.support.polling import wait_until
+from tests.support.processes import stop_process
 from watchdog.demo.runner import EngineProcess, demo_config
 from watchdog.demo.scenario import load_scenario
 from watchdog.rules.loader import RecordingRule, load_ruleset, ruleset_to_dict
@@ -218,7 +219,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     with demo_log.open("wb") as out:
         demo = subprocess.Popen(
             [PYTHON, "-m", "watchdog", "demo", "--scenario", str(SCENARIO), "--listen", f"127.0.0.1:{demo_port}",
-             "--duration", "150"], cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+             "--duration", "150"], cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     servers: list[Prometheus] = []
     try:
         demo_url = f"http://127.0.0.1:{demo_port}"
@@ -241,7 +242,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     finally:
         for server in servers:
             stop(server.process)
-        stop(demo)
+        stop_process(demo, group=True)  # and whatever engine simulator it could not stop
 
 
 # -- (a) alerts ------------------------------------------------------------------------------------

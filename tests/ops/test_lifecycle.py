@@ -32,6 +32,9 @@ from tests.support.polling import wait_until
 from .conftest import REPO, AgentProcess, http_get, start_agent
 
 UNIT = REPO / "systemd" / "inference-watchdog.service"
+# A hang guard on the agent's start (a Python process importing the whole agent): seconds normally, but a
+# CI machine running the suite on parallel workers can take far longer; waiting longer weakens nothing.
+STARTUP_GUARD_SECONDS = 120
 RECORD_RULES = """\
 groups:
   - name: lifecycle
@@ -94,7 +97,7 @@ def wait_ready(agent: AgentProcess) -> None:
             return http_get(agent.url + "/-/ready", timeout=2).status == 200
         except OSError:
             return False
-    wait_until(ready, 30, "the agent to become ready")
+    wait_until(ready, STARTUP_GUARD_SECONDS, "the agent to become ready")
 
 
 # -- SIGHUP ----------------------------------------------------------------------------------------
@@ -223,7 +226,7 @@ def test_sigterm_finishes_the_tick_flushes_and_exits_0(tmp_path: Path, agent_run
         {"job": "slow", "url": slow_engine.url, "scrape_timeout_seconds": 20, "kind": "vllm"}]})
     agent = start_agent(config, tmp_path)
     agent_runner.append(agent)
-    assert slow_engine.request_seen.wait(30), agent.log_text()  # the first scrape hangs...
+    assert slow_engine.request_seen.wait(STARTUP_GUARD_SECONDS), agent.log_text()  # the first scrape hangs...
     time.sleep(1.0)  # ...in the background: ticks go on meanwhile (the scrape does not stretch them)
     assert agent.process.poll() is None
     slow_engine.release()
@@ -302,7 +305,7 @@ def test_type_notify_protocol(tmp_path: Path, agent_runner: list[AgentProcess], 
     agent_runner.append(agent)
     # The first scrape hangs, in the background: the first tick completes anyway, so READY=1 comes (a
     # slow engine cannot hold start-up past TimeoutStartSec).
-    assert slow_engine.request_seen.wait(30), agent.log_text()
+    assert slow_engine.request_seen.wait(STARTUP_GUARD_SECONDS), agent.log_text()
     assert http_get(agent.url + "/-/healthy").status == 200
     wait_until(lambda: notify_socket.drain() is not None and "READY" in notify_socket.first_keys(), 15, "READY=1")
     assert not slow_engine.answered.is_set()

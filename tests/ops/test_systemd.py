@@ -156,6 +156,7 @@ def test_example_config_is_valid() -> None:
     assert config["rules"]["paths"][0].startswith("/opt/inference-watchdog/share/inference-watchdog/rules/")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("useradd") is None and shutil.which("systemd-analyze") is None,
                     reason="neither useradd nor systemd-analyze: nothing of the install to check here")
 def test_install_check_script(capsys: pytest.CaptureFixture[str]) -> None:

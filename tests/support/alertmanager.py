@@ -11,6 +11,7 @@ from typing import Any
 
 from tests.support.polling import wait_until
 from tests.support.ports import free_port
+from tests.support.processes import stop_process
 
 BINARY = shutil.which("alertmanager") or shutil.which("prometheus-alertmanager")
 CONFIG = """
@@ -51,7 +52,11 @@ class RealAlertmanager:
             stdout=subprocess.DEVNULL,
             stderr=self._log,
         )
-        wait_until(self._ready, timeout=30, what="alertmanager ready")
+        try:
+            wait_until(self._ready, timeout=30, what="alertmanager ready")
+        except BaseException:
+            self.stop()  # a test that fails here never reaches its own stop()
+            raise
         return self
 
     def _ready(self) -> bool:
@@ -72,8 +77,7 @@ class RealAlertmanager:
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
+            stop_process(self.proc, timeout=10)
             self.proc = None
             self._log.close()
 

@@ -23,10 +23,14 @@ class TickScheduler:
     """Runs ``agent.tick`` every ``interval_seconds`` until :meth:`stop`."""
 
     def __init__(self, agent: Any, interval_seconds: float,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 wait: Callable[[threading.Event, float], object] | None = None) -> None:
+        """``monotonic`` and ``wait`` (``wait(stop_event, seconds)``: sleep until the time or the event,
+        ``Event.wait`` by default) are the clock; tests pass a simulated one that advances as it is waited on."""
         self.agent = agent
         self.interval_seconds = interval_seconds
         self._monotonic = monotonic
+        self._wait = wait or threading.Event.wait
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.stopped = threading.Event()
@@ -41,7 +45,7 @@ class TickScheduler:
         while not self._stop.is_set():
             wait = due - self._monotonic()
             if wait > 0:
-                self._stop.wait(wait)
+                self._wait(self._stop, wait)
                 continue
             try:
                 self.agent.tick()
