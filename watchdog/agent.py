@@ -60,8 +60,7 @@ ENGINE_DEADLINE_FRACTION = 0.8
 
 # Settings a reload cannot apply: the node name (in labels already sent), the state database, the
 # exporter's socket, and the store's ring sizes. They keep their running value until a restart.
-RESTART_KEYS = ("node", "state_dir", "listen", "retention_seconds", "max_series", "max_series_per_source",
-                "reserved_series")
+RESTART_KEYS = ("node", "state_dir", "listen", "retention_seconds", "max_series", "reserved_series")
 
 # What a reload caller prepares from the new settings: load and check (may raise), return the apply step.
 Preparer = Callable[[Settings], Callable[[], None]]
@@ -98,7 +97,8 @@ class PreparedReload:
 def series_quotas(settings: Settings) -> SeriesQuotas:
     """The store's per-source quotas (the reserve is at most half of ``max_series``)."""
     return SeriesQuotas(per_source=settings.max_series_per_source,
-                        reserved=min(settings.reserved_series, settings.max_series // 2))
+                        reserved=min(settings.reserved_series, settings.max_series // 2),
+                        label_values=settings.max_label_values_per_metric)
 
 
 def build_runner(settings: Settings, collectors: list[Collector], background: bool = True) -> CollectorRunner:
@@ -401,6 +401,7 @@ class Agent:
             Sample(metric("watchdog_store_dropped_series_total"), float(self.store.dropped_series_total)),
             Sample(metric("watchdog_store_evicted_series_total"), float(self.store.evicted_series_total)),
             Sample(metric("watchdog_store_quota_rejections_total"), float(self.store.quota_rejections_total)),
+            Sample(metric("watchdog_store_label_value_drops_total"), float(self.store.label_value_drops_total)),
             Sample(metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
             Sample(metric("watchdog_clock_steps_total", direction="backward"), float(s.clock_steps_total)),
             Sample(metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
@@ -455,6 +456,7 @@ class Agent:
             return False
         with self._lock:
             self.settings = prepared.settings
+            self.store.quotas = series_quotas(prepared.settings)  # per-source and label-value limits
             self.rule_engine.retire(int(self.clock() * 1000))
             self.rule_engine = prepared.rule_engine
             old_runbooks, self.runbooks = self.runbooks, prepared.runbooks

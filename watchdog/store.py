@@ -1,8 +1,9 @@
 """Bounded in-memory time series: the one place rules, the exporter and `query` read from.
 
 Contract:
-- Each series holds (timestamp_ms, value) points in time order, in compact arrays, for at most
-  ``retention_ms`` (trimmed by :meth:`Store.gc`) and at most ``max_points`` points.
+- Each series holds (timestamp_ms, value) points in time order for at most ``retention_ms`` (trimmed by
+  :meth:`Store.gc`) and at most ``max_points`` points: the newest in plain arrays, older ones in sealed
+  chunks compressed without loss (see :class:`Series`), so every query result stays exact.
 - :meth:`Store.ingest` replaces everything one *source* (a collector instance, the rule engine) reports:
   a series the source reported last time but not now gets Prometheus' staleness marker, so an instant
   selector stops returning it at once instead of 5 minutes later.
@@ -14,15 +15,23 @@ Contract:
   the host, rule outputs and self-metrics always find room. A collection that would take a source past
   its quota first evicts that source's series it no longer reports; if it still does not fit, nothing
   of it is stored, the source's previous series go stale, and :class:`SeriesQuotaExceeded` says why.
+- Churn is bounded per metric (``SeriesQuotas.label_values``): a source outside the fault path may give
+  one label of one metric at most that many distinct values among its series. New series that would
+  exceed it are dropped, the rest of the collection is stored, and :class:`LabelValuesExceeded` (raised
+  once the collection is stored) names the source, metric, label and limit. Checking costs nothing while
+  a source's series stay the same: only new series are looked at.
 """
 
 from __future__ import annotations
 
+import struct
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from operator import sub
 
 from watchdog.golang.goregexp import compile_anchored
 from watchdog.model import METRIC_NAME, STALE_NAN, Labels, Sample, is_stale, label_value, metric_name
@@ -50,56 +59,293 @@ def matches(labels: Labels, matchers: Iterable[Matcher]) -> bool:
     return True
 
 
-@dataclass
-class Series:
-    """One series' points, oldest first. ``timestamps`` and ``values`` are parallel arrays."""
+CHUNK_POINTS = 120
+"""Points per sealed chunk."""
+HEAD_POINTS = 16
+"""Newest points always kept uncompressed (instant selectors never decode). A series read further back
+(a rule's ``[5m]`` ending near now) keeps that much uncompressed too, its *reach*: the first such read
+unseals what it needs, later ones never decode."""
+NEAR_NOW_MS = 60_000
+"""A window ending at most this long before a series' newest point counts towards its reach."""
 
-    labels: Labels
-    timestamps: array = field(default_factory=lambda: array("q"))
-    values: array = field(default_factory=lambda: array("d"))
+_INT_TYPECODES = (("b", 1 << 7), ("h", 1 << 15), ("i", 1 << 31))
+
+# A sealed chunk is one bytes object: a header (first t, last t, step, first value, the typecodes of the
+# time and value arrays, the point count) then the two arrays. Timestamps: no array means regular, each
+# ``step`` after the previous; else each is ``step`` plus its array entry (typecode B for a jittery regular
+# tick: one byte a point past the smallest step; else H or q with step 0). Values: no array when every
+# value is bitwise the first one; integer deltas (b/h/i) when every value is an exact integer; else
+# absolute values ("f" when float32 holds each one exactly, else "d").
+Chunk = bytes
+_HEADER = struct.Struct("<qqqdccH")
+_NONE = b"-"
+
+
+def encode_chunk(times: array, values: array) -> Chunk:
+    """Seal ``times``/``values`` (same length, 1 to 65535 points) into the smallest exact chunk."""
+    n = len(times)
+    first_t, last_t, first_v = times[0], times[-1], values[0]
+    raw = values.tobytes()
+    deltas = list(map(sub, times[1:], times))
+    step, encoded_t = 0, None
+    if n > 1:
+        low, high = min(deltas), max(deltas)
+        if low == high:
+            step = low
+        elif high - low < 256:
+            step, encoded_t = low, array("B", [d - low for d in deltas])
+        else:
+            encoded_t = array("H" if high < 1 << 16 else "q", deltas)
+    encoded_v = _encode_values(values, raw, first_v, n)
+    header = _HEADER.pack(first_t, last_t, step, first_v,
+                          encoded_t.typecode.encode() if encoded_t is not None else _NONE,
+                          encoded_v.typecode.encode() if encoded_v is not None else _NONE, n)
+    return b"".join((header, encoded_t.tobytes() if encoded_t is not None else b"",
+                     encoded_v.tobytes() if encoded_v is not None else b""))
+
+
+def _encode_values(values: array, raw: bytes, first_v: float, n: int) -> array | None:
+    if raw == array("d", [first_v]).tobytes() * n:
+        return None
+    try:
+        ints = [int(v) for v in values]
+    except (ValueError, OverflowError):  # NaN, infinities
+        ints = []
+    if ints and array("d", ints).tobytes() == raw:  # exact integers (and no -0.0)
+        value_deltas = list(map(sub, ints[1:], ints))
+        low, high = min(value_deltas), max(value_deltas)
+        for code, bound in _INT_TYPECODES:
+            if -bound <= low and high < bound:
+                return array(code, value_deltas)
+    single = array("f", values)
+    if array("d", single).tobytes() == raw:
+        return single
+    return array("d", values)
+
+
+def chunk_bounds(chunk: Chunk) -> tuple[int, int]:
+    """The first and last timestamp of a sealed chunk."""
+    first_t, last_t = _HEADER.unpack_from(chunk)[:2]
+    return first_t, last_t
+
+
+def chunk_len(chunk: Chunk) -> int:
+    """The number of points in a sealed chunk."""
+    return int(_HEADER.unpack_from(chunk)[6])
+
+
+def decode_chunk(chunk: Chunk) -> tuple[list[int], list[float]]:
+    """The points of a sealed chunk, exactly as they were appended."""
+    first_t, last_t, step, first_v, time_code, value_code, n = _HEADER.unpack_from(chunk)
+    offset = _HEADER.size
+    decoded_t: list[int]
+    if time_code == _NONE:
+        decoded_t = list(range(first_t, last_t + 1, step)) if step else [first_t]
+    else:
+        deltas = array(time_code.decode())
+        end = offset + (n - 1) * deltas.itemsize
+        deltas.frombytes(chunk[offset:end])
+        offset = end
+        if step:
+            decoded_t = list(accumulate(map(step.__add__, deltas), initial=first_t))
+        else:
+            decoded_t = list(accumulate(deltas, initial=first_t))
+    if value_code == _NONE:
+        return decoded_t, [first_v] * n
+    encoded = array(value_code.decode())
+    encoded.frombytes(chunk[offset:])
+    if encoded.typecode in "bhi":
+        return decoded_t, list(accumulate(encoded, initial=first_v))
+    return decoded_t, encoded.tolist()
+
+
+class Series:
+    """One series' points, oldest first: sealed chunks (compressed, exact) then an uncompressed head.
+
+    About 2-5 bytes a point in the sealed chunks for regular ticks (delta timestamps; constant, integer
+    delta, float32-exact or double values per chunk) instead of 16. Readers use :meth:`window` and
+    :meth:`point_at`; the head (at least the newest :data:`HEAD_POINTS`) is served without decoding.
+    """
+
+    __slots__ = ("__weakref__", "_chunks", "_head_t", "_head_v", "_min_t", "_reach", "labels")
+
+    def __init__(self, labels: Labels) -> None:
+        self.labels = labels
+        self._chunks: list[Chunk] = []
+        self._head_t = array("q")
+        self._head_v = array("d")
+        self._min_t = -(1 << 62)  # points before this are trimmed (inside the oldest chunk)
+        self._reach = 0  # how far back from its newest point this series has been read (ms)
+
+    def __len__(self) -> int:
+        """Points held (a partly trimmed oldest chunk counts whole)."""
+        return len(self._head_t) + sum(chunk_len(chunk) for chunk in self._chunks)
+
+    def storage(self) -> tuple[int, int, int]:
+        """(uncompressed points, sealed points, bytes of the sealed chunks): what the memory benchmark reports."""
+        return (len(self._head_t), sum(chunk_len(chunk) for chunk in self._chunks),
+                sum(len(chunk) for chunk in self._chunks))
+
+    @property
+    def timestamps(self) -> array:
+        """Every point's timestamp, decoded (for tests and tools; the evaluator uses :meth:`window`)."""
+        return array("q", self.span(self._min_t, 1 << 62)[0])
+
+    @property
+    def values(self) -> array:
+        """Every point's value, decoded (see :attr:`timestamps`)."""
+        return array("d", self.span(self._min_t, 1 << 62)[1])
 
     def append(self, t_ms: int, value: float, max_points: int) -> None:
         """Append a point; an out-of-order or duplicate timestamp replaces/ignores like Prometheus."""
-        if self.timestamps and t_ms <= self.timestamps[-1]:
-            if t_ms == self.timestamps[-1]:
-                self.values[-1] = value
-            return
-        self.timestamps.append(t_ms)
-        self.values.append(value)
-        if len(self.timestamps) > 2 * max_points:
-            self.trim_count(max_points)
+        head_t = self._head_t
+        if head_t:
+            last = head_t[-1]
+            if t_ms <= last:
+                if t_ms == last:
+                    self._head_v[-1] = value
+                return
+        elif self._chunks and t_ms <= chunk_bounds(self._chunks[-1])[1]:
+            return  # never after a trim of the whole head: chunks end before the head
+        head_t.append(t_ms)
+        self._head_v.append(value)
+        if len(head_t) >= CHUNK_POINTS + HEAD_POINTS and head_t[CHUNK_POINTS - 1] < t_ms - self._reach:
+            self._chunks.append(encode_chunk(head_t[:CHUNK_POINTS], self._head_v[:CHUNK_POINTS]))
+            del head_t[:CHUNK_POINTS]
+            del self._head_v[:CHUNK_POINTS]
+            if len(self) > 2 * max_points:
+                self.trim_count(max_points)
 
     def trim_count(self, keep: int) -> None:
         """Keep only the newest ``keep`` points."""
-        drop = len(self.timestamps) - keep
-        if drop > 0:
-            del self.timestamps[:drop]
-            del self.values[:drop]
+        drop = len(self) - keep
+        while self._chunks and drop >= chunk_len(self._chunks[0]):
+            drop -= chunk_len(self._chunks.pop(0))
+        if drop <= 0:
+            return
+        if self._chunks:
+            times, _ = decode_chunk(self._chunks[0])
+            self._min_t = max(self._min_t, times[drop])
+        else:
+            del self._head_t[:drop]
+            del self._head_v[:drop]
 
     def trim_before(self, min_t_ms: int) -> None:
         """Drop points older than ``min_t_ms``."""
-        drop = bisect_left(self.timestamps, min_t_ms)
+        while self._chunks and chunk_bounds(self._chunks[0])[1] < min_t_ms:
+            self._chunks.pop(0)
+        if self._chunks:
+            self._min_t = max(self._min_t, min_t_ms)
+            return
+        drop = bisect_left(self._head_t, min_t_ms)
         if drop:
-            del self.timestamps[:drop]
-            del self.values[:drop]
+            del self._head_t[:drop]
+            del self._head_v[:drop]
 
     def window(self, mint_ms: int, maxt_ms: int) -> tuple[list[int], list[float]]:
         """Points with ``mint_ms <= t <= maxt_ms`` (both ends closed), oldest first."""
-        lo = bisect_left(self.timestamps, mint_ms)
-        hi = bisect_right(self.timestamps, maxt_ms)
-        return list(self.timestamps[lo:hi]), list(self.values[lo:hi])
+        times, values = self.span(mint_ms, maxt_ms)
+        return list(times), list(values)
+
+    def span(self, mint_ms: int, maxt_ms: int) -> tuple[Sequence[int], Sequence[float]]:
+        """:meth:`window` without copies where it can: array slices when the window lies in the head
+        (the evaluator's hot path), else lists. Read-only for the caller."""
+        mint_ms = max(mint_ms, self._min_t)
+        head_t = self._head_t
+        if head_t and head_t[-1] - mint_ms > self._reach and maxt_ms >= head_t[-1] - NEAR_NOW_MS:
+            self._reach = head_t[-1] - mint_ms  # a window ending near now: keep this much uncompressed
+            self._unseal(mint_ms)
+            head_t = self._head_t
+        if (head_t and head_t[0] <= mint_ms) or not self._chunks:
+            lo = bisect_left(head_t, mint_ms)
+            hi = bisect_right(head_t, maxt_ms, lo)
+            return head_t[lo:hi], self._head_v[lo:hi]
+        times: list[int] = []
+        values: list[float] = []
+        for chunk in self._chunks:
+            first_t, last_t = chunk_bounds(chunk)
+            if last_t < mint_ms:
+                continue
+            if first_t > maxt_ms:
+                break
+            chunk_t, chunk_v = decode_chunk(chunk)
+            times += chunk_t
+            values += chunk_v
+        if not head_t or head_t[0] <= maxt_ms:
+            times += head_t
+            values += self._head_v
+        lo = bisect_left(times, mint_ms)
+        hi = bisect_right(times, maxt_ms, lo)
+        return times[lo:hi], values[lo:hi]
+
+    def tail(self, mint_ms: int) -> tuple[array, array]:
+        """The uncompressed arrays (timestamps, values) of the newest points, holding every point at or
+        after ``mint_ms`` (unsealed if needed; the series' reach grows to cover it). Live arrays: read
+        them at once, never write them."""
+        head_t = self._head_t
+        if head_t and head_t[-1] - mint_ms > self._reach:
+            self._reach = head_t[-1] - mint_ms
+        if self._chunks and (not head_t or head_t[0] > mint_ms):
+            self._unseal(mint_ms)
+        return self._head_t, self._head_v
+
+    def _unseal(self, mint_ms: int) -> None:
+        """Move the sealed chunks holding points at or after ``mint_ms`` back into the head."""
+        keep = len(self._chunks)
+        while keep and chunk_bounds(self._chunks[keep - 1])[1] >= mint_ms:
+            keep -= 1
+        if keep == len(self._chunks):
+            return
+        times, values = array("q"), array("d")
+        for chunk in self._chunks[keep:]:
+            chunk_t, chunk_v = decode_chunk(chunk)
+            times.extend(chunk_t)
+            values.extend(chunk_v)
+        del self._chunks[keep:]
+        times.extend(self._head_t)
+        values.extend(self._head_v)
+        if not self._chunks:  # the oldest chunk came back whole: drop what a trim had only hidden
+            drop = bisect_left(times, self._min_t)
+            del times[:drop], values[:drop]
+        self._head_t, self._head_v = times, values
+
+    def point_at(self, t_ms: int) -> tuple[int, float] | None:
+        """The newest point at or before ``t_ms``, or None."""
+        head_t = self._head_t
+        if head_t and head_t[0] <= t_ms:
+            index = bisect_right(head_t, t_ms) - 1
+            return head_t[index], self._head_v[index]
+        for chunk in reversed(self._chunks):
+            if chunk_bounds(chunk)[0] <= t_ms:
+                times, values = decode_chunk(chunk)
+                index = bisect_right(times, t_ms) - 1
+                return (times[index], values[index]) if times[index] >= self._min_t else None
+        return None
 
     def latest(self) -> tuple[int, float] | None:
         """The newest point, or None."""
-        if not self.timestamps:
-            return None
-        return self.timestamps[-1], self.values[-1]
+        if self._head_t:
+            return self._head_t[-1], self._head_v[-1]
+        if self._chunks:
+            times, values = decode_chunk(self._chunks[-1])
+            return times[-1], values[-1]
+        return None
 
 
 COLLECTOR_SOURCE_PREFIX = "collector:"
 """Sources named ``collector:<collector name>`` hold what a collector collected."""
 RESERVED_PREFIXES = ("collector:kmsg", "collector:nvml", "collector:host", "rules:", "self:", "")
 """Sources on the fault path: they may use the reserved headroom (``""``: a plain :meth:`Store.append`)."""
+
+
+class LabelValuesExceeded(Exception):
+    """New series of a collection dropped by the per-metric label-value limit; the rest was stored."""
+
+    def __init__(self, source: str, reason: str, dropped: int) -> None:
+        super().__init__(f"{source}: {reason}")
+        self.source = source
+        self.reason = reason
+        self.dropped = dropped
 
 
 class SeriesQuotaExceeded(Exception):
@@ -118,6 +364,8 @@ class SeriesQuotas:
     per_source: int = 50_000
     reserved: int = 20_000
     reserved_prefixes: tuple[str, ...] = RESERVED_PREFIXES
+    label_values: int = 0
+    """Distinct values one label of one metric may take among a non-reserved source's series (0: no limit)."""
 
     def is_reserved(self, source: str) -> bool:
         """True for a source on the fault path (it may use the reserved headroom)."""
@@ -142,6 +390,9 @@ class Store:
         self.dropped_series_total = 0
         self.evicted_series_total = 0
         self.quota_rejections_total = 0
+        self.label_value_drops_total = 0
+        # (source, metric) -> label -> value -> series count, for sources outside the fault path
+        self._label_values: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
         self._by_name: dict[str, dict[Labels, Series]] = {}
         self._count = 0
         self._sources: dict[str, set[Labels]] = {}
@@ -171,6 +422,7 @@ class Store:
                 self._owner[labels] = source
                 if not self.quotas.is_reserved(source):
                     self._best_effort += 1
+                    self._count_label_values(source, labels, 1)
             series.append(t_ms, value, self.max_points)
             return True
 
@@ -186,12 +438,16 @@ class Store:
             batch: dict[Labels, float] = {}
             for sample in samples:
                 batch[sample.labels] = sample.value
+            over_limit = ""
+            dropped = 0
             if self._enforce_quotas and not bypass_quota:
                 reason = self._admit(source, batch)
                 if reason:
                     self.quota_rejections_total += 1
                     self.ingest(source, (), t_ms, bypass_quota=True)
                     raise SeriesQuotaExceeded(source, reason)
+                if self.quotas.label_values and not self.quotas.is_reserved(source):
+                    over_limit, dropped = self._drop_label_value_churn(source, batch)
             seen: set[Labels] = set()
             for labels, value in batch.items():
                 if self.append(labels, t_ms, value, source):
@@ -199,7 +455,60 @@ class Store:
             for labels in self._sources.get(source, set()) - seen:
                 self.append(labels, t_ms, STALE_NAN, source)
             self._sources[source] = seen
+            if over_limit:
+                raise LabelValuesExceeded(source, over_limit, dropped)
             return len(seen)
+
+    def _drop_label_value_churn(self, source: str, batch: dict[Labels, float]) -> tuple[str, int]:
+        """Remove from ``batch`` the new series that would take a label of their metric past the
+        label-value limit; returns the reason (the first label over it) and how many were dropped."""
+        limit = self.quotas.label_values
+        owner = self._owner
+        added: dict[tuple[str, str], set[str]] = {}
+        doomed: list[Labels] = []
+        reason = ""
+        for labels in batch:
+            if labels in owner:
+                continue
+            name = metric_name(labels)
+            known = self._label_values.get((source, name), {})
+            for key, value in labels:
+                if key == METRIC_NAME:
+                    continue
+                values = known.get(key, {})
+                fresh = added.setdefault((name, key), set())
+                if value in values or value in fresh or len(values) + len(fresh) < limit:
+                    continue
+                doomed.append(labels)
+                reason = reason or (f"label {key!r} of {name} would take more than {limit} distinct values "
+                                    f"(max_label_values_per_metric): its new series are dropped")
+                break
+            else:
+                for key, value in labels:
+                    if key != METRIC_NAME and value not in known.get(key, {}):
+                        added[(name, key)].add(value)
+        for labels in doomed:
+            del batch[labels]
+        self.label_value_drops_total += len(doomed)
+        return reason, len(doomed)
+
+    def _count_label_values(self, source: str, labels: Labels, delta: int) -> None:
+        """Add ``delta`` to the series count of each of ``labels``' values under (source, metric)."""
+        key = (source, metric_name(labels))
+        per_label = self._label_values.setdefault(key, {})
+        for name, value in labels:
+            if name == METRIC_NAME:
+                continue
+            counts = per_label.setdefault(name, {})
+            left = counts.get(value, 0) + delta
+            if left > 0:
+                counts[value] = left
+            else:
+                counts.pop(value, None)
+                if not counts:
+                    del per_label[name]
+        if not per_label:
+            del self._label_values[key]
 
     def _admit(self, source: str, batch: dict[Labels, float]) -> str:
         """Why ``batch`` cannot be stored for ``source`` ("" when it fits); may evict the source's own
@@ -246,6 +555,7 @@ class Store:
         self._owned.get(owner, set()).discard(labels)
         if not self.quotas.is_reserved(owner):
             self._best_effort -= 1
+            self._count_label_values(owner, labels, -1)
 
     def forget_source(self, source: str, t_ms: int) -> None:
         """Mark every series of ``source`` stale (the source was removed from config)."""
@@ -310,7 +620,7 @@ class Store:
                     series.trim_before(min_t)
                     series.trim_count(self.max_points)
                     point = series.latest()
-                    if point is None or (is_stale(point[1]) and len(series.timestamps) == 1):
+                    if point is None or (is_stale(point[1]) and len(series) == 1):
                         del bucket[labels]
                         self._disown(labels)
                         removed += 1

@@ -111,6 +111,10 @@ SECTIONS: list[tuple[str, Callable[[Node], Callable[[dict[str, Any]], None]], Ca
      lambda n: [r.id for r in n.agent.runbooks.catalogue] == ["custom"]),
     ("tick_interval_seconds", lambda n: _set("tick_interval_seconds", 2),
      lambda n: n.agent.settings.tick_interval_seconds == 2.0),
+    ("max_series_per_source", lambda n: _set("max_series_per_source", 3000),
+     lambda n: n.agent.store.quotas.per_source == 3000),
+    ("max_label_values_per_metric", lambda n: _set("max_label_values_per_metric", 40),
+     lambda n: n.agent.store.quotas.label_values == 40),
     ("engine_scrape_interval_seconds", lambda n: _set("engine_scrape_interval_seconds", 10),
      lambda n: n.agent.settings.engine_scrape_interval_seconds == 10.0),
 ]

@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.hostile.conftest import hostile_agent
 from tests.loopback import serving
 from watchdog.model import AlertState, Sample, label_value, metric, metric_name
-from watchdog.store import SeriesQuotaExceeded, SeriesQuotas, Store
+from watchdog.store import LabelValuesExceeded, SeriesQuotaExceeded, SeriesQuotas, Store
 
 XID79 = "NVRM: Xid (PCI:0000:{bus}:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
 _request_ids = itertools.count()
@@ -101,5 +101,50 @@ def test_a_page_over_the_per_source_quota_is_up_0_with_its_reason(tmp_path: Path
             assert success["engine:wide"] == 0.0
             assert success["nvml"] == 1.0
             assert not list(agent.store.select([("__name__", "=", "vllm:wide")]))
+        finally:
+            agent.close()
+
+
+def test_label_value_churn_drops_only_the_new_series_and_names_the_label() -> None:
+    store = Store(max_series=100_000, quotas=SeriesQuotas(per_source=10_000, reserved=100, label_values=50))
+    steady = [Sample(metric("vllm:num_requests_running", job="e"), 1), Sample(metric("up", job="e"), 1)]
+    churn = [Sample(metric("vllm:request_latency", job="e", request_id=str(i)), 1) for i in range(80)]
+    try:
+        store.ingest("collector:engine:e", steady + churn, 1000)
+        raise AssertionError("the 51st request_id should have been refused")
+    except LabelValuesExceeded as exc:
+        assert "'request_id' of vllm:request_latency" in exc.reason and "50" in exc.reason
+        assert exc.dropped == 30
+    assert len(list(store.select([("__name__", "=", "vllm:request_latency")]))) == 50
+    assert len(list(store.select([("__name__", "=", "up")]))) == 1  # the rest of the page is stored
+    # known series keep updating; new values stay out; the fault path has no such limit
+    more = [Sample(metric("vllm:request_latency", job="e", request_id=f"new-{i}"), 1) for i in range(5)]
+    try:
+        store.ingest("collector:engine:e", steady + churn[:50] + more, 2000)
+        raise AssertionError("new request_ids should still be refused")
+    except LabelValuesExceeded as exc:
+        assert exc.dropped == 5
+    (running,) = store.select([("__name__", "=", "vllm:num_requests_running")])
+    assert running.latest() == (2000, 1.0)
+    xids = [Sample(metric("watchdog_gpu_xid_errors_total", xid=str(i)), 1) for i in range(80)]
+    assert store.ingest("collector:kmsg", xids, 2000) == 80
+    assert store.label_value_drops_total == 35
+
+
+def test_a_churning_engine_is_marked_failed_with_its_reason_and_keeps_up(tmp_path: Path) -> None:
+    clock = [1_800_000_000.0]
+    with serving(ChurningEngine, ThreadingHTTPServer) as base:
+        agent = hostile_agent(tmp_path, clock, {"max_label_values_per_metric": 100,
+                                                "engines": [{"url": base + "/metrics", "job": "churn"}]})
+        try:
+            for _ in range(3):
+                agent.tick()
+                clock[0] += 1
+            assert len(list(agent.store.select([("__name__", "=", "vllm:request_latency")]))) == 100
+            success = {label_value(s.labels, "collector"): s.latest()[1]  # type: ignore[index]
+                       for s in agent.store.select([("__name__", "=", "watchdog_collector_success")])}
+            assert success["engine:churn"] == 0.0 and success["nvml"] == 1.0
+            (up,) = agent.store.select([("__name__", "=", "up")])
+            assert up.latest() is not None and up.latest()[1] == 1.0  # type: ignore[index]
         finally:
             agent.close()

@@ -23,7 +23,10 @@ held: its series go stale. A collector with ``background = True``
 a call still within its deadline after that is left running and its result is taken by the first tick
 after it completes (until then its previous series stay as they are). A collection refused by the
 store's series quota (:class:`~watchdog.store.SeriesQuotaExceeded`) marks the collector failed with
-that reason and stores its failure samples instead.
+that reason and stores its failure samples instead. A collection whose new series would exceed the
+per-metric label-value limit (:class:`~watchdog.store.LabelValuesExceeded`: an engine inventing a label
+value per request) is stored without those new series, and the collector is marked failed with the
+reason (source, metric, label, limit); its other series, and every other source, carry on.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import Any, Protocol, TypeVar
 
 from watchdog.infra.state import StateDB
 from watchdog.model import Sample, metric
-from watchdog.store import COLLECTOR_SOURCE_PREFIX, SeriesQuotaExceeded, Store
+from watchdog.store import COLLECTOR_SOURCE_PREFIX, LabelValuesExceeded, SeriesQuotaExceeded, Store
 
 log = logging.getLogger(__name__)
 
@@ -257,6 +260,11 @@ def ingest_results(store: Store, results: Iterable[CollectResult], now_ms: int,
         source = COLLECTOR_SOURCE_PREFIX + result.name
         try:
             store.ingest(source, result.samples, now_ms)
+        except LabelValuesExceeded as exc:  # stored without the churning series
+            log.warning("collector over its label-value limit", extra={"collector": result.name,
+                                                                        "error": exc.reason, "dropped": exc.dropped})
+            result = CollectResult(result.name, result.samples, False, result.duration_seconds, exc.reason,
+                                   result.fallback)
         except SeriesQuotaExceeded as exc:
             log.warning("collector over its series quota", extra={"collector": result.name,
                                                                    "error": exc.reason})

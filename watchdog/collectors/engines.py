@@ -177,7 +177,18 @@ def apply_target_labels(labels: Labels, targets: Mapping[str, str]) -> Labels:
             if have.get(exported, "") == "":
                 have[exported] = value
                 break
-    return make_labels(have)
+    return _interned(make_labels(have))
+
+
+_PAIRS: dict[tuple[str, str], tuple[str, str]] = {}
+
+
+def _interned(labels: Labels) -> Labels:
+    """``labels`` built from shared (name, value) pairs: an engine's hundreds of series repeat the same
+    ``job``, ``instance``, ``model_name`` and ``le`` pairs, each held once (bounded: cleared when large)."""
+    if len(_PAIRS) > RELABEL_CACHE_LIMIT:
+        _PAIRS.clear()
+    return tuple([_PAIRS.setdefault(pair, pair) for pair in labels])
 
 
 def detect_kind(names: Iterable[str]) -> str:

@@ -394,6 +394,7 @@ class Settings:
     retention_seconds: float
     max_series: int
     max_series_per_source: int
+    max_label_values_per_metric: int
     reserved_series: int
     state_dir: str
     listen: str

@@ -184,8 +184,11 @@ class ExporterServer:
         stats: ExporterStats | None = None,
         limiter: SeriesLimiter | None = None,
         selection: ExportSelection | None = None,
+        page: Callable[[], bytes] | None = None,
     ) -> None:
+        """``page`` renders ``/metrics`` (default: ``generate_latest`` over ``registry``)."""
         self.registry = registry
+        self.page = page or (lambda: generate_latest(self.registry))
         self.limiter = limiter
         self.selection = selection
         self.host, self.port = parse_listen(address)
@@ -228,9 +231,9 @@ class ExporterServer:
         self.apply(prepare_exporter(section, environ))
 
     def render_metrics(self) -> bytes:
-        """The Prometheus text exposition of the registry; times itself for the self-metric."""
+        """The Prometheus text exposition of the page; times itself for the self-metric."""
         started = time.monotonic()
-        body = generate_latest(self.registry)
+        body = self.page()
         self.stats.last_scrape_duration_seconds = time.monotonic() - started
         return body
 
@@ -366,7 +369,8 @@ def exporter_for_store(
     selection = ExportSelection(prepared.pass_through_engine_series)
     stats = ExporterStats()
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(store, providers=[stats.self_samples], clock=clock, limiter=limiter,
-                                     selection=selection))
+    collector = StoreCollector(store, providers=[stats.self_samples], clock=clock, limiter=limiter,
+                               selection=selection)
+    registry.register(collector)
     return ExporterServer(registry, listen, ready=ready, security=prepared.security, stats=stats, limiter=limiter,
-                          selection=selection)
+                          selection=selection, page=collector.render)

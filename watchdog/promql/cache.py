@@ -101,8 +101,7 @@ class CounterIndex:
     def window(self, series: Any, mint: int, maxt: int, counter: bool = True) -> CounterWindow | None:
         """What ``rate``/``increase`` (``counter``) or ``delta`` need of ``series``' points in
         ``[mint, maxt]``; None when it has none there (a window of only stale markers: 0 non-stale)."""
-        timestamps = series.timestamps
-        values = series.values
+        timestamps, values = series.tail(mint)  # uncompressed arrays from at or before mint to the newest
         lo = bisect_left(timestamps, mint)
         hi = bisect_right(timestamps, maxt, lo)
         if lo == hi:

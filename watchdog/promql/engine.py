@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import math
 import time
-from array import array
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
@@ -54,13 +52,11 @@ def _newest_point(series: Any, mint: int, maxt: int) -> tuple[int, float] | None
 
 
 def _window(series: Any, mint: int, maxt: int) -> tuple[Sequence[int], Sequence[float]]:
-    """Points in ``[mint, maxt]``: array slices for :class:`watchdog.store.Series` (no per-point
-    objects), ``window()`` for any other series."""
-    timestamps = getattr(series, "timestamps", None)
-    if isinstance(timestamps, array):
-        lo = bisect_left(timestamps, mint)
-        hi = bisect_right(timestamps, maxt, lo)
-        return timestamps[lo:hi], series.values[lo:hi]
+    """Points in ``[mint, maxt]``: ``span()`` for :class:`watchdog.store.Series` (array slices where it
+    can, no per-point objects), ``window()`` for any other series."""
+    span = getattr(series, "span", None)
+    if span is not None:
+        return span(mint, maxt)
     return series.window(mint, maxt)
 
 
@@ -301,15 +297,12 @@ class Evaluator:
         out: list[tuple[Labels, int, float]] = []
         append = out.append
         for series in self._series(vs.matchers):
-            timestamps = getattr(series, "timestamps", None)
-            if isinstance(timestamps, array):  # watchdog.store.Series: bisect, no copies
-                index = bisect_right(timestamps, ref) - 1
-                if index < 0:
+            point_at = getattr(series, "point_at", None)
+            if point_at is not None:  # watchdog.store.Series: bisect, no copies
+                newest = point_at(ref)
+                if newest is None or newest[0] < mint:
                     continue
-                sample_t = timestamps[index]
-                if sample_t < mint:
-                    continue
-                value = series.values[index]
+                sample_t, value = newest
             else:
                 point = _newest_point(series, mint, ref)
                 if point is None:
@@ -497,7 +490,7 @@ class Evaluator:
         mint, maxt = context.range_start_ms, context.range_end_ms
         out: InstantVector = []
         for series in self._series(source.selector.matchers):
-            if not isinstance(getattr(series, "timestamps", None), array):
+            if getattr(series, "tail", None) is None:  # not a watchdog.store.Series
                 times, values = _window(series, mint, maxt)
                 if limited and len(times):
                     self._hold(len(times))

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Resident memory of the agent with its store full, on simulated time, for one or more checkouts side by side.
+
+    .venv/bin/python benchmarks/memory.py [--size 8x8] [--seconds 1200] [--retention 900]
+                                          [--tree NAME=PATH]... [--trace 15]
+
+Each checkout runs in its own process the real pipeline of the daemon's tick (the engines of
+``benchmarks/simnode.py`` scraped over loopback HTTP, each scrape a new step; the fake NVML of the demo;
+generous deadlines, so that a busy machine slows the run down instead of dropping points;
+the full default rule pack; alert lifecycle, runbooks, notifiers; an exporter page rendered every 15
+simulated seconds) on a simulated clock advanced one second per tick, as fast as the CPU allows: a
+15-minute retention fills in minutes, and memory after it has filled is the steady state. It prints
+RSS (``/proc/self/status``) every ``--every`` ticks, the series and points held and the bytes of process
+memory per stored point beyond the first report. ``--trace N`` also prints the N largest allocation sites
+(tracemalloc, by line) at the end: slower, for finding where memory goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from simnode import ROOT, env_for, start_simulator
+
+CHILD = r"""
+import gc, sys, tempfile, time, tracemalloc
+import yaml
+gpus, ports, seconds, retention, every, trace = (int(sys.argv[1]), [int(p) for p in sys.argv[2].split(",")],
+                                                 int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]),
+                                                 int(sys.argv[6]))
+if trace:
+    tracemalloc.start(1)
+from watchdog.agent import Agent
+from watchdog.collectors.base import CollectorContext
+from watchdog.config import load_config_text
+from watchdog.config.settings import settings_from_config
+from watchdog.exporter.server import exporter_for_store
+from watchdog.fakes.gpu_model import load_profile
+from watchdog.fakes.pynvml import FakeNvml
+
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+
+tmp = tempfile.mkdtemp(prefix="watchdog-memory-")
+open(f"{tmp}/kmsg.log", "w").close()
+doc = {"node": "memory-node", "tick_interval_seconds": 1, "retention_seconds": retention, "state_dir": tmp,
+       "rules": {"paths": [sys.argv[7] + "/rules/*.yaml"]},
+       "engines": [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{p}/metrics", "kind": "vllm",
+                    "scrape_timeout_seconds": 30} for i, p in enumerate(ports)],
+       "kmsg": {"source": f"{tmp}/kmsg.log"},
+       "collectors": {"host": {"enabled": False}, "nvml": {"timeout_seconds": 30}},
+       "notifiers": {"log": {"enabled": False}}}
+settings = settings_from_config(load_config_text(yaml.safe_dump(doc), "<memory>"))
+profile = load_profile("h100-sxm-8")
+profile["gpus"] = profile["gpus"][:gpus]
+nvml = FakeNvml(profile)
+for i in range(gpus):
+    nvml.set_load(i, 90.0)
+now = [1_800_000_000.0]
+clock = lambda: now[0]
+agent = Agent(settings, clock=clock, context=CollectorContext(nvml=nvml), background_scrapes=False)
+exporter = exporter_for_store(agent.store, "127.0.0.1:0", ready=lambda: True, clock=clock)
+first = None
+started = time.process_time()
+for tick in range(1, seconds + 1):
+    now[0] += 1.0
+    agent.tick()
+    if tick % 15 == 0:
+        exporter.render_metrics()
+    if tick % every == 0 or tick == seconds:
+        gc.collect()
+        points = sum(len(s) for s in agent.store.all_series()) if hasattr(agent.store.all_series()[0], "__len__") \
+            else sum(len(s.timestamps) for s in agent.store.all_series())
+        mb = rss()
+        first = first or (mb, points)
+        per_point = (mb - first[0]) * 2**20 / (points - first[1]) if points > first[1] else float("nan")
+        print(f"tick {tick:>6}  RSS {mb:7.1f} MB  series {len(agent.store):>6}  points {points:>9}  "
+              f"{per_point:6.1f} B/point since tick {every}  cpu {time.process_time() - started:7.1f} s", flush=True)
+storage = [s.storage() for s in agent.store.all_series()] if hasattr(agent.store.all_series()[0], "storage") else []
+if storage:
+    head, sealed, sealed_bytes = (sum(x) for x in zip(*storage))
+    print(f"uncompressed points {head} ({head * 16 / 2**20:.1f} MB), sealed points {sealed} in "
+          f"{sealed_bytes / 2**20:.1f} MB ({sealed_bytes / max(sealed, 1):.2f} B/point)")
+if trace:
+    for stat in tracemalloc.take_snapshot().statistics("lineno")[:trace]:
+        print(f"  {stat.size / 2**20:8.2f} MB  {stat.count:>9} blocks  {stat.traceback[0]}")
+agent.close(timeout_seconds=1)
+"""
+
+
+def main() -> int:
+    """Run each checkout and print its memory as the store fills."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="8x8", metavar="GxE", help="GPUs x engine endpoints")
+    parser.add_argument("--seconds", type=int, default=1200, help="simulated seconds (ticks)")
+    parser.add_argument("--retention", type=float, default=900.0)
+    parser.add_argument("--every", type=int, default=120, help="report every N ticks")
+    parser.add_argument("--tree", action="append", default=None, metavar="NAME=PATH",
+                        help="a checkout to measure (repeatable; default: this tree)")
+    parser.add_argument("--trace", type=int, default=0, help="print the N largest allocation sites")
+    args = parser.parse_args()
+    gpus, engines = (int(x) for x in args.size.lower().split("x"))
+    trees = [(spec.partition("=")[0], Path(spec.partition("=")[2]).resolve()) for spec in args.tree or []]
+    trees = trees or [("this", ROOT)]
+    sim, _, ports = start_simulator(gpus, engines)
+    with tempfile.TemporaryDirectory(prefix="watchdog-memory-") as outdir:
+        try:
+            children = []
+            for name, tree in trees:
+                out = Path(outdir) / f"{name}.txt"
+                with out.open("w") as handle:
+                    child = subprocess.Popen([sys.executable, "-c", CHILD, str(gpus), ",".join(map(str, ports)),
+                                              str(args.seconds), str(args.retention), str(args.every),
+                                              str(args.trace), str(tree)],
+                                             stdout=handle, stderr=subprocess.STDOUT, env=env_for(tree),
+                                             cwd=outdir)  # not this checkout: `-c` imports from the cwd first
+                children.append((name, child, out))
+                print(f"{name}: progress in {out}", file=sys.stderr)
+            for name, child, out in children:
+                child.wait()
+                print(f"== {name} ({gpus} GPU(s) x {engines} engine(s), retention {args.retention:g} s)")
+                print("".join(line for line in out.read_text().splitlines(keepends=True)
+                              if not line.startswith("rule evaluation failed")))
+        finally:
+            sim.kill()
+            sim.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,125 @@
+"""Compressed series storage: every window and point reads back exactly what was appended."""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
+
+import pytest
+
+from watchdog.model import STALE_NAN, metric
+from watchdog.store import CHUNK_POINTS, HEAD_POINTS, Series, Store, decode_chunk, encode_chunk
+
+
+def _bits(values: list[float]) -> list[int]:
+    return [struct.unpack("<Q", struct.pack("<d", v))[0] for v in values]
+
+
+KINDS = {
+    "constant": lambda i, rng: 7.0,
+    "counter": lambda i, rng: float(1000 + 3 * i + rng.randrange(3)),
+    "big_counter": lambda i, rng: float(2**40 + i * 100_000),
+    "float32": lambda i, rng: 0.5 * rng.randrange(100),
+    "double": lambda i, rng: rng.random(),
+    "special": lambda i, rng: rng.choice([math.nan, STALE_NAN, -0.0, 0.0, math.inf, -math.inf, 1.0]),
+    "huge": lambda i, rng: 1e300 * rng.random(),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("regular", [True, False])
+def test_chunks_round_trip_bitwise(kind: str, regular: bool) -> None:
+    rng = random.Random(kind)
+    times = array("q", [1_800_000_000_000 + (1000 * i if regular else 1000 * i + rng.randrange(40))
+                        for i in range(CHUNK_POINTS)])
+    values = array("d", [KINDS[kind](i, rng) for i in range(CHUNK_POINTS)])
+    chunk = encode_chunk(times, values)
+    decoded_t, decoded_v = decode_chunk(chunk)
+    assert decoded_t == list(times)
+    assert _bits(decoded_v) == _bits(list(values))
+
+
+def test_compact_encodings_are_chosen() -> None:
+    times = array("q", range(0, 120_000, 1000))
+    header = 36
+    assert len(encode_chunk(times, array("d", [5.0] * 120))) == header  # constant, regular: no arrays
+    assert len(encode_chunk(times, array("d", [float(i * 3) for i in range(120)]))) == header + 119  # b deltas
+    assert len(encode_chunk(times, array("d", [i / 4 for i in range(120)]))) == header + 4 * 120  # float32
+    jittery = array("q", [t + t % 7 for t in times])
+    assert len(encode_chunk(jittery, array("d", [1.0] * 120))) == header + 119  # one byte a timestamp
+
+
+def test_windows_and_points_match_a_plain_list_across_chunks_and_trims() -> None:
+    rng = random.Random(3)
+    series = Series(metric("x"))
+    ref_t: list[int] = []
+    ref_v: list[float] = []
+    t = 0
+    for i in range(3 * CHUNK_POINTS + HEAD_POINTS + 17):
+        t += rng.choice([1000, 1000, 1000, 1003, 2000])
+        value = rng.choice([float(i), rng.random(), STALE_NAN, 2.5])
+        series.append(t, value, max_points=10_000)
+        ref_t.append(t)
+        ref_v.append(value)
+    for trim_at in (None, ref_t[50], ref_t[CHUNK_POINTS + 5]):
+        if trim_at is not None:
+            series.trim_before(trim_at)
+            keep = bisect_left(ref_t, trim_at)
+            del ref_t[:keep], ref_v[:keep]
+        for _ in range(200):
+            lo = rng.randrange(ref_t[0] - 5000, ref_t[-1] + 5000)
+            hi = lo + rng.randrange(0, 400_000)
+            times, values = series.window(lo, hi)
+            a, b = bisect_left(ref_t, lo), bisect_right(ref_t, hi)
+            assert times == ref_t[a:b]
+            assert _bits(values) == _bits(ref_v[a:b])
+            point = series.point_at(hi)
+            index = bisect_right(ref_t, hi) - 1
+            expected = (ref_t[index], ref_v[index]) if index >= 0 else None
+            assert (point is None) == (expected is None)
+            if point and expected:
+                assert point[0] == expected[0] and _bits([point[1]]) == _bits([expected[1]])
+        assert list(series.timestamps) == ref_t
+        assert series.latest() == (ref_t[-1], ref_v[-1]) or math.isnan(ref_v[-1])
+
+
+def test_count_trim_keeps_the_newest_points() -> None:
+    series = Series(metric("x"))
+    for i in range(1000):
+        series.append(i * 1000, float(i), max_points=10_000)
+    series.trim_count(300)
+    assert list(series.timestamps) == [i * 1000 for i in range(700, 1000)]
+
+
+def test_full_store_uses_a_few_bytes_a_point() -> None:
+    """15 minutes of 1 s ticks of counters and gauges: far below the 16 bytes of plain arrays."""
+    import tracemalloc
+
+    store = Store(retention_ms=900_000, max_points=960)
+    labels = [metric("m", i=str(i)) for i in range(50)]
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for tick in range(960):
+        for n, lbl in enumerate(labels):
+            value = float(tick * n) if n % 2 else (n + math.sin(tick)) / 3
+            store.append(lbl, 1_800_000_000_000 + tick * 1000 + (tick * 7 % 5), value)
+    used = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert used / (960 * 50) < 9, used / (960 * 50)  # plain arrays: over 16
+
+
+def test_tail_holds_every_point_since_mint_uncompressed_and_later_reads_need_no_decoding() -> None:
+    series = Series(metric("x"))
+    for i in range(5 * CHUNK_POINTS):
+        series.append(i * 1000 + i % 3, float(i), max_points=10_000)
+    assert series.storage()[1] > 0  # sealed chunks exist
+    mint = (5 * CHUNK_POINTS - 300) * 1000
+    times, values = series.tail(mint)
+    assert times[0] <= mint and list(values[-3:]) == [597.0, 598.0, 599.0]
+    for i in range(5 * CHUNK_POINTS, 7 * CHUNK_POINTS):  # the reach keeps 300 s uncompressed as it grows
+        series.append(i * 1000, float(i), max_points=10_000)
+    assert series.tail(i * 1000 - 300_000)[0][0] <= i * 1000 - 300_000
+    assert series.storage()[0] <= 300 + CHUNK_POINTS + HEAD_POINTS + 1
