@@ -511,6 +511,43 @@ class Evaluator:
                 out.append((drop_name(series.labels), result))
         return out
 
+    def _indexed_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:
+        """``max_over_time``/``min_over_time`` from the cache's sliding extrema and ``count_over_time``
+        from its counter index: the values :meth:`range_selector` and the range function give, in the
+        same order, without walking the window (a window holding an ordinary NaN is walked)."""
+        assert self.cache is not None and self.cache.extrema is not None
+        extrema, counters = self.cache.extrema, self.cache.counters
+        fn = functions.RANGE_FUNCTIONS[name]
+        limited = self.sample_limit is not None
+        mint, maxt = context.range_start_ms, context.range_end_ms
+        out: InstantVector = []
+        for series in self._series(source.selector.matchers):
+            result: float | None
+            if getattr(series, "tail", None) is None or (name == "count_over_time" and counters is None):
+                times, values = _window(series, mint, maxt)
+                held, exact = len(times), False
+            elif name == "count_over_time":
+                assert counters is not None
+                window = counters.window(series, mint, maxt, False)
+                if window is None:
+                    continue
+                held, exact, result = window[0], True, float(window[1]) if window[1] else None
+            else:
+                extreme = extrema.extreme(series, mint, maxt, name == "max_over_time")
+                if extreme is None:
+                    continue
+                held, result, exact = extreme
+                if not exact:
+                    times, values = _window(series, mint, maxt)
+            if limited and held:
+                self._hold(held)
+            if not exact:
+                times, values = _without_stale(times, values)
+                result = fn(times, values, context) if times else None
+            if result is not None:
+                out.append((drop_name(series.labels), result))
+        return out
+
     def _range_call(self, expr: n.Call, t: int) -> InstantVector:
         """A function with a range-vector argument, applied per series."""
         name = expr.name
@@ -530,6 +567,9 @@ class Evaluator:
             if name in COUNTER_FUNCTIONS and self.cache is not None and self.cache.counters is not None:
                 context = functions.RangeContext(ref - range_ms, ref, range_ms, t, scalars)
                 return self._counter_call(name, source, context)
+            if name in INDEXED_FUNCTIONS and self.cache is not None and self.cache.extrema is not None:
+                context = functions.RangeContext(ref - range_ms, ref, range_ms, t, scalars)
+                return self._indexed_call(name, source, context)
             matrix = self.range_selector(source, t)
         elif isinstance(source, n.Subquery):
             ref = self._reference(source.at, source.offset_ms, t)
@@ -554,6 +594,8 @@ class Evaluator:
 
 COUNTER_FUNCTIONS = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
 """Range functions that need only the window's ends and counter resets: (is_counter, is_rate)."""
+INDEXED_FUNCTIONS = frozenset({"max_over_time", "min_over_time", "count_over_time"})
+"""Range functions the cache's window indexes answer without a walk over the window."""
 
 
 def evaluate_expr(
