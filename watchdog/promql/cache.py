@@ -63,7 +63,9 @@ class _SeriesEvents:
         if self.scanned_t is not None and timestamps[-1] == self.scanned_t and _same(values[-1], self.scanned_v):
             return
         if self.scanned_t is not None:
-            index = bisect_left(timestamps, self.scanned_t)
+            index = len(timestamps) - 2  # most often exactly one point was appended since the last scan
+            if index < 0 or timestamps[index] != self.scanned_t:
+                index = bisect_left(timestamps, self.scanned_t)
             if index < len(timestamps) and timestamps[index] == self.scanned_t and _same(
                     values[index], self.scanned_v):
                 start = index + 1
@@ -104,7 +106,7 @@ class CounterIndex:
 
     def __init__(self) -> None:
         self._events: dict[int, _SeriesEvents] = {}
-        self._lookups = 0
+        self._created = 0
 
     def window(self, series: Any, mint: int, maxt: int, counter: bool = True) -> CounterWindow | None:
         """What ``rate``/``increase`` (``counter``) or ``delta`` need of ``series``' points in
@@ -114,8 +116,11 @@ class CounterIndex:
         hi = bisect_right(timestamps, maxt, lo)
         if lo == hi:
             return None
-        events = self._events_of(series)
-        events.update(timestamps, values)
+        events = self._events.get(id(series))
+        if events is None or events.ref() is not series:
+            events = self._events_of(series)
+        if events.scanned_t != timestamps[-1] or not _same(values[-1], events.scanned_v):
+            events.update(timestamps, values)
         stale = events.stale_t
         count = hi - lo
         first, last = lo, hi - 1
@@ -137,13 +142,12 @@ class CounterIndex:
         return (hi - lo, count, first_t, timestamps[last], values[first], result)
 
     def _events_of(self, series: Any) -> _SeriesEvents:
-        key = id(series)
-        events = self._events.get(key)
-        if events is None or events.ref() is not series:
-            events = self._events[key] = _SeriesEvents(series)
-        self._lookups += 1
-        if self._lookups >= 4 * len(self._events) + 1000:
-            self._lookups = 0
+        """A new index entry for ``series``; entries of series gone from the store are dropped once as
+        many entries were created since the last sweep as half of those held (plus 1000)."""
+        events = self._events[id(series)] = _SeriesEvents(series)
+        self._created += 1
+        if self._created >= len(self._events) // 2 + 1000:
+            self._created = 0
             self._events = {k: e for k, e in self._events.items() if e.ref() is not None}
         return events
 
@@ -179,7 +183,9 @@ class _SlidingExtreme:
         then drop what fell out of the window."""
         start = lo
         if self.scanned_t is not None:
-            index = bisect_left(timestamps, self.scanned_t)
+            index = len(timestamps) - 2  # most often exactly one point was appended since the last scan
+            if index < 0 or timestamps[index] != self.scanned_t:
+                index = bisect_left(timestamps, self.scanned_t)
             if (mint >= self.mint and maxt >= self.scanned_t and index < len(timestamps)
                     and timestamps[index] == self.scanned_t and _same(values[index], self.scanned_v)):
                 start = max(index + 1, lo)
