@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from watchdog.model import Labels, is_stale
 from watchdog.promql import aggregations, binary, functions
 from watchdog.promql import nodes as n
+from watchdog.promql.budget import CpuBudget
 from watchdog.promql.cache import EvalCache
 from watchdog.promql.errors import PromQLError, TooManySamples, evaluation_error
 from watchdog.promql.labels import drop_name, find_duplicate
@@ -141,7 +142,7 @@ class Evaluator:
         query_ms: int,
         lookback_ms: int = DEFAULT_LOOKBACK_MS,
         subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
-        deadline: float | None = None,
+        deadline: float | CpuBudget | None = None,
         max_samples: int | None = None,
         sample_limit: int | None = None,
         range_ms: tuple[int, int] | None = None,
@@ -165,7 +166,10 @@ class Evaluator:
         self.query_ms = query_ms
         self.lookback_ms = lookback_ms
         self.subquery_step_ms = subquery_step_ms
-        self.deadline = deadline
+        # A wall-clock instant (``time.monotonic()``); with a CPU budget, the instant before which it
+        # cannot be spent (moved on by the budget until it is).
+        self._budget = deadline if isinstance(deadline, CpuBudget) else None
+        self.deadline = deadline.wall_deadline if isinstance(deadline, CpuBudget) else deadline
         self._selected: dict[tuple[Matcher, ...], list[Any]] = {}
         self._top_context = self._at_context
 
@@ -174,11 +178,13 @@ class Evaluator:
     def eval(self, expr: n.Expr, t: int) -> Any:
         """Evaluate ``expr`` at ``t``; the result shape follows ``expr.type``.
 
-        Past ``deadline`` (``time.monotonic()``), raises :class:`PromQLError` with ``kind="timeout"``;
-        every node and every subquery step checks it.
+        Past ``deadline`` (``time.monotonic()``; or a :class:`CpuBudget` spent), raises
+        :class:`PromQLError` with ``kind="timeout"``; every node and every subquery step checks it.
         """
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise PromQLError("query timed out in expression evaluation", kind="timeout")
+            if self._budget is None or self._budget.spent():
+                raise PromQLError("query timed out in expression evaluation", kind="timeout")
+            self.deadline = self._budget.wall_deadline
         held = self._held
         shared = self._shared_key(expr, t)
         result = self._eval_node(expr, t) if shared is None else self._eval_shared(expr, t, shared)
@@ -604,14 +610,15 @@ def evaluate_expr(
     t_ms: int,
     lookback_ms: int = DEFAULT_LOOKBACK_MS,
     subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
-    deadline: float | None = None,
+    deadline: float | CpuBudget | None = None,
     max_samples: int | None = None,
     sample_limit: int | None = None,
     range_ms: tuple[int, int] | None = None,
     cache: EvalCache | None = None,
 ) -> Any:
     """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``.
-    ``deadline`` (a ``time.monotonic()`` instant) stops it with a ``timeout`` :class:`PromQLError`;
+    ``deadline`` (a ``time.monotonic()`` instant, or a :class:`~watchdog.promql.budget.CpuBudget`) stops it
+    with a ``timeout`` :class:`PromQLError`;
     ``max_samples`` models promtool's accounting inside subqueries (``rules test``); ``sample_limit``
     bounds the samples held at once anywhere (:class:`TooManySamples`); ``range_ms`` is the
     ``(start, end)`` of a range query that ``t_ms`` is one step of (``@ start()``/``@ end()``);
