@@ -11,7 +11,8 @@ settings, simulated 1 s ticks) runs ``--retention`` ticks with the defaults so t
 full, then ``--ticks`` measured ticks in which the CPU time (``time.thread_time``) of every rule
 evaluation is summed per rule. A checkout's own virtual environment (``TREE/.venv``) runs it when it
 has one. Printed: rule-engine and agent CPU per tick, each group's and the costliest rules' CPU per
-tick, per checkout, and the ratio of the first checkout to the others. Read the ratios: the machines
+tick, per checkout, and the ratio of the first checkout to the others; and each checkout's warnings
+(fill and measured ticks), counted by message, group, rule and reason. Read the ratios: the machines
 are shared.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import logging
 import subprocess
 import sys
 import tempfile
@@ -39,6 +41,14 @@ def child(tree: Path, gpus: int, engines: int, retention: int, ticks: int) -> di
 
     from watchdog.rules import engine as rules_engine
 
+    warnings: collections.Counter[str] = collections.Counter()
+
+    class Tally(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            fields = [str(getattr(record, key)) for key in ("rule_group", "rule", "reason") if hasattr(record, key)]
+            warnings[" ".join([record.getMessage(), *fields])] += 1
+
+    logging.getLogger().addHandler(Tally(logging.WARNING))
     proc, ports = start_servers(engines)
     try:
         agent, now = build_agent(gpus, ports, retention, Path(tempfile.mkdtemp()))
@@ -58,8 +68,8 @@ def child(tree: Path, gpus: int, engines: int, retention: int, ticks: int) -> di
 
         rules_engine.RuleEngine._evaluate_rule = timed  # type: ignore[method-assign]
         cpu, rules = run_block(agent, now, ticks)
-        return {"fill_s": fill_s, "series": len(agent.store), "cpu_ms_per_tick": cpu / ticks * 1000,
-                "rules_ms_per_tick": sum(rules) / ticks * 1000,
+        return {"fill_s": fill_s, "warnings": dict(warnings), "series": len(agent.store),
+                "cpu_ms_per_tick": cpu / ticks * 1000, "rules_ms_per_tick": sum(rules) / ticks * 1000,
                 "per_rule_ms_per_tick": {key: value / ticks * 1000 for key, value in spent.items()}}
     finally:
         proc.kill()
@@ -112,6 +122,9 @@ def main() -> int:
         groups.append(per_group)
     for group, _ in groups[0].most_common():
         print(row(f"  group {group}", [g.get(group, 0.0) for g in groups]))
+    for name, r in zip(names, results, strict=True):
+        for text, count in sorted(r.get("warnings", {}).items()):
+            print(f"{name}: {count} x warning: {text}")
     ranked = sorted(first["per_rule_ms_per_tick"].items(), key=lambda item: -item[1])[:args.top]
     for key, _ in ranked:
         group, index, rule = json.loads(key)
