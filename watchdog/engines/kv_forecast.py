@@ -27,6 +27,9 @@ MIN_SAMPLES = 10
 SURGE_WINDOWS = ("6s", "30s")
 SURGE_MIN_SAMPLES = 5
 SURGE_MIN_RISE = 1.25
+# ... and a rise over that minimum of more than this many standard deviations of a Poisson count at it
+# (sqrt of the minimum, at least 1): small counts jitter by more than 25 %.
+SURGE_MIN_SIGMAS = 3
 # A trend must hold in both halves of its window: each half's slope at least this share of the whole's.
 HALF_SLOPE_SHARE = 0.5
 # The capacity branch (see demand_rules): requests in flight at least this many times their 5-minute
@@ -74,7 +77,10 @@ def trend_driver(series: str, level_floor: str, driver: str, min_span_seconds: i
 def surge_driver(window: str, shorter: str | None) -> dict[str, Any]:
     """Requests in flight surging: the relative slope over ``window``, where that window holds
     :data:`SURGE_MIN_SAMPLES` or more samples on a straight line (as :func:`trend_driver`) and the count
-    rose by :data:`SURGE_MIN_RISE` or more over its minimum in the window. A burst of long requests fills
+    rose by :data:`SURGE_MIN_RISE` or more over its minimum in the window, and by more than :data:`SURGE_MIN_SIGMAS`
+    Poisson standard deviations at that minimum (two clients in a closed loop plus a canary probe jitter
+    between 0 and 3 in flight, 25 % and more along a line within 30 s, and fired the forecast in the real
+    engine lane's steady phase; 24 in flight must rise by 15). A burst of long requests fills
     the pool in seconds; over 5 minutes of steady history its first seconds explain too little of the
     spread to count as a trend, so the 5-minute test alone warns after the first preemption. Jitter does
     not rise 25 % along a line, and traffic that follows the day rises by about 1 % a minute.
@@ -90,6 +96,8 @@ def surge_driver(window: str, shorter: str | None) -> dict[str, Any]:
         *_straight(series, window),
         f"and {ON} count_over_time({series}[{window}]) >= {SURGE_MIN_SAMPLES}",
         f"and {ON} {series} >= {ON} {SURGE_MIN_RISE} * clamp_min(min_over_time({series}[{window}]), 1)",
+        f"and {ON} {series} - {ON} min_over_time({series}[{window}])",
+        f"  > {ON} {SURGE_MIN_SIGMAS} * sqrt(clamp_min(min_over_time({series}[{window}]), 1))",
     ]
     if shorter:
         parts.append(f"unless {ON} count_over_time({series}[{shorter}]) >= {SURGE_MIN_SAMPLES}")
