@@ -55,8 +55,12 @@ def trend_driver(series: str, level_floor: str, driver: str, min_span_seconds: i
     A step is not a trend: a level that jumped once (idle to steady load) in the middle of the window has
     a correlation of up to 0.87 with time (``sqrt(3 p (1 - p))`` for a step at fraction ``p``), enough to pass
     the test above. So the slope of each half of the window must also be at least :data:`HALF_SLOPE_SHARE`
-    of the whole window's (a line rises in both halves; a step lies flat in at least one). The earlier half
-    vetoes only where it holds samples (an agent started less than 2.5 minutes ago has none)."""
+    of the whole window's (a line rises in both halves; a step lies flat in at least one), and the earlier
+    half must hold ``MIN_SAMPLES // 2`` samples: an agent started less than 2.5 minutes ago sees no trend
+    (a step in its short history passes the correlation test, and a 1-minute window filling after a step
+    from idle is a 1-minute ramp: in lane run8 a trend fired 50 s into the varied-prefix phase, 2 minutes
+    after the agent started, ETA 33 s, with the in-flight count flat at 2 clients; most likely the arrivals
+    driver). Young agents and steps have the surge and capacity tests."""
     times = f"{series}:timestamp_seconds"
     whole = f"deriv({series}[5m])"
     parts = [
@@ -68,7 +72,8 @@ def trend_driver(series: str, level_floor: str, driver: str, min_span_seconds: i
     if min_span_seconds:
         parts += [f"and {ON}",
                   f"max_over_time({times}[5m]) - min_over_time({times}[5m]) >= {min_span_seconds}"]
-    parts += [f"unless {ON} deriv({series}[2m30s]) / {ON} {whole} < {HALF_SLOPE_SHARE}",
+    parts += [f"and {ON} count_over_time({series}[2m30s] offset 2m30s) >= {MIN_SAMPLES // 2}",
+              f"unless {ON} deriv({series}[2m30s]) / {ON} {whole} < {HALF_SLOPE_SHARE}",
               f"unless {ON} deriv({series}[2m30s] offset 2m30s) / {ON} {whole} < {HALF_SLOPE_SHARE}"]
     return {"record": "engine:kv_demand_growth_ratio:deriv5m", "expr": "\n".join(parts),
             "labels": {"driver": driver}}
