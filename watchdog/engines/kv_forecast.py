@@ -206,8 +206,9 @@ def forecast_rules() -> list[dict[str, Any]]:
          "annotations": {
              "summary": "KV cache of {{ $labels.job }} predicted to run out in {{ $value | humanizeDuration }}",
              "description": (
-                 "At the current growth of requests in flight, arrival rate and P90 request length, the paged KV "
-                 "pool of {{ $labels.job }} ({{ $labels.instance }}) is predicted to be full in "
+                 "At the current growth of requests in flight, arrival rate and P90 request length, or because the "
+                 "requests in flight jumped beyond what it holds at the recent mean request length (then 0s), the "
+                 "paged KV pool of {{ $labels.job }} ({{ $labels.instance }}) is predicted to be full in "
                  "{{ $value | humanizeDuration }}; then the scheduler preempts running requests and TTFT "
                  "explodes. Shed or reroute long-context traffic now, before the first preemption."),
              "runbook": "engine-kv-exhaustion-predicted"}},
