@@ -43,7 +43,7 @@ from watchdog.rules.loader import load_ruleset
 from watchdog.rules.queries import engine_gpus_in
 from watchdog.rules.state_store import RuleStateStore
 from watchdog.runbooks.catalogue import catalogue_from_settings
-from watchdog.runbooks.links import runbook_info_samples, with_runbook_urls
+from watchdog.runbooks.links import RunbookLinks
 from watchdog.runbooks.manager import RunbookManager
 from watchdog.store import SeriesQuotas, Store
 
@@ -172,6 +172,7 @@ class Agent:
         self.history_fired: list[Alert] = []
         self.rule_engine = self._build_rule_engine(settings, restored=self.rule_state.load())
         self.runbooks = self._build_runbooks(settings)
+        self._runbook_links: RunbookLinks | None = None
         self.dispatcher = dispatcher_for(settings, self.db, self.node, clock=clock)
         self.dispatcher.attach_runbooks(self.runbooks)
         self._reconciled = False
@@ -316,15 +317,21 @@ class Agent:
                 return
         self.stats.overrun_stage = None
 
+    def _links(self) -> RunbookLinks:
+        """The runbook links of the running catalogue and URL base (built again after a reload)."""
+        links = self._runbook_links
+        catalogue, url_base = self.runbooks.catalogue, self.settings.runbooks.url_base
+        if links is None or links.catalogue is not catalogue or links.url_base != url_base:
+            links = self._runbook_links = RunbookLinks(catalogue, url_base)
+        return links
+
     def _with_runbook_urls(self, alerts: list[Alert]) -> list[Alert]:
-        url_base = self.settings.runbooks.url_base
-        return with_runbook_urls(alerts, self.runbooks.catalogue, url_base)
+        return self._links().link(alerts)
 
     def _runbook_info(self) -> list[Sample]:
         """``watchdog_runbook_info{alertname,runbook,runbook_url}`` 1 per alert a runbook serves, so that a
         dashboard joins ALERTS with the runbook to link."""
-        url_base = self.settings.runbooks.url_base
-        return runbook_info_samples(self.runbooks.catalogue, url_base)
+        return self._links().info_samples
 
     def _assess_health(self) -> list[Problem]:
         ruleset = self.rule_engine.ruleset
