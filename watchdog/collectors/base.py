@@ -10,7 +10,8 @@ finish by its deadline, yields ``watchdog_collector_success{collector} 0`` and i
 stale; the others are unaffected. :class:`NoData` ("no such hardware here") is quiet: success 1, no
 series. A hung collector keeps its worker thread; the runner does not start a second call of that
 collector until the first returns ("previous call still running", success 0), so a hang cannot pile up
-threads. Calls run on daemon threads (one per call, not a pool): hung collectors cannot starve the
+threads. Each collector has its own persistent daemon thread (a :class:`Worker`, started on its first
+call: no thread is created per call): a hung collector holds only its own thread and cannot starve the
 others, and a call wedged in a driver cannot keep the process from exiting.
 
 A failed call yields the collector's ``failure_samples()`` when it has that method (an engine's
@@ -32,6 +33,7 @@ reason (source, metric, label, limit); its other series, and every other source,
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -119,13 +121,15 @@ class CollectorRunner:
     """Runs collectors concurrently, each bounded by its own timeout. See the module docstring."""
 
     def __init__(self, collectors: list[Collector], background_wait_seconds: float | None = None) -> None:
-        """Every call gets its own daemon thread (see the module docstring); ``background_wait_seconds``
-        None waits for background collectors like the others (up to their timeout)."""
+        """Each collector's calls run on its own worker thread (see the module docstring);
+        ``background_wait_seconds`` None waits for background collectors like the others (up to their
+        timeout)."""
         self.collectors = collectors
         self.background_wait_seconds = background_wait_seconds
         self._closed = False
         self._inflight: dict[str, _Call] = {}
         self._last_good: dict[str, list[Sample]] = {}
+        self._workers: dict[str, Worker] = {}
 
     def run_once(self, background: bool | None = None, start: bool = True) -> list[CollectResult]:
         """Collect from every collector once; never raises for a collector's fault.
@@ -159,7 +163,7 @@ class CollectorRunner:
                 continue
             if not start:
                 continue
-            call = _Call(_start(collector), time.monotonic())
+            call = _Call(self._start(collector), time.monotonic())
             self._inflight[collector.name] = call
             started.append((collector, call))
         for collector, call in started:
@@ -207,9 +211,18 @@ class CollectorRunner:
         self._last_good[collector.name] = samples
         return CollectResult(collector.name, samples, True, duration, fallback=failure_samples(collector))
 
+    def _start(self, collector: Collector) -> Future[list[Sample]]:
+        worker = self._workers.get(collector.name)
+        if worker is None:
+            worker = self._workers[collector.name] = Worker(f"collector-{collector.name}")
+        return worker.submit(lambda: list(collector.collect()))
+
     def close(self) -> None:
-        """Stop starting calls; calls still running (hung ones too) are abandoned on their daemon threads."""
+        """Stop starting calls; the workers end after their current call (hung ones are abandoned on their
+        daemon threads)."""
         self._closed = True
+        for worker in self._workers.values():
+            worker.stop()
 
 
 T = TypeVar("T")
@@ -234,8 +247,67 @@ def start_daemon(fn: Callable[[], T], name: str) -> Future[T]:
     return future
 
 
-def _start(collector: Collector) -> Future[list[Sample]]:
-    return start_daemon(lambda: list(collector.collect()), f"collector-{collector.name}")
+class Worker:
+    """One persistent daemon thread that runs calls one at a time, for calls that may never return.
+
+    Contract: :meth:`submit` hands the thread a call and returns its future (result or exception). A
+    caller submits the next call only once the previous call's future is done (a second call would wait
+    behind a hung one: :meth:`submit` raises ``RuntimeError`` instead), so a hung call holds this thread
+    and nothing else, as a thread per call would, without starting a thread per call. The thread starts
+    with a call and ends after ``idle_seconds`` without one (a collector replaced by a reload leaves no
+    thread behind) or at :meth:`stop`. Nobody joins it: a call wedged in a driver cannot keep the process
+    from exiting.
+    """
+
+    def __init__(self, name: str, idle_seconds: float = 60.0) -> None:
+        self.name = name
+        self.idle_seconds = idle_seconds
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._last: Future[Any] | None = None
+        self._running = False
+        self._stopped = False
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        """Run ``fn`` on the worker's thread; raises ``RuntimeError`` while the previous call runs or
+        after :meth:`stop`."""
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError(f"worker {self.name}: stopped")
+            if self._last is not None and not self._last.done():
+                raise RuntimeError(f"worker {self.name}: previous call still running")
+            future: Future[T] = Future()
+            future.set_running_or_notify_cancel()
+            self._last = future
+            self._calls.put((fn, future))
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._run, name=self.name, daemon=True).start()
+        return future
+
+    def stop(self) -> None:
+        """End the thread once its current call (if any) returns; later calls are refused."""
+        with self._lock:
+            self._stopped = True
+            self._calls.put(None)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                item = self._calls.get(timeout=self.idle_seconds)
+            except queue.Empty:
+                item = None
+            if item is None:
+                with self._lock:  # a call submitted meanwhile keeps the thread
+                    if self._stopped or self._calls.empty():
+                        self._running = False
+                        return
+                continue
+            fn, future = item
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the waiter, which classifies and reports it
+                future.set_exception(exc)
 
 
 def self_metrics(results: Iterable[CollectResult]) -> list[Sample]:

@@ -13,7 +13,8 @@ Contract:
   :class:`NoData`: quiet, and ``nvmlInit`` is retried with exponential backoff, not every tick. Other init
   failures, and a session that breaks (UNINITIALIZED, driver reloaded), fail the collector with the same
   backoff before the next ``nvmlInit``.
-- GPUs are read in parallel, each on its own daemon thread, and the collector waits for them at most
+- GPUs are read in parallel, each on its own persistent daemon thread (a ``Worker`` per GPU, not a thread
+  per read), and the collector waits for them at most
   ``gpu_deadline`` (0.8 × ``timeout_seconds``). A GPU whose read has not returned by then (NVML blocked
   on a sick GPU, e.g. GSP RPC timeouts) gets ``watchdog_gpu_nvml_stalled 1`` and its other series are
   skipped; the other GPUs are reported as usual, and the stalled read is not started again while it
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.collectors import nvml_fields as F
-from watchdog.collectors.base import Collector, CollectorContext, NoData, start_daemon
+from watchdog.collectors.base import Collector, CollectorContext, NoData, Worker
 from watchdog.config.settings import NvmlSettings, Settings, section_settings
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric
 
@@ -286,6 +287,7 @@ class NvmlCollector:
         self._errors_lock = threading.Lock()
         self._gone: dict[int, int] = {}
         self._inflight: dict[int, Future[tuple[list[Sample], CallStats]]] = {}
+        self._workers: dict[int, Worker] = {}
         self._labels: dict[int, tuple[str, LabelCache]] = {}
         self.gpu_deadline_seconds = 0.8 * self.timeout_seconds
         self.last_stats = CallStats()
@@ -354,7 +356,10 @@ class NvmlCollector:
         return failure
 
     def close(self) -> None:
-        """Shut NVML down if this collector initialised it."""
+        """Shut NVML down if this collector initialised it; the GPUs' worker threads end after their reads."""
+        for worker in self._workers.values():
+            worker.stop()
+        self._workers.clear()
         if self._up and self._nvml is not None:
             self._up = False
             try:
@@ -385,7 +390,10 @@ class NvmlCollector:
             if previous is not None and not previous.done():
                 stalled.append(index)  # still hung since an earlier tick: do not pile up threads
                 continue
-            future = start_daemon(functools.partial(self._read_gpu, nvml, index), f"nvml-gpu{index}")
+            worker = self._workers.get(index)
+            if worker is None:
+                worker = self._workers[index] = Worker(f"nvml-gpu{index}")
+            future = worker.submit(functools.partial(self._read_gpu, nvml, index))
             self._inflight[index] = started_reads[index] = future
         broken: SessionBroken | None = None
         for index, future in started_reads.items():
