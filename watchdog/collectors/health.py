@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from watchdog.collectors.base import CollectResult
-from watchdog.model import METRIC_NAME, Sample, metric, metric_name
+from watchdog.model import Sample, metric, metric_name
 
 
 class Severity(IntEnum):
@@ -57,7 +57,7 @@ def _value(result: CollectResult | None, name: str) -> float | None:
     if result is None:
         return None
     for sample in result.samples:
-        if sample.labels and dict(sample.labels).get(METRIC_NAME) == name:
+        if metric_name(sample.labels) == name:
             return sample.value
     return None
 
