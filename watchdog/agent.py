@@ -219,8 +219,9 @@ class Agent:
     def tick(self) -> list[Alert]:
         """One evaluation cycle at ``clock()``; returns the alerts the rule engine reports.
 
-        The fault path (every collector but the engine scrapes, the fault-lane rule groups, runbooks and
-        the notifier) runs first, every tick. Engine work follows: scrapes when due
+        The fault path (every collector but the background ones, engine scrapes and process trees; the
+        fault-lane rule groups, runbooks and the notifier) runs first, every tick. Engine work follows:
+        background collectors when due
         (``engine_scrape_interval_seconds``), engine-lane groups when a new scrape arrived (or that
         interval passed), then the notifier again with their alerts. Engine work is what gives way when
         the tick runs out of time: it does not start once the fault path has used

@@ -14,6 +14,8 @@ Contract:
 - NUMA: for each GPU held, ``watchdog_engine_numa_mismatch{job,instance,gpu,uuid}`` is 1 when the GPU's
   NUMA node (``<sysfs>/bus/pci/devices/<bus>/numa_node``) is not among the nodes of the CPU affinity of
   the tree's processes that use that GPU, else 0 (also 0 when the node is unknown: single-node hosts).
+- Collected with the engine scrapes (``background``: every ``engine_scrape_interval_seconds``, off the
+  fault path), since a process tree is only found by walking every process of the host.
 - psutil, NVML, the sysfs root and the state database are injected; a process vanishing mid-read is
   skipped, one engine failing does not hide the others.
 """
@@ -145,6 +147,9 @@ class ProcessCollector:
             ps = psutil
         self.name = name
         self.timeout_seconds = timeout_seconds
+        # Read with the engine scrapes (every engine_scrape_interval_seconds), never holding the fault path:
+        # walking every process of a busy host for the trees is this collector's cost (collectors.base).
+        self.background = True
         self.targets = targets
         self.db = db
         self.ps = ps
