@@ -50,6 +50,9 @@ from watchdog.store import SeriesQuotas, Store
 log = logging.getLogger(__name__)
 
 GC_EVERY_TICKS = 30
+COMPONENT_METRICS_EVERY_TICKS = 5
+"""The rule engine's, runbooks' and notifiers' self-metrics (and build and runbook info) are stored every
+this many ticks (a scrape sees them at most this many seconds old); the loop's own and health every tick."""
 TICK_STAGES = ("fault", "engines", "finish")
 """The parts of a tick overruns are counted by: the fault path, engine work, bookkeeping."""
 DEFERRABLE_STAGES = ("engines", "engine_rules")
@@ -183,6 +186,7 @@ class Agent:
         self._last_results: dict[str, CollectResult] = {}
         self._engines_scraped_ms: int | None = None  # tick time of the last engine scrape started
         self._engine_rules_ms: int | None = None  # tick time of the last engine-lane evaluation
+        self._components_due = True  # component self-metrics at the next tick
         self._clock_stepped = False
 
     # -- construction -------------------------------------------------------------------------------
@@ -259,7 +263,7 @@ class Agent:
             self.stats.last_duration_seconds = time.monotonic() - started
             checkpoints.append(("finish", time.monotonic()))
             self._note_overran_stage(started, interval, checkpoints)
-            self._stage("self_metrics", lambda: self.store.ingest("self:agent", self.self_samples(), now_ms))
+            self._stage("self_metrics", lambda: self._ingest_self_metrics(now_ms))
             known = {a.fingerprint for a in self.history_fired}
             self.history_fired.extend(a for a in alerts
                                       if a.state is AlertState.FIRING and a.fingerprint not in known)
@@ -398,11 +402,33 @@ class Agent:
 
     # -- self-metrics -------------------------------------------------------------------------------
 
+    def _ingest_self_metrics(self, now_ms: int) -> None:
+        """Store :meth:`loop_samples` every tick and :meth:`component_samples` every
+        :data:`COMPONENT_METRICS_EVERY_TICKS` ticks (and on the first tick after start or a reload)."""
+        self.store.ingest("self:agent", self.loop_samples(), now_ms)
+        if self._components_due or self.stats.ticks_total % COMPONENT_METRICS_EVERY_TICKS == 0:
+            self._components_due = False
+            self.store.ingest("self:agent:components", self.component_samples(), now_ms)
+
     def self_samples(self) -> list[Sample]:
         """The loop's own series plus those of rule engine, runbooks and notifiers."""
+        return self.loop_samples() + self.component_samples()
+
+    def component_samples(self) -> list[Sample]:
+        """What changes with a reload or more slowly than the tick: build and runbook info, and the series
+        of rule engine, runbooks and notifiers."""
+        out = [Sample(metric("watchdog_build_info", version=__version__, node=self.node), 1.0),
+               *self._runbook_info()]
+        for component in (self.rule_engine, self.runbooks, self.dispatcher):
+            provider = getattr(component, "self_samples", None)
+            if provider is not None:
+                out.extend(self._stage("self_samples", provider, []))
+        return out
+
+    def loop_samples(self) -> list[Sample]:
+        """The loop's own series, health included: stored every tick."""
         s = self.stats
         out = [
-            Sample(metric("watchdog_build_info", version=__version__, node=self.node), 1.0),
             Sample(metric("watchdog_ticks_total"), float(s.ticks_total)),
             Sample(metric("watchdog_tick_duration_seconds"), s.last_duration_seconds),
             Sample(metric("watchdog_store_series"), float(len(self.store))),
@@ -414,7 +440,6 @@ class Agent:
             Sample(metric("watchdog_clock_steps_total", direction="backward"), float(s.clock_steps_total)),
             Sample(metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
             *health_samples(self.health),
-            *self._runbook_info(),
         ]
         for kind in sorted({"corrupt", "write", *self.db.errors}):
             out.append(Sample(metric("watchdog_state_errors_total", kind=kind), float(self.db.errors[kind])))
@@ -424,10 +449,6 @@ class Agent:
             out.append(Sample(metric("watchdog_tick_deferred_total", stage=stage), float(s.deferred.get(stage, 0))))
         for stage, count in sorted(s.stage_failures.items()):
             out.append(Sample(metric("watchdog_tick_stage_failures_total", stage=stage), float(count)))
-        for component in (self.rule_engine, self.runbooks, self.dispatcher):
-            provider = getattr(component, "self_samples", None)
-            if provider is not None:
-                out.extend(self._stage("self_samples", provider, []))
         return out
 
     # -- reload and shutdown ------------------------------------------------------------------------
@@ -476,6 +497,7 @@ class Agent:
             self.dispatcher.attach_runbooks(prepared.runbooks)
             self.stats.reload_success = True
             self.stats.last_reload_seconds = self.clock()
+            self._components_due = True
         old_runbooks.close()
         old_runner.close()
         if prepared.needs_restart:
