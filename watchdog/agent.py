@@ -241,7 +241,7 @@ class Agent:
             for before in self.before_tick:
                 self._stage("before_tick", functools.partial(before, now))
             results = self._stage("collect", lambda: self.runner.run_once(
-                background=False if self.incremental else None), [])
+                background=False if self.incremental else None, now=now), [])
             self._note_results(ingest_results(self.store, results, now_ms))
             self.health = self._stage("health", self._assess_health, self.health)
             self._stage("gpu_flags", lambda: self._flag_gpus(results, now_ms))

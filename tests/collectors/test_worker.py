@@ -72,3 +72,18 @@ def test_the_runner_reuses_one_thread_per_collector_across_rounds_and_close_ends
     while {t.ident for t in threading.enumerate()} & (a | b) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not {t.ident for t in threading.enumerate()} & (a | b)
+
+
+def test_a_collector_with_an_interval_is_called_when_that_much_tick_time_has_passed() -> None:
+    host = Counting("host")
+    host.interval_seconds = 5.0  # type: ignore[attr-defined]
+    every_tick = Counting("nvml")
+    runner = CollectorRunner([host, every_tick])
+    called = []
+    for now in [0.0, 1.0, 2.0, 4.9, 5.0, 6.0, 9.8, 10.0, 3.0]:  # 9.8: a jittery tick is not skipped
+        names = [r.name for r in runner.run_once(now=now)]
+        assert "nvml" in names
+        if "host" in names:
+            called.append(now)
+    assert called == [0.0, 4.9, 9.8, 3.0]  # 4.9 and 9.8: within the slack; 3.0: the clock went back
+    runner.close()

@@ -14,6 +14,10 @@ threads. Each collector has its own persistent daemon thread (a :class:`Worker`,
 call: no thread is created per call): a hung collector holds only its own thread and cannot starve the
 others, and a call wedged in a driver cannot keep the process from exiting.
 
+A collector with ``interval_seconds`` > 0 (the host: CPU and memory for rules over minutes) is called
+only when that much tick time has passed since its last call; in the rounds between, it yields no result
+and its series stay as they are.
+
 A failed call yields the collector's ``failure_samples()`` when it has that method (an engine's
 ``up 0``), so a failure is data rather than an absent series. A collector without it that *hangs*
 (timeout, previous call still running: NVML wedged in the driver) keeps reporting its last good
@@ -47,6 +51,9 @@ from watchdog.model import Sample, metric
 from watchdog.store import COLLECTOR_SOURCE_PREFIX, LabelValuesExceeded, SeriesQuotaExceeded, Store
 
 log = logging.getLogger(__name__)
+
+DUE_SLACK_SECONDS = 0.25
+"""An ``interval_seconds`` collector is due this much early (tick jitter must not skip a whole tick)."""
 
 
 class NoData(Exception):
@@ -130,14 +137,18 @@ class CollectorRunner:
         self._inflight: dict[str, _Call] = {}
         self._last_good: dict[str, list[Sample]] = {}
         self._workers: dict[str, Worker] = {}
+        self._last_called: dict[str, float] = {}
 
-    def run_once(self, background: bool | None = None, start: bool = True) -> list[CollectResult]:
+    def run_once(self, background: bool | None = None, start: bool = True,
+                 now: float | None = None) -> list[CollectResult]:
         """Collect from every collector once; never raises for a collector's fault.
 
         ``background`` True or False limits the round to the background collectors (engine scrapes) or
         to the others (the fault path); ``start`` False only takes what earlier calls have produced
-        (completed, timed out) and starts no new call (a scrape that is not due this tick).
+        (completed, timed out) and starts no new call (a scrape that is not due this tick). ``now`` (tick
+        time, seconds; default the monotonic clock) decides which ``interval_seconds`` collectors are due.
         """
+        now = time.monotonic() if now is None else now
         started: list[tuple[Collector, _Call]] = []
         results: list[CollectResult] = []
         for collector in self.collectors:
@@ -161,7 +172,7 @@ class CollectorRunner:
             if self._closed:
                 results.append(CollectResult(collector.name, [], False, 0.0, "runner closed"))
                 continue
-            if not start:
+            if not start or not self._due(collector, now):
                 continue
             call = _Call(self._start(collector), time.monotonic())
             self._inflight[collector.name] = call
@@ -184,6 +195,17 @@ class CollectorRunner:
             call.taken = True
             results.append(self._outcome(collector, call))
         return results
+
+    def _due(self, collector: Collector, now: float) -> bool:
+        """Whether a collector with ``interval_seconds`` is due at ``now`` (then its call is noted)."""
+        every = float(getattr(collector, "interval_seconds", 0.0) or 0.0)
+        if every <= 0:
+            return True
+        last = self._last_called.get(collector.name)
+        if last is not None and last <= now < last + every - DUE_SLACK_SECONDS:
+            return False  # (a clock that went back: due now)
+        self._last_called[collector.name] = now
+        return True
 
     def _timed_out(self, collector: Collector, elapsed: float) -> CollectResult:
         log.warning("collector timed out", extra={"collector": collector.name,

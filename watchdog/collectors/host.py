@@ -111,6 +111,7 @@ class HostCollector:
                  psutil_module: ModuleType | Any = psutil) -> None:
         self.name = name
         self.timeout_seconds = settings.timeout_seconds
+        self.interval_seconds = settings.interval_seconds  # the runner calls it this often (collectors.base)
         self.per_cpu = settings.per_cpu
         self.cpu_modes = settings.cpu_modes
         self.proc_path = Path(settings.proc_path)
