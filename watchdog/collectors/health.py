@@ -64,7 +64,8 @@ def _value(result: CollectResult | None, name: str) -> float | None:
 
 def _engine_problems(result: CollectResult) -> list[Problem]:
     job = result.name.split(":", 1)[1]
-    up = next((s for s in result.samples if metric_name(s.labels) == "up"), None)
+    # One ``up`` per scrape, among its last samples (engines.scrape_result_samples): look from the end.
+    up = next((s for s in reversed(result.samples) if metric_name(s.labels) == "up"), None)
     if result.success and up is not None and up.value == 1.0:
         return []
     instance = dict(up.labels).get("instance", "") if up is not None else ""
