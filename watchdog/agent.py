@@ -226,10 +226,10 @@ class Agent:
         The fault path (every collector but the background ones, engine scrapes and process trees; the
         fault-lane rule groups, runbooks and the notifier) runs first, every tick. Engine work follows:
         background collectors when due (``engine_scrape_interval_seconds``), engine-lane groups when a
-        new scrape arrived (or that interval passed), then the notifier again with their alerts. Engine work is what gives way when
-        the tick runs out of time: it does not start once the fault path has used
-        :data:`ENGINE_START_FRACTION` of the interval, and its groups stop (to resume next tick) past
-        :data:`ENGINE_DEADLINE_FRACTION`. Ticks that ran past their interval are counted per stage.
+        new scrape arrived (or that interval passed), then the notifier again with their alerts. Engine
+        work is what gives way when the tick runs out of time: it does not start once the fault path has
+        used :data:`ENGINE_START_FRACTION` of the interval, and its groups stop (to resume next tick)
+        past :data:`ENGINE_DEADLINE_FRACTION`. Ticks that ran past their interval are counted per stage.
         """
         with self._lock:
             started = time.monotonic()

@@ -127,12 +127,15 @@ class _Call:
 class CollectorRunner:
     """Runs collectors concurrently, each bounded by its own timeout. See the module docstring."""
 
-    def __init__(self, collectors: list[Collector], background_wait_seconds: float | None = None) -> None:
+    def __init__(self, collectors: list[Collector], background_wait_seconds: float | None = None,
+                 honour_intervals: bool = True) -> None:
         """Each collector's calls run on its own worker thread (see the module docstring);
         ``background_wait_seconds`` None waits for background collectors like the others (up to their
-        timeout)."""
+        timeout); ``honour_intervals`` False calls every collector in every round (``interval_seconds``
+        ignored: a one-off check's two rounds)."""
         self.collectors = collectors
         self.background_wait_seconds = background_wait_seconds
+        self.honour_intervals = honour_intervals
         self._closed = False
         self._inflight: dict[str, _Call] = {}
         self._last_good: dict[str, list[Sample]] = {}
@@ -199,7 +202,7 @@ class CollectorRunner:
     def _due(self, collector: Collector, now: float) -> bool:
         """Whether a collector with ``interval_seconds`` is due at ``now`` (then its call is noted)."""
         every = float(getattr(collector, "interval_seconds", 0.0) or 0.0)
-        if every <= 0:
+        if every <= 0 or not self.honour_intervals:
             return True
         last = self._last_called.get(collector.name)
         if last is not None and last <= now < last + every - DUE_SLACK_SECONDS:
