@@ -259,7 +259,7 @@ class Lane:
         state.mkdir(parents=True, exist_ok=True)
         self.agent.config_path.write_text(
             agent_config(self.engine.base_url, self.agent.listen, state, self.engine.spec.port,
-                         self.engine.spec.served_name)
+                         self.engine.spec.served_name, self.args.engine_scrape_interval)
         )
         self.agent.start()
         self.monitor.start()
@@ -408,7 +408,7 @@ class Lane:
         end = time.time()
         kv = self.series_range("engine:kv_cache_usage_ratio", start, end)
         if kv:
-            outcome.notes.append(f"KV usage {kv[0]:.2f}..{kv[1]:.2f} (raw gauge, scraped every second)")
+            outcome.notes.append(f"KV usage {kv[0]:.2f}..{kv[1]:.2f} (raw gauge, as scraped)")
         self.judge(outcome, start, end)
         firings = self.firings(start, end)
         disorder = out_of_order(expected, {n: e.evaluated_at for n, e in firings.items()})
@@ -638,6 +638,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-timeout-s", type=float, default=6.0)
     parser.add_argument("--steady-s", type=float, default=75.0)
     parser.add_argument("--prefix-s", type=float, default=240.0, help="longest wait for the thrashing alert")
+    parser.add_argument("--engine-scrape-interval", type=float, default=None,
+                        help="the agent's engine_scrape_interval_seconds (default: the agent's own default, 5)")
     parser.add_argument("--capture", action="store_true",
                         help=f"also copy the captured pages (WORKDIR/captured/) into {FIXTURES.relative_to(REPO)}/")
     parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix burst kill")
