@@ -35,6 +35,9 @@ HALF_SLOPE_SHARE = 0.5
 # The capacity branch (see demand_rules): requests in flight at least this many times their 5-minute
 # average (a jump), and at the recent mean request length more than the pool holds.
 JUMP_FACTOR = 2
+# ...or, after such a jump, a pool already this full with requests waiting: no request length is needed to
+# see that it cannot hold them (an agent that has seen no long request yet knows no length worth the name).
+FULL_RATIO = 0.92
 
 
 def _straight(series: str, window: str) -> list[str]:
@@ -184,13 +187,18 @@ def forecast_rules() -> list[dict[str, Any]]:
         # demand grows and the pool is actually filling (KV usage rose over the last minute: a queue growing
         # behind a stalled engine or behind the max_num_seqs cap is not KV demand). And 0 where the requests in
         # flight jumped beyond what the pool holds at the recent mean length (demand_rules: the pool already
-        # cannot hold them) while KV usage is above its minimum of the last minute (the engine admits them;
-        # the slope of a minute that held a busier period before a short lull may still point down).
+        # cannot hold them), or jumped into a pool already 92 % full with requests waiting, while KV usage is
+        # above its minimum of the last minute (the engine admits them; the slope of a minute that held a
+        # busier period before a short lull may still point down).
         # group_left keeps every label of the usage series: a one-to-one `* on (...)` keeps only the `on`
         # labels, and the division would then match nothing where a Prometheus adds target labels (`node`).
         {"record": "engine:kv_exhaustion_eta_seconds",
          "expr": ("0 * engine:kv_cache_usage_ratio:max\n"
-                  f"  and {ON} engine:kv_demand_capacity_ratio > 1\n"
+                  f"  and {ON} (\n"
+                  "    engine:kv_demand_capacity_ratio > 1\n"
+                  f"    or engine:kv_cache_usage_ratio:max >= {FULL_RATIO}\n"
+                  f"      and {ON} max by (job, instance, engine) (engine:requests_waiting) >= 1\n"
+                  "  )\n"
                   f"  and {ON} engine:requests_in_flight:jump\n"
                   "  and engine:kv_cache_usage_ratio:max > min_over_time(engine:kv_cache_usage_ratio:max[1m])\n"
                   "or\nclamp_min(\n  (1 - engine:kv_cache_usage_ratio:max)\n"
@@ -207,7 +215,8 @@ def forecast_rules() -> list[dict[str, Any]]:
              "summary": "KV cache of {{ $labels.job }} predicted to run out in {{ $value | humanizeDuration }}",
              "description": (
                  "At the current growth of requests in flight, arrival rate and P90 request length, or because the "
-                 "requests in flight jumped beyond what it holds at the recent mean request length (then 0s), the "
+                 "requests in flight jumped beyond what it holds (at the recent mean request length, or into a "
+                 "pool already 92 % full with requests waiting: then 0s), the "
                  "paged KV pool of {{ $labels.job }} ({{ $labels.instance }}) is predicted to be full in "
                  "{{ $value | humanizeDuration }}; then the scheduler preempts running requests and TTFT "
                  "explodes. Shed or reroute long-context traffic now, before the first preemption."),
