@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""An engine whose label values change at every scrape, beside normal ones: the tick, the other engines'
+scrape intervals and memory with and without it, side by side in one run.
+
+    .venv/bin/python benchmarks/churn.py [--size 8x8] [--seconds 240] [--churn-series 200]
+                                         [--tree NAME=PATH]...
+
+One run starts the simulated node of ``benchmarks/simnode.py`` (N GPUs, E engines serving the full vLLM
+V1 payload, plus one *churning* engine: the same payload and ``--churn-series`` series of
+``vllm:request_latency_seconds`` whose ``request_id`` values are new at every scrape) and, per checkout
+(default: this tree), two agents at once, as the daemon runs them (``Agent`` + ``serve``: scheduler,
+exporter; real clock, 1 s tick, default settings, the full default rule pack): *quiet* scrapes the E
+engines, *churn* scrapes the E engines and the churning one. After ``--seconds`` each agent prints:
+
+- tick duration (``TickStats.last_duration_seconds`` after every tick: p50, p90, p99, max) and overruns;
+- the normal engines' scrape intervals (the gaps between the points of their ``up`` series: a churning
+  neighbour must leave them at ``engine_scrape_interval_seconds``);
+- the series held, the label-value drops, RSS, and the churning engine's health problem (it must be
+  reported failed with the reason, its new series dropped).
+
+The machines these run on are shared: compare the agents of one run, not runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from simnode import ROOT, env_for, start_simulator
+
+AGENT = r"""
+import json, logging, statistics, sys, time
+import yaml
+from watchdog.agent import Agent
+from watchdog.collectors.base import CollectorContext
+from watchdog.config import load_config_text
+from watchdog.config.settings import settings_from_config
+from watchdog.daemon.serve import serve
+from watchdog.fakes.gpu_model import load_profile
+from watchdog.fakes.pynvml import FakeNvml
+
+doc, gpus, seconds, normal_jobs = json.loads(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4].split(",")
+logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+profile = load_profile("h100-sxm-8")
+profile["gpus"] = profile["gpus"][:gpus]
+nvml = FakeNvml(profile)
+for i in range(gpus):
+    nvml.set_load(i, 90.0)
+agent = Agent(settings_from_config(load_config_text(yaml.safe_dump(doc), "<churn>")),
+              context=CollectorContext(nvml=nvml))
+durations = []
+agent.after_tick.append(lambda: durations.append(agent.stats.last_duration_seconds))
+serve(agent, "127.0.0.1:0", duration_seconds=seconds, install_signals=False)
+
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+
+settle = len(durations) // 4  # the first quarter warms caches and fills the label-value limit
+ticks = sorted(durations[settle:])
+gaps = []
+for series in agent.store.select([("__name__", "=", "up")]):
+    if dict(series.labels).get("job") in normal_jobs:
+        stamps = list(series.timestamps)
+        stamps = stamps[len(stamps) // 4:]
+        gaps += [(b - a) / 1000 for a, b in zip(stamps, stamps[1:])]
+gaps.sort()
+pick = lambda xs, q: xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+print(json.dumps({
+    "ticks": len(durations),
+    "tick_ms": [round(1000 * pick(ticks, q), 1) for q in (0.5, 0.9, 0.99, 1.0)],
+    "overruns": sum(agent.stats.overruns.values()),
+    "scrape_gap_s": [round(pick(gaps, q), 2) for q in (0.5, 0.9, 0.99, 1.0)],
+    "series": len(agent.store),
+    "label_value_drops": agent.store.label_value_drops_total,
+    "rss_mb": round(rss(), 1),
+    "problems": [f"{p.check}: {p.message}" for p in agent.health if "churn" in p.check + p.message],
+}))
+"""
+
+
+def config(workdir: Path, name: str, ports: list[int], churn_port: int | None) -> dict[str, object]:
+    """An agent's config: default settings, the engines given, a 15-minute retention."""
+    (workdir / "kmsg.log").touch()
+    engines = [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{port}/metrics", "kind": "vllm"}
+               for i, port in enumerate(ports)]
+    if churn_port is not None:
+        engines.append({"job": "vllm-churn", "url": f"http://127.0.0.1:{churn_port}/metrics", "kind": "vllm"})
+    return {"node": "churn-node", "tick_interval_seconds": 1, "state_dir": str(workdir / f"state-{name}"),
+            "rules": {"paths": [str(ROOT / "rules" / "*.yaml")]}, "engines": engines,
+            "kmsg": {"source": str(workdir / "kmsg.log")}, "collectors": {"host": {"enabled": False}},
+            "notifiers": {"log": {"enabled": False}}}
+
+
+def main() -> int:
+    """Run a quiet and a churning agent per checkout side by side and print what each saw."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="8x8", metavar="GxE", help="GPUs x normal engine endpoints")
+    parser.add_argument("--seconds", type=float, default=240.0, help="wall seconds each agent runs")
+    parser.add_argument("--churn-series", type=int, default=200, help="new series per scrape of the churner")
+    parser.add_argument("--tree", action="append", default=None, metavar="NAME=PATH",
+                        help="a checkout to measure (repeatable; default: this tree)")
+    args = parser.parse_args()
+    gpus, engines = (int(x) for x in args.size.lower().split("x"))
+    trees = [(spec.partition("=")[0], Path(spec.partition("=")[2]).resolve()) for spec in args.tree or []]
+    trees = trees or [("this", ROOT)]
+    sim, _, ports = start_simulator(gpus, engines, churners=1, churn_series=args.churn_series)
+    normal, churn_port = ports[:engines], ports[engines]
+    jobs = ",".join(f"vllm-{i}" for i in range(engines))
+    with tempfile.TemporaryDirectory(prefix="watchdog-churn-") as workdir:
+        try:
+            children = []
+            for tree_name, tree in trees:
+                for mode, port in (("quiet", None), ("churn", churn_port)):
+                    name = f"{tree_name}/{mode}"
+                    doc = config(Path(workdir), name.replace("/", "-"), normal, port)
+                    child = subprocess.Popen([sys.executable, "-c", AGENT, json.dumps(doc), str(gpus),
+                                              str(args.seconds), jobs], stdout=subprocess.PIPE,
+                                             env=env_for(tree), cwd=workdir)
+                    children.append((name, child))
+            print(f"{gpus} GPU(s) x {engines} engine(s), churner: {args.churn_series} new series per scrape, "
+                  f"{args.seconds:g} s; figures after the first quarter")
+            print(f"{'agent':<14} {'ticks':>5} {'tick ms p50/p90/p99/max':>26} {'overruns':>8} "
+                  f"{'scrape gap s p50/p90/p99/max':>30} {'series':>7} {'drops':>7} {'RSS MB':>7}")
+            problems = []
+            for name, child in children:
+                out, _ = child.communicate()
+                r = json.loads(out.decode().strip().splitlines()[-1])
+                print(f"{name:<14} {r['ticks']:>5} {'/'.join(map(str, r['tick_ms'])):>26} {r['overruns']:>8} "
+                      f"{'/'.join(map(str, r['scrape_gap_s'])):>30} {r['series']:>7} {r['label_value_drops']:>7} "
+                      f"{r['rss_mb']:>7}")
+                problems += [f"  {name}: {p}" for p in r["problems"]]
+            print("health problems of the churning engine:")
+            print("\n".join(problems) or "  none")
+        finally:
+            sim.kill()
+            sim.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
