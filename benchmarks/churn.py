@@ -18,6 +18,11 @@ engines, *churn* scrapes the E engines and the churning one. After ``--seconds``
 - the series held, the label-value drops, RSS, and the churning engine's health problem (it must be
   reported failed with the reason, its new series dropped).
 
+Then, per checkout, in one process each: ``--cache-scrapes`` scrapes of the churning payload through the
+engine collector (``EngineCollector`` with its fetch replaced by the payload text: parse, relabel,
+caches), printing the memory the scrapes left behind (tracemalloc) and a normal engine's parse time
+before and after: an hour of churn at a 5 s scrape interval is 720 scrapes.
+
 The machines these run on are shared: compare the agents of one run, not runs.
 """
 
@@ -30,7 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from simnode import ROOT, env_for, start_simulator
+from simnode import PAYLOAD, ROOT, env_for, start_simulator
 
 AGENT = r"""
 import json, logging, statistics, sys, time
@@ -84,6 +89,46 @@ print(json.dumps({
 """
 
 
+CACHES = r"""
+import gc, sys, time, tracemalloc
+from watchdog.collectors.engines import EngineCollector
+from watchdog.config.settings import EngineSettings, section_settings
+
+payload, scrapes, churn = open(sys.argv[1], encoding="utf-8").read(), int(sys.argv[2]), int(sys.argv[3])
+page = {"step": 0}
+
+def churning(url, timeout, cap):
+    page["step"] += 1
+    return payload + "".join(f'vllm:request_latency_seconds{{request_id="{page["step"]}-{k}"}} 1\n'
+                             for k in range(churn))
+
+def endpoint(job):
+    return section_settings(EngineSettings, "engines[]", {"url": "http://127.0.0.1:1/metrics", "job": job})
+
+normal = EngineCollector(endpoint("normal"), fetcher=lambda url, timeout, cap: payload)
+def normal_ms():
+    normal.collect()
+    started = time.perf_counter()
+    for _ in range(20):
+        normal.collect()
+    return (time.perf_counter() - started) / 20 * 1000
+
+before_ms = normal_ms()
+churner = EngineCollector(endpoint("churn"), fetcher=churning)
+tracemalloc.start()
+gc.collect()
+base = tracemalloc.get_traced_memory()[0]
+peak = 0
+for _ in range(scrapes):
+    churner.collect()
+    peak = max(peak, tracemalloc.get_traced_memory()[0] - base)
+gc.collect()
+held = tracemalloc.get_traced_memory()[0] - base
+tracemalloc.stop()
+print(f"{held / 2**20:.1f} {peak / 2**20:.1f} {before_ms:.2f} {normal_ms():.2f}")
+"""
+
+
 def config(workdir: Path, name: str, ports: list[int], churn_port: int | None) -> dict[str, object]:
     """An agent's config: default settings, the engines given, a 15-minute retention."""
     (workdir / "kmsg.log").touch()
@@ -103,6 +148,7 @@ def main() -> int:
     parser.add_argument("--size", default="8x8", metavar="GxE", help="GPUs x normal engine endpoints")
     parser.add_argument("--seconds", type=float, default=240.0, help="wall seconds each agent runs")
     parser.add_argument("--churn-series", type=int, default=200, help="new series per scrape of the churner")
+    parser.add_argument("--cache-scrapes", type=int, default=720, help="scrapes of the cache phase (0: skip)")
     parser.add_argument("--tree", action="append", default=None, metavar="NAME=PATH",
                         help="a checkout to measure (repeatable; default: this tree)")
     args = parser.parse_args()
@@ -137,6 +183,15 @@ def main() -> int:
                 problems += [f"  {name}: {p}" for p in r["problems"]]
             print("health problems of the churning engine:")
             print("\n".join(problems) or "  none")
+            if args.cache_scrapes:
+                print(f"engine collector caches after {args.cache_scrapes} churning scrapes "
+                      f"({args.churn_series} new series each):")
+                print(f"{'tree':<10} {'held MB':>8} {'peak MB':>8} {'normal engine ms/scrape before/after':>38}")
+                for tree_name, tree in trees:
+                    out = subprocess.run([sys.executable, "-c", CACHES, str(PAYLOAD), str(args.cache_scrapes),
+                                          str(args.churn_series)], env=env_for(tree), cwd=workdir,
+                                         capture_output=True, text=True, check=True).stdout.split()
+                    print(f"{tree_name:<10} {out[0]:>8} {out[1]:>8} {out[2] + ' / ' + out[3]:>38}")
         finally:
             sim.kill()
             sim.wait()
