@@ -10,7 +10,8 @@ V1 payload, plus one *churning* engine: the same payload and ``--churn-series`` 
 ``vllm:request_latency_seconds`` whose ``request_id`` values are new at every scrape) and, per checkout
 (default: this tree), two agents at once, as the daemon runs them (``Agent`` + ``serve``: scheduler,
 exporter; real clock, 1 s tick, default settings, the full default rule pack): *quiet* scrapes the E
-engines, *churn* scrapes the E engines and the churning one. After ``--seconds`` each agent prints:
+engines and one more normal engine, *churn* the E engines and the churning one (both scrape E + 1).
+After ``--seconds`` each agent prints:
 
 - tick duration (``TickStats.last_duration_seconds`` after every tick: p50, p90, p99, max) and overruns;
 - the normal engines' scrape intervals (the gaps between the points of their ``up`` series: a churning
@@ -129,13 +130,12 @@ print(f"{held / 2**20:.1f} {peak / 2**20:.1f} {before_ms:.2f} {normal_ms():.2f}"
 """
 
 
-def config(workdir: Path, name: str, ports: list[int], churn_port: int | None) -> dict[str, object]:
-    """An agent's config: default settings, the engines given, a 15-minute retention."""
+def config(workdir: Path, name: str, ports: list[int], last: tuple[str, int]) -> dict[str, object]:
+    """An agent's config: default settings, the engines given and the ``last`` (job, port)."""
     (workdir / "kmsg.log").touch()
     engines = [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{port}/metrics", "kind": "vllm"}
                for i, port in enumerate(ports)]
-    if churn_port is not None:
-        engines.append({"job": "vllm-churn", "url": f"http://127.0.0.1:{churn_port}/metrics", "kind": "vllm"})
+    engines.append({"job": last[0], "url": f"http://127.0.0.1:{last[1]}/metrics", "kind": "vllm"})
     return {"node": "churn-node", "tick_interval_seconds": 1, "state_dir": str(workdir / f"state-{name}"),
             "rules": {"paths": [str(ROOT / "rules" / "*.yaml")]}, "engines": engines,
             "kmsg": {"source": str(workdir / "kmsg.log")}, "collectors": {"host": {"enabled": False}},
@@ -155,16 +155,16 @@ def main() -> int:
     gpus, engines = (int(x) for x in args.size.lower().split("x"))
     trees = [(spec.partition("=")[0], Path(spec.partition("=")[2]).resolve()) for spec in args.tree or []]
     trees = trees or [("this", ROOT)]
-    sim, _, ports = start_simulator(gpus, engines, churners=1, churn_series=args.churn_series)
-    normal, churn_port = ports[:engines], ports[engines]
+    sim, _, ports = start_simulator(gpus, engines + 1, churners=1, churn_series=args.churn_series)
+    normal, extra_port, churn_port = ports[:engines], ports[engines], ports[engines + 1]
     jobs = ",".join(f"vllm-{i}" for i in range(engines))
     with tempfile.TemporaryDirectory(prefix="watchdog-churn-") as workdir:
         try:
             children = []
             for tree_name, tree in trees:
-                for mode, port in (("quiet", None), ("churn", churn_port)):
+                for mode, last in (("quiet", ("vllm-extra", extra_port)), ("churn", ("vllm-churn", churn_port))):
                     name = f"{tree_name}/{mode}"
-                    doc = config(Path(workdir), name.replace("/", "-"), normal, port)
+                    doc = config(Path(workdir), name.replace("/", "-"), normal, last)
                     child = subprocess.Popen([sys.executable, "-c", AGENT, json.dumps(doc), str(gpus),
                                               str(args.seconds), jobs], stdout=subprocess.PIPE,
                                              env=env_for(tree), cwd=workdir)
