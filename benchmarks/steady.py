@@ -18,7 +18,10 @@ mode so that every window is full. Then it alternates blocks of ``--block`` tick
 It prints CPU milliseconds per second of agent time (``time.process_time``: every thread of this
 process; the engine servers' CPU is not counted) and rule-engine milliseconds per tick, and their
 ratios. Shared machines are noisy: read the ratios, which come from interleaved blocks of one run.
-``--profile MODE`` prints a cProfile of that mode's measured ticks instead of timing both.
+``--profile MODE`` prints a cProfile of that mode's measured ticks instead of timing both; ``--stages``
+prints, for the after mode, each tick stage's CPU (the tick thread's, ``Agent.stats.stage_cpu_seconds``;
+nested stages, ``self_samples`` in ``self_metrics``, are inside their parent) and the CPU of the other
+threads (collector workers), per tick.
 """
 
 from __future__ import annotations
@@ -77,6 +80,22 @@ def run_block(agent: Agent, now: list[float], ticks: int) -> tuple[float, list[f
     return cpu, rules
 
 
+def print_stages(agent: Agent, now: list[float], ticks: int, size: str) -> None:
+    """CPU per tick of each stage (tick thread) and of the other threads, over ``ticks`` ticks."""
+    spent: dict[str, float] = {}
+    process0, thread0 = time.process_time(), time.thread_time()
+    for _ in range(ticks):
+        now[0] += 1.0
+        agent.tick()
+        for stage, seconds in agent.stats.stage_cpu_seconds.items():
+            spent[stage] = spent.get(stage, 0.0) + seconds
+    process, thread = time.process_time() - process0, time.thread_time() - thread0
+    print(f"{size}: {process / ticks * 1000:.2f} ms CPU per tick: tick thread {thread / ticks * 1000:.2f}, "
+          f"other threads {(process - thread) / ticks * 1000:.2f}")
+    for stage, seconds in sorted(spent.items(), key=lambda item: -item[1]):
+        print(f"  {stage:<18} {seconds / ticks * 1000:7.3f} ms/tick {seconds / process * 100:5.1f} %")
+
+
 def measure(gpus: int, engines: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """Fill retention, then interleave measured blocks of both modes."""
     proc, ports = start_servers(engines)
@@ -86,6 +105,10 @@ def measure(gpus: int, engines: int, args: argparse.Namespace, workdir: Path) ->
         started = time.monotonic()
         run_block(agent, now, args.retention)
         fill_s = time.monotonic() - started
+        if args.stages:
+            set_mode(agent, "after", args.engine_interval)
+            print_stages(agent, now, args.block * args.rounds, f"{gpus}x{engines}")
+            return {}
         if args.profile:
             set_mode(agent, args.profile, args.engine_interval)
             profiler = cProfile.Profile()
@@ -130,6 +153,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--block", type=int, default=20, help="ticks per measured block (multiple of 5)")
     parser.add_argument("--profile", choices=MODES)
+    parser.add_argument("--stages", action="store_true", help="per-stage CPU of the after mode")
     parser.add_argument("--engine-interval", type=float, help="engine_scrape_interval_seconds of the after mode")
     args = parser.parse_args()
     rows = []
@@ -137,7 +161,7 @@ def main() -> int:
         for size in args.sizes.split(","):
             gpus, engines = (int(x) for x in size.split("x"))
             rows.append(((gpus, engines), measure(gpus, engines, args, Path(tmp))))
-    if args.profile:
+    if args.profile or args.stages:
         return 0
     print(f"retention {args.retention} s full; {args.rounds} rounds of {args.block}-tick blocks per mode\n")
     header = (f"{'size':>5} {'series':>7} | {'CPU ms/s before':>15} {'after':>7} {'ratio':>6} | "

@@ -43,13 +43,16 @@ from watchdog.rules.loader import load_ruleset
 from watchdog.rules.queries import engine_gpus_in
 from watchdog.rules.state_store import RuleStateStore
 from watchdog.runbooks.catalogue import catalogue_from_settings
-from watchdog.runbooks.links import runbook_info_samples, with_runbook_urls
+from watchdog.runbooks.links import RunbookLinks
 from watchdog.runbooks.manager import RunbookManager
 from watchdog.store import SeriesQuotas, Store
 
 log = logging.getLogger(__name__)
 
 GC_EVERY_TICKS = 30
+COMPONENT_METRICS_EVERY_TICKS = 5
+"""The rule engine's, runbooks' and notifiers' self-metrics (and build and runbook info) are stored every
+this many ticks (a scrape sees them at most this many seconds old); the loop's own and health every tick."""
 TICK_STAGES = ("fault", "engines", "finish")
 """The parts of a tick overruns are counted by: the fault path, engine work, bookkeeping."""
 DEFERRABLE_STAGES = ("engines", "engine_rules")
@@ -172,6 +175,7 @@ class Agent:
         self.history_fired: list[Alert] = []
         self.rule_engine = self._build_rule_engine(settings, restored=self.rule_state.load())
         self.runbooks = self._build_runbooks(settings)
+        self._runbook_links: RunbookLinks | None = None
         self.dispatcher = dispatcher_for(settings, self.db, self.node, clock=clock)
         self.dispatcher.attach_runbooks(self.runbooks)
         self._reconciled = False
@@ -182,6 +186,7 @@ class Agent:
         self._last_results: dict[str, CollectResult] = {}
         self._engines_scraped_ms: int | None = None  # tick time of the last engine scrape started
         self._engine_rules_ms: int | None = None  # tick time of the last engine-lane evaluation
+        self._components_due = True  # component self-metrics at the next tick
         self._clock_stepped = False
 
     # -- construction -------------------------------------------------------------------------------
@@ -218,13 +223,13 @@ class Agent:
     def tick(self) -> list[Alert]:
         """One evaluation cycle at ``clock()``; returns the alerts the rule engine reports.
 
-        The fault path (every collector but the engine scrapes, the fault-lane rule groups, runbooks and
-        the notifier) runs first, every tick. Engine work follows: scrapes when due
-        (``engine_scrape_interval_seconds``), engine-lane groups when a new scrape arrived (or that
-        interval passed), then the notifier again with their alerts. Engine work is what gives way when
-        the tick runs out of time: it does not start once the fault path has used
-        :data:`ENGINE_START_FRACTION` of the interval, and its groups stop (to resume next tick) past
-        :data:`ENGINE_DEADLINE_FRACTION`. Ticks that ran past their interval are counted per stage.
+        The fault path (every collector but the background ones, engine scrapes and process trees; the
+        fault-lane rule groups, runbooks and the notifier) runs first, every tick. Engine work follows:
+        background collectors when due (``engine_scrape_interval_seconds``), engine-lane groups when a
+        new scrape arrived (or that interval passed), then the notifier again with their alerts. Engine
+        work is what gives way when the tick runs out of time: it does not start once the fault path has
+        used :data:`ENGINE_START_FRACTION` of the interval, and its groups stop (to resume next tick)
+        past :data:`ENGINE_DEADLINE_FRACTION`. Ticks that ran past their interval are counted per stage.
         """
         with self._lock:
             started = time.monotonic()
@@ -235,7 +240,7 @@ class Agent:
             for before in self.before_tick:
                 self._stage("before_tick", functools.partial(before, now))
             results = self._stage("collect", lambda: self.runner.run_once(
-                background=False if self.incremental else None), [])
+                background=False if self.incremental else None, now=now), [])
             self._note_results(ingest_results(self.store, results, now_ms))
             self.health = self._stage("health", self._assess_health, self.health)
             self._stage("gpu_flags", lambda: self._flag_gpus(results, now_ms))
@@ -257,7 +262,7 @@ class Agent:
             self.stats.last_duration_seconds = time.monotonic() - started
             checkpoints.append(("finish", time.monotonic()))
             self._note_overran_stage(started, interval, checkpoints)
-            self._stage("self_metrics", lambda: self.store.ingest("self:agent", self.self_samples(), now_ms))
+            self._stage("self_metrics", lambda: self._ingest_self_metrics(now_ms))
             known = {a.fingerprint for a in self.history_fired}
             self.history_fired.extend(a for a in alerts
                                       if a.state is AlertState.FIRING and a.fingerprint not in known)
@@ -316,15 +321,21 @@ class Agent:
                 return
         self.stats.overrun_stage = None
 
+    def _links(self) -> RunbookLinks:
+        """The runbook links of the running catalogue and URL base (built again after a reload)."""
+        links = self._runbook_links
+        catalogue, url_base = self.runbooks.catalogue, self.settings.runbooks.url_base
+        if links is None or links.catalogue is not catalogue or links.url_base != url_base:
+            links = self._runbook_links = RunbookLinks(catalogue, url_base)
+        return links
+
     def _with_runbook_urls(self, alerts: list[Alert]) -> list[Alert]:
-        url_base = self.settings.runbooks.url_base
-        return with_runbook_urls(alerts, self.runbooks.catalogue, url_base)
+        return self._links().link(alerts)
 
     def _runbook_info(self) -> list[Sample]:
         """``watchdog_runbook_info{alertname,runbook,runbook_url}`` 1 per alert a runbook serves, so that a
         dashboard joins ALERTS with the runbook to link."""
-        url_base = self.settings.runbooks.url_base
-        return runbook_info_samples(self.runbooks.catalogue, url_base)
+        return self._links().info_samples
 
     def _assess_health(self) -> list[Problem]:
         ruleset = self.rule_engine.ruleset
@@ -390,11 +401,33 @@ class Agent:
 
     # -- self-metrics -------------------------------------------------------------------------------
 
+    def _ingest_self_metrics(self, now_ms: int) -> None:
+        """Store :meth:`loop_samples` every tick and :meth:`component_samples` every
+        :data:`COMPONENT_METRICS_EVERY_TICKS` ticks (and on the first tick after start or a reload)."""
+        self.store.ingest("self:agent", self.loop_samples(), now_ms)
+        if self._components_due or self.stats.ticks_total % COMPONENT_METRICS_EVERY_TICKS == 0:
+            self._components_due = False
+            self.store.ingest("self:agent:components", self.component_samples(), now_ms)
+
     def self_samples(self) -> list[Sample]:
         """The loop's own series plus those of rule engine, runbooks and notifiers."""
+        return self.loop_samples() + self.component_samples()
+
+    def component_samples(self) -> list[Sample]:
+        """What changes with a reload or more slowly than the tick: build and runbook info, and the series
+        of rule engine, runbooks and notifiers."""
+        out = [Sample(metric("watchdog_build_info", version=__version__, node=self.node), 1.0),
+               *self._runbook_info()]
+        for component in (self.rule_engine, self.runbooks, self.dispatcher):
+            provider = getattr(component, "self_samples", None)
+            if provider is not None:
+                out.extend(self._stage("self_samples", provider, []))
+        return out
+
+    def loop_samples(self) -> list[Sample]:
+        """The loop's own series, health included: stored every tick."""
         s = self.stats
         out = [
-            Sample(metric("watchdog_build_info", version=__version__, node=self.node), 1.0),
             Sample(metric("watchdog_ticks_total"), float(s.ticks_total)),
             Sample(metric("watchdog_tick_duration_seconds"), s.last_duration_seconds),
             Sample(metric("watchdog_store_series"), float(len(self.store))),
@@ -406,7 +439,6 @@ class Agent:
             Sample(metric("watchdog_clock_steps_total", direction="backward"), float(s.clock_steps_total)),
             Sample(metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
             *health_samples(self.health),
-            *self._runbook_info(),
         ]
         for kind in sorted({"corrupt", "write", *self.db.errors}):
             out.append(Sample(metric("watchdog_state_errors_total", kind=kind), float(self.db.errors[kind])))
@@ -416,10 +448,6 @@ class Agent:
             out.append(Sample(metric("watchdog_tick_deferred_total", stage=stage), float(s.deferred.get(stage, 0))))
         for stage, count in sorted(s.stage_failures.items()):
             out.append(Sample(metric("watchdog_tick_stage_failures_total", stage=stage), float(count)))
-        for component in (self.rule_engine, self.runbooks, self.dispatcher):
-            provider = getattr(component, "self_samples", None)
-            if provider is not None:
-                out.extend(self._stage("self_samples", provider, []))
         return out
 
     # -- reload and shutdown ------------------------------------------------------------------------
@@ -468,6 +496,7 @@ class Agent:
             self.dispatcher.attach_runbooks(prepared.runbooks)
             self.stats.reload_success = True
             self.stats.last_reload_seconds = self.clock()
+            self._components_due = True
         old_runbooks.close()
         old_runner.close()
         if prepared.needs_restart:

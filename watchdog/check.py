@@ -79,7 +79,7 @@ def run_check(settings: Settings, context: CollectorContext | None = None,
 
     store = Store()
     collectors = build_collectors(settings, context or CollectorContext())
-    runner = CollectorRunner(collectors)
+    runner = CollectorRunner(collectors, honour_intervals=False)  # every collector in both rounds
     engine = RuleEngine(load_ruleset(settings), store, sample_limit=settings.rules.max_samples)
     alerts: list[Alert] = []
     results: list[CollectResult] = []

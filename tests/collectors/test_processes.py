@@ -247,3 +247,34 @@ def test_numa_reading(tmp_path: Path) -> None:
     (1, {0}, True), (0, {0}, False), (1, {0, 1}, False), (None, {0}, False), (1, set(), False)])
 def test_numa_mismatch(gpu_node: int | None, affinity: set[int], expected: bool) -> None:
     assert numa_mismatch(gpu_node, affinity, {0: 0, 1: 1}) is expected
+
+
+class WalkCounting:
+    """The real psutil, counting the passes over every process (``_ppid_map``)."""
+
+    def __init__(self) -> None:
+        self.walks = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(psutil, name)
+
+    def _ppid_map(self) -> dict[int, int]:
+        self.walks += 1
+        return dict(psutil._ppid_map())  # type: ignore[attr-defined]
+
+
+def test_one_pass_over_the_host_serves_every_engine_and_is_repeated_only_every_refresh(
+        tmp_path: Path, script: Path, engines: list[Engine], monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = start(engines, script)
+    ps = WalkCounting()
+    url = f"http://127.0.0.1:{engine.port}/metrics"
+    proc = collector(tmp_path, [{"job": f"vllm-{i}", "url": url} for i in range(3)], ps=ps)
+    for _ in range(2):
+        counts = [s.value for s in series(proc.collect(), "watchdog_engine_process_count")]
+        assert counts == [3.0, 3.0, 3.0]  # the same tree as psutil's children(recursive=True) finds
+        assert ps.walks == 1
+    assert {p.pid for p in proc.tree(psutil.Process(engine.proc.pid), proc.children_map())} == {
+        engine.proc.pid, *engine.workers}
+    monkeypatch.setattr("watchdog.collectors.processes.TREE_REFRESH_SECONDS", 0.0)
+    proc.collect()
+    assert ps.walks == 3  # children_map above, then one walk for the three engines

@@ -128,3 +128,28 @@ def test_health_is_not_ok_when_nothing_is_watched(tmp_path: Path) -> None:
     healthy.tick()
     assert healthy.watching() and healthy.health == []
     healthy.close()
+
+
+def test_health_is_stored_every_tick_and_component_metrics_every_few_ticks_and_after_a_reload(
+        tmp_path: Path) -> None:
+    clock = [1_800_000_000.0]
+    agent = _agent(tmp_path, clock)
+
+    def newest(name: str) -> float:
+        series = [s for s in agent.store.all_series() if metric_name(s.labels) == name]
+        point = series[0].latest()
+        assert point is not None
+        return point[0] / 1000
+
+    agent.tick()  # the first tick stores both
+    assert newest("watchdog_health") == newest("watchdog_runbook_info") == clock[0]
+    first = clock[0]
+    clock[0] += 1
+    agent.tick()
+    assert newest("watchdog_health") == clock[0]
+    assert newest("watchdog_rule_group_evaluations_total") == newest("watchdog_runbook_info") == first
+    assert agent.reload()
+    clock[0] += 1
+    agent.tick()  # the tick after a reload stores them again (a new rule set, a new runbook catalogue)
+    assert newest("watchdog_rule_group_evaluations_total") == newest("watchdog_health") == clock[0]
+    agent.close()

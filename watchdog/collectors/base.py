@@ -10,8 +10,13 @@ finish by its deadline, yields ``watchdog_collector_success{collector} 0`` and i
 stale; the others are unaffected. :class:`NoData` ("no such hardware here") is quiet: success 1, no
 series. A hung collector keeps its worker thread; the runner does not start a second call of that
 collector until the first returns ("previous call still running", success 0), so a hang cannot pile up
-threads. Calls run on daemon threads (one per call, not a pool): hung collectors cannot starve the
+threads. Each collector has its own persistent daemon thread (a :class:`Worker`, started on its first
+call: no thread is created per call): a hung collector holds only its own thread and cannot starve the
 others, and a call wedged in a driver cannot keep the process from exiting.
+
+A collector with ``interval_seconds`` > 0 (the host: CPU and memory for rules over minutes) is called
+only when that much tick time has passed since its last call; in the rounds between, it yields no result
+and its series stay as they are.
 
 A failed call yields the collector's ``failure_samples()`` when it has that method (an engine's
 ``up 0``), so a failure is data rather than an absent series. A collector without it that *hangs*
@@ -32,6 +37,7 @@ reason (source, metric, label, limit); its other series, and every other source,
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -45,6 +51,9 @@ from watchdog.model import Sample, metric
 from watchdog.store import COLLECTOR_SOURCE_PREFIX, LabelValuesExceeded, SeriesQuotaExceeded, Store
 
 log = logging.getLogger(__name__)
+
+DUE_SLACK_SECONDS = 0.25
+"""An ``interval_seconds`` collector is due this much early (tick jitter must not skip a whole tick)."""
 
 
 class NoData(Exception):
@@ -118,22 +127,31 @@ class _Call:
 class CollectorRunner:
     """Runs collectors concurrently, each bounded by its own timeout. See the module docstring."""
 
-    def __init__(self, collectors: list[Collector], background_wait_seconds: float | None = None) -> None:
-        """Every call gets its own daemon thread (see the module docstring); ``background_wait_seconds``
-        None waits for background collectors like the others (up to their timeout)."""
+    def __init__(self, collectors: list[Collector], background_wait_seconds: float | None = None,
+                 honour_intervals: bool = True) -> None:
+        """Each collector's calls run on its own worker thread (see the module docstring);
+        ``background_wait_seconds`` None waits for background collectors like the others (up to their
+        timeout); ``honour_intervals`` False calls every collector in every round (``interval_seconds``
+        ignored: a one-off check's two rounds)."""
         self.collectors = collectors
         self.background_wait_seconds = background_wait_seconds
+        self.honour_intervals = honour_intervals
         self._closed = False
         self._inflight: dict[str, _Call] = {}
         self._last_good: dict[str, list[Sample]] = {}
+        self._workers: dict[str, Worker] = {}
+        self._last_called: dict[str, float] = {}
 
-    def run_once(self, background: bool | None = None, start: bool = True) -> list[CollectResult]:
+    def run_once(self, background: bool | None = None, start: bool = True,
+                 now: float | None = None) -> list[CollectResult]:
         """Collect from every collector once; never raises for a collector's fault.
 
         ``background`` True or False limits the round to the background collectors (engine scrapes) or
         to the others (the fault path); ``start`` False only takes what earlier calls have produced
-        (completed, timed out) and starts no new call (a scrape that is not due this tick).
+        (completed, timed out) and starts no new call (a scrape that is not due this tick). ``now`` (tick
+        time, seconds; default the monotonic clock) decides which ``interval_seconds`` collectors are due.
         """
+        now = time.monotonic() if now is None else now
         started: list[tuple[Collector, _Call]] = []
         results: list[CollectResult] = []
         for collector in self.collectors:
@@ -157,9 +175,9 @@ class CollectorRunner:
             if self._closed:
                 results.append(CollectResult(collector.name, [], False, 0.0, "runner closed"))
                 continue
-            if not start:
+            if not start or not self._due(collector, now):
                 continue
-            call = _Call(_start(collector), time.monotonic())
+            call = _Call(self._start(collector), time.monotonic())
             self._inflight[collector.name] = call
             started.append((collector, call))
         for collector, call in started:
@@ -180,6 +198,17 @@ class CollectorRunner:
             call.taken = True
             results.append(self._outcome(collector, call))
         return results
+
+    def _due(self, collector: Collector, now: float) -> bool:
+        """Whether a collector with ``interval_seconds`` is due at ``now`` (then its call is noted)."""
+        every = float(getattr(collector, "interval_seconds", 0.0) or 0.0)
+        if every <= 0 or not self.honour_intervals:
+            return True
+        last = self._last_called.get(collector.name)
+        if last is not None and last <= now < last + every - DUE_SLACK_SECONDS:
+            return False  # (a clock that went back: due now)
+        self._last_called[collector.name] = now
+        return True
 
     def _timed_out(self, collector: Collector, elapsed: float) -> CollectResult:
         log.warning("collector timed out", extra={"collector": collector.name,
@@ -207,9 +236,18 @@ class CollectorRunner:
         self._last_good[collector.name] = samples
         return CollectResult(collector.name, samples, True, duration, fallback=failure_samples(collector))
 
+    def _start(self, collector: Collector) -> Future[list[Sample]]:
+        worker = self._workers.get(collector.name)
+        if worker is None:
+            worker = self._workers[collector.name] = Worker(f"collector-{collector.name}")
+        return worker.submit(lambda: list(collector.collect()))
+
     def close(self) -> None:
-        """Stop starting calls; calls still running (hung ones too) are abandoned on their daemon threads."""
+        """Stop starting calls; the workers end after their current call (hung ones are abandoned on their
+        daemon threads)."""
         self._closed = True
+        for worker in self._workers.values():
+            worker.stop()
 
 
 T = TypeVar("T")
@@ -234,8 +272,67 @@ def start_daemon(fn: Callable[[], T], name: str) -> Future[T]:
     return future
 
 
-def _start(collector: Collector) -> Future[list[Sample]]:
-    return start_daemon(lambda: list(collector.collect()), f"collector-{collector.name}")
+class Worker:
+    """One persistent daemon thread that runs calls one at a time, for calls that may never return.
+
+    Contract: :meth:`submit` hands the thread a call and returns its future (result or exception). A
+    caller submits the next call only once the previous call's future is done (a second call would wait
+    behind a hung one: :meth:`submit` raises ``RuntimeError`` instead), so a hung call holds this thread
+    and nothing else, as a thread per call would, without starting a thread per call. The thread starts
+    with a call and ends after ``idle_seconds`` without one (a collector replaced by a reload leaves no
+    thread behind) or at :meth:`stop`. Nobody joins it: a call wedged in a driver cannot keep the process
+    from exiting.
+    """
+
+    def __init__(self, name: str, idle_seconds: float = 60.0) -> None:
+        self.name = name
+        self.idle_seconds = idle_seconds
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._last: Future[Any] | None = None
+        self._running = False
+        self._stopped = False
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        """Run ``fn`` on the worker's thread; raises ``RuntimeError`` while the previous call runs or
+        after :meth:`stop`."""
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError(f"worker {self.name}: stopped")
+            if self._last is not None and not self._last.done():
+                raise RuntimeError(f"worker {self.name}: previous call still running")
+            future: Future[T] = Future()
+            future.set_running_or_notify_cancel()
+            self._last = future
+            self._calls.put((fn, future))
+            if not self._running:
+                self._running = True
+                threading.Thread(target=self._run, name=self.name, daemon=True).start()
+        return future
+
+    def stop(self) -> None:
+        """End the thread once its current call (if any) returns; later calls are refused."""
+        with self._lock:
+            self._stopped = True
+            self._calls.put(None)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                item = self._calls.get(timeout=self.idle_seconds)
+            except queue.Empty:
+                item = None
+            if item is None:
+                with self._lock:  # a call submitted meanwhile keeps the thread
+                    if self._stopped or self._calls.empty():
+                        self._running = False
+                        return
+                continue
+            fn, future = item
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the waiter, which classifies and reports it
+                future.set_exception(exc)
 
 
 def self_metrics(results: Iterable[CollectResult]) -> list[Sample]:

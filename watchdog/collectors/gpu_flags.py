@@ -24,7 +24,7 @@ from pathlib import Path
 
 from watchdog.infra.logs import redact
 from watchdog.infra.state import StateDB
-from watchdog.model import METRIC_NAME, Sample, metric
+from watchdog.model import METRIC_NAME, Sample, metric, metric_name
 
 COMPONENT = "gpu_flags"
 SCHEMA_VERSION = 1
@@ -88,13 +88,19 @@ class GpuFlag:
     boot_id: str
 
 
+RECOVERY_SERIES = frozenset({"watchdog_gpu_lost", "watchdog_gpu_reset_required", "watchdog_gpu_recovery_action"})
+"""The NVML series :func:`wanted_recovery` reads."""
+
+
 def wanted_recovery(samples: Iterable[Sample]) -> dict[str, Wanted]:
     """Per uuid, the strongest recovery the NVML samples ask for (see the module docstring)."""
     out: dict[str, Wanted] = {}
     for sample in samples:
+        if sample.value != 1.0 or metric_name(sample.labels) not in RECOVERY_SERIES:
+            continue  # most of a round: read no further
         labels = dict(sample.labels)
         name, uuid = labels.get(METRIC_NAME, ""), labels.get("uuid", "")
-        if sample.value != 1.0 or not uuid:
+        if not uuid:
             continue
         if name in ("watchdog_gpu_lost", "watchdog_gpu_reset_required"):
             wanted = Wanted(labels.get("gpu", ""), Recovery.RESET,
@@ -152,9 +158,12 @@ class GpuFlagStore:
 
     def observe(self, samples: Iterable[Sample], now_ms: int) -> list[GpuFlag]:
         """Flag the GPUs the samples ask a recovery for (new or upgraded); returns those flags."""
+        asked = wanted_recovery(samples)
+        if not asked:
+            return []  # the usual round: no database read
         current = {f.uuid: f for f in self.flags()}
         changed: list[GpuFlag] = []
-        for uuid, wanted in wanted_recovery(samples).items():
+        for uuid, wanted in asked.items():
             old = current.get(uuid)
             if old is not None and (old.recovery is Recovery.REBOOT or wanted.recovery is Recovery.RESET):
                 continue

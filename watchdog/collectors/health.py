@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from watchdog.collectors.base import CollectResult
-from watchdog.model import METRIC_NAME, Sample, metric, metric_name
+from watchdog.model import Sample, metric, metric_name
 
 
 class Severity(IntEnum):
@@ -58,14 +58,15 @@ def _value(result: CollectResult | None, name: str) -> float | None:
     if result is None:
         return None
     for sample in result.samples:
-        if sample.labels and dict(sample.labels).get(METRIC_NAME) == name:
+        if metric_name(sample.labels) == name:
             return sample.value
     return None
 
 
 def _engine_problems(result: CollectResult) -> list[Problem]:
     job = result.name.split(":", 1)[1]
-    up = next((s for s in result.samples if metric_name(s.labels) == "up"), None)
+    # One ``up`` per scrape, among its last samples (engines.scrape_result_samples): look from the end.
+    up = next((s for s in reversed(result.samples) if metric_name(s.labels) == "up"), None)
     if result.success and up is not None and up.value == 1.0:
         return []
     instance = dict(up.labels).get("instance", "") if up is not None else ""

@@ -19,7 +19,7 @@ import psutil
 from watchdog.collectors.base import Collector, CollectorContext
 from watchdog.collectors.nvml_fields import SeriesInfo
 from watchdog.config.settings import HostSettings, Settings
-from watchdog.model import Sample, metric
+from watchdog.model import Labels, Sample, metric
 
 log = logging.getLogger(__name__)
 
@@ -85,16 +85,21 @@ def pressure_samples(resource: str, parsed: dict[str, dict[str, float]]) -> list
     return out
 
 
-def cpu_samples(times: Sequence[Any], modes: Iterable[str], per_cpu: bool) -> list[Sample]:
-    """``watchdog_host_cpu_seconds_total`` from psutil ``cpu_times`` tuples (one per CPU, or one total)."""
+def cpu_samples(times: Sequence[Any], modes: Iterable[str], per_cpu: bool,
+                labels_cache: dict[tuple[int, str], Labels] | None = None) -> list[Sample]:
+    """``watchdog_host_cpu_seconds_total`` from psutil ``cpu_times`` tuples (one per CPU, or one total);
+    ``labels_cache`` keeps each (CPU, mode)'s label set between calls (a GPU host has hundreds of CPUs)."""
     out: list[Sample] = []
     modes = tuple(modes)
+    cache: dict[tuple[int, str], Labels] = {} if labels_cache is None else labels_cache
     for index, entry in enumerate(times):
-        cpu = str(index) if per_cpu else "all"
         for mode in modes:
             value = getattr(entry, mode, None)
             if value is not None:
-                labels = metric("watchdog_host_cpu_seconds_total", cpu=cpu, mode=mode)
+                labels = cache.get((index, mode))
+                if labels is None:
+                    cpu = str(index) if per_cpu else "all"
+                    labels = cache[(index, mode)] = metric("watchdog_host_cpu_seconds_total", cpu=cpu, mode=mode)
                 out.append(Sample(labels, float(value)))
     return out
 
@@ -106,16 +111,18 @@ class HostCollector:
                  psutil_module: ModuleType | Any = psutil) -> None:
         self.name = name
         self.timeout_seconds = settings.timeout_seconds
+        self.interval_seconds = settings.interval_seconds  # the runner calls it this often (collectors.base)
         self.per_cpu = settings.per_cpu
         self.cpu_modes = settings.cpu_modes
         self.proc_path = Path(settings.proc_path)
         self.psutil = psutil_module
+        self._cpu_labels: dict[tuple[int, str], Labels] = {}
 
     def collect(self) -> list[Sample]:
         """One sample per series; pressure only where the kernel exposes it."""
         ps = self.psutil
         times = ps.cpu_times(percpu=True) if self.per_cpu else [ps.cpu_times(percpu=False)]
-        samples = cpu_samples(times, self.cpu_modes, self.per_cpu)
+        samples = cpu_samples(times, self.cpu_modes, self.per_cpu, self._cpu_labels)
         samples.append(Sample(metric("watchdog_host_cpus"), float(ps.cpu_count(logical=True) or len(times))))
         loads = ("watchdog_host_load1", "watchdog_host_load5", "watchdog_host_load15")
         for name, value in zip(loads, ps.getloadavg(), strict=True):

@@ -13,7 +13,8 @@ Contract:
   :class:`NoData`: quiet, and ``nvmlInit`` is retried with exponential backoff, not every tick. Other init
   failures, and a session that breaks (UNINITIALIZED, driver reloaded), fail the collector with the same
   backoff before the next ``nvmlInit``.
-- GPUs are read in parallel, each on its own daemon thread, and the collector waits for them at most
+- GPUs are read in parallel, each on its own persistent daemon thread (a ``Worker`` per GPU, not a thread
+  per read), and the collector waits for them at most
   ``gpu_deadline`` (0.8 × ``timeout_seconds``). A GPU whose read has not returned by then (NVML blocked
   on a sick GPU, e.g. GSP RPC timeouts) gets ``watchdog_gpu_nvml_stalled 1`` and its other series are
   skipped; the other GPUs are reported as usual, and the stalled read is not started again while it
@@ -31,14 +32,14 @@ import logging
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.collectors import nvml_fields as F
-from watchdog.collectors.base import Collector, CollectorContext, NoData, start_daemon
+from watchdog.collectors.base import Collector, CollectorContext, NoData, Worker
 from watchdog.config.settings import NvmlSettings, Settings, section_settings
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric
 
@@ -176,19 +177,63 @@ class StaticInfo:
 
 
 LabelCache = dict[tuple[Any, ...], Labels]
+FieldSeries = tuple[tuple[Labels, Callable[[float], float]], ...]
+FieldCache = dict[tuple[Any, ...], FieldSeries]
+
+
+def _same(value: float) -> float:
+    return value
+
+
+def _is_code(code: int, value: float) -> float:
+    return float(int(value) == code)
+
+
+def field_series(key: tuple[Any, ...]) -> list[tuple[str, dict[str, str], Callable[[float], float]]]:
+    """The series one field-slot value becomes: (name, labels beyond gpu/uuid, value conversion) each."""
+    head = key[0]
+    if head == "memory_temperature":
+        return [("watchdog_gpu_memory_temperature_celsius", {}, _same)]
+    if head == "energy_mj":
+        return [("watchdog_gpu_energy_joules_total", {}, lambda v: v / 1000.0)]
+    if head == "pcie_replays":
+        return [("watchdog_gpu_pcie_replays_total", {}, _same)]
+    if head == "ecc_mode":
+        return [("watchdog_gpu_ecc_mode_enabled", {}, lambda v: float(v == F.NVML_FEATURE_ENABLED))]
+    if head == "ecc":
+        return [("watchdog_gpu_ecc_errors_total", {"type": key[1], "scope": key[2]}, _same)]
+    if head == "remapped":
+        return [("watchdog_gpu_remapped_rows", {"kind": key[1]}, _same)]
+    if head == "remap_pending":
+        return [("watchdog_gpu_row_remap_pending", {}, lambda v: float(v != 0))]
+    if head == "remap_failed":
+        return [("watchdog_gpu_row_remap_failed", {}, lambda v: float(v != 0))]
+    if head == "recovery_action":
+        return [("watchdog_gpu_recovery_action", {"action": action},
+                 functools.partial(_is_code, code))
+                for code, action in F.RECOVERY_ACTIONS.items()]
+    if head == "nvlink" and key[2] == "state":
+        # 1 = active (field and legacy call alike), 2 = sleep (idle power saving, still trained).
+        return [("watchdog_gpu_nvlink_up", {"link": str(key[1])}, lambda v: float(int(v) in (1, 2)))]
+    if head == "nvlink":
+        return [("watchdog_gpu_nvlink_errors_total", {"link": str(key[1]), "type": key[2]}, _same)]
+    return []
 
 
 class SampleSink:
     """Collects the samples of one GPU, adding ``gpu`` and ``uuid`` to each.
 
-    ``cache`` keeps the label tuples of this GPU across ticks (the same ~130 series every tick), so that
-    a steady tick builds no new label sets; it must belong to this ``gpu`` and ``uuid`` only.
+    ``cache`` and ``fields`` keep the label tuples of this GPU across ticks (the same ~130 series every
+    tick), so that a steady tick builds no new label sets; they must belong to this ``gpu`` and ``uuid``
+    only.
     """
 
-    def __init__(self, gpu: int, uuid: str, cache: LabelCache | None = None) -> None:
+    def __init__(self, gpu: int, uuid: str, cache: LabelCache | None = None,
+                 fields: FieldCache | None = None) -> None:
         self.gpu = str(gpu)
         self.uuid = uuid
         self.cache: LabelCache = {} if cache is None else cache
+        self.fields: FieldCache = {} if fields is None else fields
         self.samples: list[Sample] = []
 
     def add(self, name: str, value: float | None, **labels: str) -> None:
@@ -201,33 +246,79 @@ class SampleSink:
             cached = self.cache[key] = metric(name, gpu=self.gpu, uuid=self.uuid, **labels)
         self.samples.append(Sample(cached, float(value)))
 
+    def add_field(self, key: tuple[Any, ...], value: float) -> None:
+        """Append the samples of one field-slot value (see :func:`field_series`)."""
+        series = self.fields.get(key)
+        if series is None:
+            series = self.fields[key] = tuple(
+                (metric(name, gpu=self.gpu, uuid=self.uuid, **labels), convert)
+                for name, labels, convert in field_series(key))
+        append = self.samples.append
+        for labels, convert in series:
+            append(Sample(labels, float(convert(value))))
+
 
 class FieldPlanner:
     """Which field requests to send for one GPU, learning from the answers.
 
     A slot whose candidates are all unsupported is dropped; a slot answered by one candidate keeps only
-    that one. Pure bookkeeping; the caller makes the NVML calls.
+    that one. Pure bookkeeping; the caller makes the NVML calls. Once every slot of a plan has settled
+    (the usual tick), the requests and the slot each answer belongs to are remembered for that slots
+    tuple (pass the same object each tick) until a choice changes, so a steady tick plans nothing anew.
     """
 
     def __init__(self) -> None:
         self.chosen: dict[tuple[Any, ...], F.FieldRequest | None] = {}
+        self._version = 0  # bumped whenever a choice changes
+        self._plan: tuple[tuple[F.FieldSlot, ...], int, list[F.FieldRequest],
+                          list[tuple[tuple[Any, ...], F.FieldRequest]] | None] | None = None
 
-    def requests(self, slots: Iterable[F.FieldSlot]) -> list[F.FieldRequest]:
-        """Unique requests, in slot order, for every slot still worth asking."""
+    def _choose(self, key: tuple[Any, ...], request: F.FieldRequest | None) -> None:
+        if key not in self.chosen or self.chosen[key] != request:
+            self.chosen[key] = request
+            self._version += 1
+
+    def _planned(self, slots: Sequence[F.FieldSlot]) -> tuple[list[F.FieldRequest],
+                                                              list[tuple[tuple[Any, ...], F.FieldRequest]] | None]:
+        """(requests, the (slot key, chosen request) pairs when every slot has settled, else None)."""
+        plan = self._plan
+        if plan is not None and plan[0] is slots and plan[1] == self._version:
+            return plan[2], plan[3]
         out: dict[F.FieldRequest, None] = {}
+        pairs: list[tuple[tuple[Any, ...], F.FieldRequest]] | None = []
         for slot in slots:
             if slot.key in self.chosen:
                 choice = self.chosen[slot.key]
                 if choice is not None:
                     out[choice] = None
+                    if pairs is not None:
+                        pairs.append((slot.key, choice))
             else:
                 out.update(dict.fromkeys(slot.candidates))
-        return list(out)
+                pairs = None
+        requests = list(out)
+        if isinstance(slots, tuple):
+            self._plan = (slots, self._version, requests, pairs)
+        return requests, pairs
 
-    def resolve(self, slots: Iterable[F.FieldSlot], answers: dict[F.FieldRequest, tuple[int, float]],
+    def requests(self, slots: Sequence[F.FieldSlot]) -> list[F.FieldRequest]:
+        """Unique requests, in slot order, for every slot still worth asking (do not modify the list)."""
+        return self._planned(slots)[0]
+
+    def resolve(self, slots: Sequence[F.FieldSlot], answers: dict[F.FieldRequest, tuple[int, float]],
                 ) -> tuple[dict[tuple[Any, ...], float], list[F.FieldRequest]]:
         """Values per slot key from ``answers`` (request → (nvmlReturn, value)), and the requests that
         failed with an unexpected error. Raises :class:`GpuGone` when any answer says so."""
+        pairs = self._planned(slots)[1]
+        if pairs is not None:  # every slot settled: the usual tick, every answer a success
+            settled: dict[tuple[Any, ...], float] = {}
+            for key, settled_request in pairs:
+                answer = answers.get(settled_request)
+                if answer is None or answer[0] != F.NVML_SUCCESS:
+                    break  # anything else: the full bookkeeping below
+                settled[key] = answer[1]
+            else:
+                return settled, []
         values: dict[tuple[Any, ...], float] = {}
         failed: list[F.FieldRequest] = []
         for slot in slots:
@@ -242,7 +333,7 @@ class FieldPlanner:
                 ret, value = answers[request]
                 if ret == F.NVML_SUCCESS:
                     values[slot.key] = value
-                    self.chosen[slot.key] = request
+                    self._choose(slot.key, request)
                     break
                 if ret in F.GPU_GONE_CODES:
                     raise GpuGone(ret)
@@ -251,8 +342,12 @@ class FieldPlanner:
                 else:
                     failed.append(request)
             if slot.key not in values and unsupported == len(candidates):
-                self.chosen[slot.key] = None
+                self._choose(slot.key, None)
         return values, failed
+
+    def unanswerable(self, keys: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Those of ``keys`` no field can answer on this GPU (all candidates unsupported), in order."""
+        return [key for key in keys if key in self.chosen and self.chosen[key] is None]
 
 
 class NvmlCollector:
@@ -282,11 +377,13 @@ class NvmlCollector:
         self._identity: dict[int, tuple[str, str, str, str]] = {}  # name, uuid, serial, pci: outlives loss
         self._unsupported: dict[int, set[tuple[Any, ...]]] = defaultdict(set)
         self._planners: dict[int, FieldPlanner] = defaultdict(FieldPlanner)
+        self._slot_plans: dict[int, tuple[F.FieldSlot, ...]] = {}
         self._errors: Counter[tuple[int, str, str]] = Counter()
         self._errors_lock = threading.Lock()
         self._gone: dict[int, int] = {}
         self._inflight: dict[int, Future[tuple[list[Sample], CallStats]]] = {}
-        self._labels: dict[int, tuple[str, LabelCache]] = {}
+        self._workers: dict[int, Worker] = {}
+        self._labels: dict[int, tuple[str, LabelCache, FieldCache]] = {}
         self.gpu_deadline_seconds = 0.8 * self.timeout_seconds
         self.last_stats = CallStats()
 
@@ -354,7 +451,10 @@ class NvmlCollector:
         return failure
 
     def close(self) -> None:
-        """Shut NVML down if this collector initialised it."""
+        """Shut NVML down if this collector initialised it; the GPUs' worker threads end after their reads."""
+        for worker in self._workers.values():
+            worker.stop()
+        self._workers.clear()
         if self._up and self._nvml is not None:
             self._up = False
             try:
@@ -385,7 +485,10 @@ class NvmlCollector:
             if previous is not None and not previous.done():
                 stalled.append(index)  # still hung since an earlier tick: do not pile up threads
                 continue
-            future = start_daemon(functools.partial(self._read_gpu, nvml, index), f"nvml-gpu{index}")
+            worker = self._workers.get(index)
+            if worker is None:
+                worker = self._workers[index] = Worker(f"nvml-gpu{index}")
+            future = worker.submit(functools.partial(self._read_gpu, nvml, index))
             self._inflight[index] = started_reads[index] = future
         broken: SessionBroken | None = None
         for index, future in started_reads.items():
@@ -436,7 +539,7 @@ class NvmlCollector:
             if handle is None:
                 return []
             info = self._static_info(calls, handle, index)
-            sink = SampleSink(index, info.uuid, self._label_cache(index, info.uuid))
+            sink = SampleSink(index, info.uuid, *self._label_caches(index, info.uuid))
             self._read_dynamic(calls, handle, info, sink)
         except GpuGone as gone:
             return self._gone_samples(index, gone.code)
@@ -465,12 +568,12 @@ class NvmlCollector:
             calls.stats.seconds["identity"] += time.perf_counter() - started
             calls.stats.calls["identity"] += 1
 
-    def _label_cache(self, index: int, uuid: str) -> LabelCache:
-        """This GPU's label cache, new whenever the GPU at ``index`` has another uuid."""
+    def _label_caches(self, index: int, uuid: str) -> tuple[LabelCache, FieldCache]:
+        """This GPU's label caches, new whenever the GPU at ``index`` has another uuid."""
         known = self._labels.get(index)
         if known is None or known[0] != uuid:
-            known = self._labels[index] = (uuid, {})
-        return known[1]
+            known = self._labels[index] = (uuid, {}, {})
+        return known[1], known[2]
 
     def _gone_samples(self, index: int, code: int) -> list[Sample]:
         if self._gone.get(index) != code:
@@ -626,7 +729,7 @@ class NvmlCollector:
         return answers
 
     def _read_fields(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> None:
-        slots = F.SCALAR_SLOTS + F.all_nvlink_slots(info.link_count) if self.nvlink else F.SCALAR_SLOTS
+        slots = self._slots(info.link_count)
         values: dict[tuple[Any, ...], float] = {}
         answers = None
         if FIELD_VALUES_MEMO not in calls.unsupported:
@@ -641,6 +744,15 @@ class NvmlCollector:
             values = self._direct_values(calls, handle, info)
         self._emit_fields(values, sink)
 
+    def _slots(self, link_count: int) -> tuple[F.FieldSlot, ...]:
+        """The field slots read every tick, one tuple per link count (the planner remembers its plan for it)."""
+        if not self.nvlink:
+            return F.SCALAR_SLOTS
+        slots = self._slot_plans.get(link_count)
+        if slots is None:
+            slots = self._slot_plans[link_count] = F.SCALAR_SLOTS + F.all_nvlink_slots(link_count)
+        return slots
+
     def _legacy_nvlink(self, calls: GpuCalls, handle: Any, info: StaticInfo,
                        values: dict[tuple[Any, ...], float], planner: FieldPlanner | None) -> None:
         """Per-link calls for NVLink values that no field can answer (drivers before the scoped fields);
@@ -648,21 +760,25 @@ class NvmlCollector:
         if not self.nvlink:
             return
 
-        def wanted(key: tuple[Any, ...]) -> bool:
-            return key not in values and (planner is None or planner.chosen.get(key, ...) is None)
+        keys = self._legacy_keys(info.link_count)
+        for key in keys if planner is None else planner.unanswerable(keys):
+            if key in values:
+                continue
+            link, kind = key[1], key[2]
+            if kind == "state":
+                value = calls.call("nvlink", "nvmlDeviceGetNvLinkState", handle, link)
+            else:
+                value = calls.call("nvlink", "nvmlDeviceGetNvLinkErrorCounter", handle, link,
+                                   F.NVLINK_LEGACY_COUNTERS[kind])
+            if value is not None:
+                values[key] = float(value)
 
-        for link in range(info.link_count):
-            key = ("nvlink", link, "state")
-            if wanted(key):
-                state = calls.call("nvlink", "nvmlDeviceGetNvLinkState", handle, link)
-                if state is not None:
-                    values[key] = float(state)
-            for kind, counter in F.NVLINK_LEGACY_COUNTERS.items():
-                key = ("nvlink", link, kind)
-                if wanted(key):
-                    count = calls.call("nvlink", "nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)
-                    if count is not None:
-                        values[key] = float(count)
+    @staticmethod
+    @functools.lru_cache(maxsize=8)
+    def _legacy_keys(link_count: int) -> tuple[tuple[Any, ...], ...]:
+        """The NVLink value keys of the per-link calls, in call order (per link: state, then counters)."""
+        return tuple(("nvlink", link, kind) for link in range(link_count)
+                     for kind in ("state", *F.NVLINK_LEGACY_COUNTERS))
 
     def _direct_values(self, calls: GpuCalls, handle: Any, info: StaticInfo) -> dict[tuple[Any, ...], float]:
         """The field-slot values through the dedicated calls, for drivers without field values."""
@@ -695,31 +811,7 @@ class NvmlCollector:
     @staticmethod
     def _emit_fields(values: dict[tuple[Any, ...], float], sink: SampleSink) -> None:
         for key, value in values.items():
-            head = key[0]
-            if head == "memory_temperature":
-                sink.add("watchdog_gpu_memory_temperature_celsius", value)
-            elif head == "energy_mj":
-                sink.add("watchdog_gpu_energy_joules_total", value / 1000.0)
-            elif head == "pcie_replays":
-                sink.add("watchdog_gpu_pcie_replays_total", value)
-            elif head == "ecc_mode":
-                sink.add("watchdog_gpu_ecc_mode_enabled", float(value == F.NVML_FEATURE_ENABLED))
-            elif head == "ecc":
-                sink.add("watchdog_gpu_ecc_errors_total", value, type=key[1], scope=key[2])
-            elif head == "remapped":
-                sink.add("watchdog_gpu_remapped_rows", value, kind=key[1])
-            elif head == "remap_pending":
-                sink.add("watchdog_gpu_row_remap_pending", float(value != 0))
-            elif head == "remap_failed":
-                sink.add("watchdog_gpu_row_remap_failed", float(value != 0))
-            elif head == "recovery_action":
-                for code, action in F.RECOVERY_ACTIONS.items():
-                    sink.add("watchdog_gpu_recovery_action", float(int(value) == code), action=action)
-            elif head == "nvlink" and key[2] == "state":
-                # 1 = active (field and legacy call alike), 2 = sleep (idle power saving, still trained).
-                sink.add("watchdog_gpu_nvlink_up", float(int(value) in (1, 2)), link=str(key[1]))
-            elif head == "nvlink":
-                sink.add("watchdog_gpu_nvlink_errors_total", value, link=str(key[1]), type=key[2])
+            sink.add_field(key, value)
 
     def _read_processes(self, calls: GpuCalls, handle: Any, sink: SampleSink) -> None:
         procs = calls.call("processes", "nvmlDeviceGetComputeRunningProcesses", handle)

@@ -14,6 +14,11 @@ Contract:
 - NUMA: for each GPU held, ``watchdog_engine_numa_mismatch{job,instance,gpu,uuid}`` is 1 when the GPU's
   NUMA node (``<sysfs>/bus/pci/devices/<bus>/numa_node``) is not among the nodes of the CPU affinity of
   the tree's processes that use that GPU, else 0 (also 0 when the node is unknown: single-node hosts).
+- The trees come from one pass over the host's processes per collection (shared by every engine), and an
+  engine's tree is walked again every :data:`TREE_REFRESH_SECONDS` or when its root changes; members
+  that ended in between are skipped at once, a new worker is counted from the next walk.
+- Collected with the engine scrapes (``background``: every ``engine_scrape_interval_seconds``, off the
+  fault path), since a process tree is only found by walking every process of the host.
 - psutil, NVML, the sysfs root and the state database are injected; a process vanishing mid-read is
   skipped, one engine failing does not hide the others.
 """
@@ -23,7 +28,8 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +55,8 @@ SCHEMA_DDL = (
 )
 
 PREFIX = "watchdog_engine_process_"
+TREE_REFRESH_SECONDS = 30.0
+"""An engine's process tree is walked again this often (and whenever its root changes)."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +153,9 @@ class ProcessCollector:
             ps = psutil
         self.name = name
         self.timeout_seconds = timeout_seconds
+        # Read with the engine scrapes (every engine_scrape_interval_seconds), never holding the fault path:
+        # walking every process of a busy host for the trees is this collector's cost (collectors.base).
+        self.background = True
         self.targets = targets
         self.db = db
         self.ps = ps
@@ -155,6 +166,7 @@ class ProcessCollector:
         self._nvml_last_error = ""
         self._roots: dict[tuple[str, str], tuple[int, float, int]] = {}
         self._cached_roots: dict[EngineTarget, Any] = {}
+        self._trees: dict[EngineTarget, tuple[tuple[int, float], float, list[Any]]] = {}
         self._skip = (ps.NoSuchProcess, ps.AccessDenied, getattr(ps, "ZombieProcess", ps.NoSuchProcess))
         db.ensure_schema(SCHEMA_COMPONENT, SCHEMA_VERSION, SCHEMA_DDL)
 
@@ -206,12 +218,55 @@ class ProcessCollector:
             return self._topmost(matched)
         return None
 
-    def tree(self, root: Any) -> list[Any]:
-        """The root and its live descendants."""
+    def tree(self, root: Any, children: Mapping[int, list[int]] | None = None) -> list[Any]:
+        """The root and its live descendants (``children``: pid -> child pids of the whole host, from
+        :meth:`children_map`; None: psutil's own walk)."""
+        if children is None:
+            try:
+                return [root, *root.children(recursive=True)]
+            except self._skip:
+                return [root]
         try:
-            return [root, *root.children(recursive=True)]
+            root_created = root.create_time()
         except self._skip:
             return [root]
+        out, seen, stack = [root], {root.pid}, [root.pid]
+        while stack:  # as psutil's children(recursive=True), on a map made once for every engine
+            for pid in children.get(stack.pop(), ()):
+                if pid in seen:
+                    continue
+                seen.add(pid)
+                try:
+                    child = self.ps.Process(pid)
+                    if root_created <= child.create_time():  # else a reused pid, older than the root
+                        out.append(child)
+                        stack.append(pid)
+                except self._skip:
+                    continue
+        return out
+
+    def children_map(self) -> dict[int, list[int]] | None:
+        """pid -> child pids of every process on the host, from one pass over ``/proc`` (psutil's
+        ``_ppid_map``, what ``children()`` reads on every call); None where the psutil in use lacks it."""
+        ppid_map = getattr(self.ps, "_ppid_map", None)
+        if ppid_map is None:
+            return None
+        children: dict[int, list[int]] = {}
+        for pid, ppid in ppid_map().items():
+            children.setdefault(ppid, []).append(pid)
+        return children
+
+    def _tree(self, target: EngineTarget, root: Any, create_time: float,
+              children: Callable[[], Mapping[int, list[int]] | None]) -> list[Any]:
+        """The engine's tree, walked again when its root changed or every :data:`TREE_REFRESH_SECONDS`
+        (members that ended since are skipped by the caller; a new worker joins at the next walk)."""
+        now = time.monotonic()
+        known = self._trees.get(target)
+        if known is not None and known[0] == (root.pid, create_time) and now - known[1] < TREE_REFRESH_SECONDS:
+            return known[2]
+        members = self.tree(root, children())
+        self._trees[target] = ((root.pid, create_time), now, members)
+        return members
 
     # ---- GPUs ---------------------------------------------------------------------------------------
     def _gpu_processes(self) -> list[tuple[GpuRef, dict[int, int | None]]]:
@@ -301,14 +356,22 @@ class ProcessCollector:
         roots = self.roots()
         gpu_processes = self._gpu_processes()
         cpu_nodes = read_cpu_nodes(self.sysfs_root)
+        walked: list[dict[int, list[int]] | None] = []
+
+        def children() -> dict[int, list[int]] | None:  # one pass over /proc per collection, if any
+            if not walked:
+                walked.append(self.children_map())
+            return walked[0]
+
         out: list[Sample] = []
         for target in self.targets:
-            out.extend(self._engine_samples(target, roots[target], gpu_processes, cpu_nodes))
+            out.extend(self._engine_samples(target, roots[target], gpu_processes, cpu_nodes, children))
         return out
 
     def _engine_samples(self, target: EngineTarget, root: Any | None,
                         gpu_processes: list[tuple[GpuRef, dict[int, int | None]]],
-                        cpu_nodes: Mapping[int, int]) -> list[Sample]:
+                        cpu_nodes: Mapping[int, int],
+                        children: Callable[[], Mapping[int, list[int]] | None]) -> list[Sample]:
         ids = {"job": target.job, "instance": target.instance}
         if root is None:
             return [Sample(metric(PREFIX + "up", **ids), 0.0),
@@ -320,7 +383,7 @@ class ProcessCollector:
         cpu = threads = rss = 0.0
         members: set[int] = set()
         affinity: dict[int, set[int]] = {}
-        for proc in self.tree(root):
+        for proc in self._tree(target, root, create_time, children):
             try:
                 with proc.oneshot():
                     times = proc.cpu_times()

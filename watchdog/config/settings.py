@@ -85,6 +85,7 @@ class HostSettings:
 
     enabled: bool
     timeout_seconds: float
+    interval_seconds: float
     per_cpu: bool
     cpu_modes: tuple[str, ...]
     proc_path: str
