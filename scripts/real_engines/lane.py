@@ -53,6 +53,7 @@ WATCHED = (
     "engine:prefix_cache_hit_ratio:rate5m",
     "engine:preemptions:rate5m",
     "engine:preemptions_total",
+    "engine:requests_in_flight",
     "watchdog_engine_probe_success",
     "engine:generation_tokens:rate1m",
     "watchdog_engine_process_restarts_total",
@@ -156,6 +157,47 @@ def out_of_order(expected: tuple[str, ...], evaluated_at: dict[str, float]) -> s
     return None if order == fired else "fired out of order: " + ", ".join(order)
 
 
+@dataclass
+class ForecastVerdict:
+    """When the forecast showed, relative to the burst's start (None: never), a note and any failures."""
+
+    warned: float | None
+    note: str
+    failures: list[str] = field(default_factory=list)
+
+
+def forecast_verdict(polls: list[Poll], start: float, clients: int) -> ForecastVerdict:
+    """Did EngineKvExhaustionPredicted show in the agent's ``/metrics`` before the burst's first preemption (pure)?
+
+    All three moments are read from the same polls (one a second): the burst seen (requests in flight at
+    least half of the burst's *clients*), the first preemption (``engine:preemptions_total`` above its value
+    before *start*) and the forecast firing. An alert and a preemption first shown by the same poll came
+    from the same scrape: no lead. Where no poll showed the burst before its first preemption (a starved
+    engine missed scrapes, or one scrape held both), no forecast could lead it: noted, not failed."""
+    seen = [p for p in polls if "engine:preemptions_total" in p.values]
+    before = [p.values["engine:preemptions_total"] for p in seen if p.at < start]
+    base = before[-1] if before else (seen[0].values["engine:preemptions_total"] if seen else 0.0)
+    after = [p for p in polls if p.at >= start]
+    first = next((p.at for p in after if p.values.get("engine:preemptions_total", base) > base), None)
+    burst = next((p.at for p in after if p.values.get("engine:requests_in_flight", 0.0) >= clients / 2), None)
+    warned_at = next((p.at for p in after if "EngineKvExhaustionPredicted" in p.firing), None)
+    warned = None if warned_at is None else warned_at - start
+    name = "EngineKvExhaustionPredicted"
+    if first is None:
+        said = "did not fire" if warned is None else f"at {warned:.1f}s"
+        return ForecastVerdict(warned, f"burst: no preemption seen; {name} {said}")
+    head = f"burst: first preemption {first - start:.1f}s after the burst began (agent /metrics)"
+    if warned_at is not None and warned_at < first:
+        return ForecastVerdict(warned, f"{head}; {name} at {warned:.1f}s: lead {first - warned_at:.1f}s")
+    said = "did not fire before it" if warned is None or warned_at is None else f"first showed at {warned:.1f}s"
+    if burst is not None and burst < first:
+        return ForecastVerdict(warned, f"{head}; {name} {said}",
+                               [f"{name} did not show before the first preemption, though the agent saw the burst "
+                                f"{first - burst:.1f}s before it"])
+    return ForecastVerdict(warned, f"{head}; {name} {said}: no scrape showed the burst before the first "
+                                   "preemption, so no forecast could lead it")
+
+
 def others(name: str) -> tuple[str, ...]:
     """Every engine alert but *name*."""
     return tuple(n for n in ENGINE_ALERTS if n != name)
@@ -217,7 +259,7 @@ class Lane:
         state.mkdir(parents=True, exist_ok=True)
         self.agent.config_path.write_text(
             agent_config(self.engine.base_url, self.agent.listen, state, self.engine.spec.port,
-                         self.engine.spec.served_name)
+                         self.engine.spec.served_name, self.args.engine_scrape_interval)
         )
         self.agent.start()
         self.monitor.start()
@@ -321,10 +363,7 @@ class Lane:
         """The same traffic with the prefix varied per request: EnginePrefixCacheThrashing fires."""
         a = self.args
         name = "EnginePrefixCacheThrashing"
-        # Not judged here: EngineKvExhaustionPredicted, whose 5-minute trend reads the step from idle to the
-        # steady phase's load as growth once the varied prefixes raise KV usage (docs/engines.md).
-        silent = tuple(n for n in others(name) if n != "EngineKvExhaustionPredicted")
-        outcome = Outcome("prefix varied per request", (name,), silent, a.prefix_s)
+        outcome = Outcome("prefix varied per request", (name,), others(name), a.prefix_s)
         start = time.time()
         thread, stop, out = self.background_load(self.prefix_spec("unique", a.prefix_s + 30))
         self.wait_fired((name,), start, a.prefix_s)
@@ -369,34 +408,27 @@ class Lane:
         end = time.time()
         kv = self.series_range("engine:kv_cache_usage_ratio", start, end)
         if kv:
-            outcome.notes.append(f"KV usage {kv[0]:.2f}..{kv[1]:.2f} (raw gauge, scraped every second)")
+            outcome.notes.append(f"KV usage {kv[0]:.2f}..{kv[1]:.2f} (raw gauge, as scraped)")
         self.judge(outcome, start, end)
         firings = self.firings(start, end)
         disorder = out_of_order(expected, {n: e.evaluated_at for n, e in firings.items()})
         if disorder:
             outcome.failures.append(disorder)
         self.outcomes.append(outcome)
-        self.forecast_lead(start, end, firings.get("EngineKvExhaustionPredicted"))
+        self.forecast_lead(start, end)
         self.retry(thread, stop, out)
 
-    def forecast_lead(self, start: float, end: float, forecast: AlertEvent | None) -> None:
-        """Note how long before the burst's first preemption (seen in the agent's ``/metrics``)
-        EngineKvExhaustionPredicted fired, if it did."""
-        polls = [p for p in self.monitor.window(start - 5, end) if "engine:preemptions_total" in p.values]
-        before = [p.values["engine:preemptions_total"] for p in polls if p.at < start]
-        base = before[-1] if before else (polls[0].values["engine:preemptions_total"] if polls else 0.0)
-        first = next((p.at for p in polls if p.at >= start and p.values["engine:preemptions_total"] > base), None)
-        at = "not seen" if first is None else f"{first - start:.1f}s after the burst began"
-        if forecast is None:
-            self.events.append(f"burst: first preemption {at}; EngineKvExhaustionPredicted did not fire before it")
-        elif first is None:
-            self.events.append(f"burst: EngineKvExhaustionPredicted at {forecast.evaluated_at - start:.1f}s, "
-                               "no preemption seen")
-        else:
-            lead = first - forecast.evaluated_at
-            self.events.append(f"burst: first preemption {at}; EngineKvExhaustionPredicted at "
-                               f"{forecast.evaluated_at - start:.1f}s: lead {lead:.1f}s"
-                               + ("" if lead > 0 else " (after the first preemption: no lead)"))
+    def forecast_lead(self, start: float, end: float) -> None:
+        """EngineKvExhaustionPredicted must show in the agent's ``/metrics`` before the burst's first preemption
+        (issue 15), wherever the agent's scrapes saw the burst before it (see :func:`forecast_verdict`)."""
+        outcome = Outcome("forecast before the first preemption", ("EngineKvExhaustionPredicted",), (), 90)
+        verdict = forecast_verdict(self.monitor.window(start - 5, end), start, self.args.burst_clients)
+        if verdict.warned is not None:
+            outcome.fired["EngineKvExhaustionPredicted"] = round(verdict.warned, 1)
+        outcome.notes.append(verdict.note)
+        outcome.failures.extend(verdict.failures)
+        self.events.append(verdict.note)
+        self.outcomes.append(outcome)
 
     def retry(self, burst_thread: threading.Thread, burst_stop: threading.Event, burst_out: list[LoadResult]) -> None:
         """The overloaded clients now time out and retry: EngineRetryStorm."""
@@ -606,6 +638,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client-timeout-s", type=float, default=6.0)
     parser.add_argument("--steady-s", type=float, default=75.0)
     parser.add_argument("--prefix-s", type=float, default=240.0, help="longest wait for the thrashing alert")
+    parser.add_argument("--engine-scrape-interval", type=float, default=None,
+                        help="the agent's engine_scrape_interval_seconds (default: the agent's own default, 5)")
     parser.add_argument("--capture", action="store_true",
                         help=f"also copy the captured pages (WORKDIR/captured/) into {FIXTURES.relative_to(REPO)}/")
     parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix burst kill")

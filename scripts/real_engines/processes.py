@@ -219,12 +219,16 @@ def parse_log_line(line: str, now: float) -> AlertEvent | None:
                       str(fields.get("fired_at", "")))
 
 
-def agent_config(engine_url: str, listen: str, state_dir: Path, engine_port: int, model: str) -> str:
+def agent_config(engine_url: str, listen: str, state_dir: Path, engine_port: int, model: str,
+                 engine_scrape_interval: float | None = None) -> str:
     """The agent's config file for the lane: the shipped rules and runbooks, one vLLM endpoint with its
-    canary probe (every 5 s, default timeout and prompt)."""
+    canary probe (every 5 s, default timeout and prompt). *engine_scrape_interval* sets
+    ``engine_scrape_interval_seconds``; None keeps the agent's default."""
+    extra = [] if engine_scrape_interval is None else [f"engine_scrape_interval_seconds: {engine_scrape_interval:g}"]
     return "\n".join(
         [
             "tick_interval_seconds: 1",
+            *extra,
             f"state_dir: {state_dir}",
             f"listen: {listen}",
             "rules:",

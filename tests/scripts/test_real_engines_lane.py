@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.real_engines.lane import Outcome, copy_fixtures, out_of_order, page_values, table
+from scripts.real_engines.lane import Outcome, Poll, copy_fixtures, forecast_verdict, out_of_order, page_values, table
 from scripts.real_engines.load import LoadSpec, prompts, run_load
 from scripts.real_engines.processes import parse_log_line
 
@@ -57,6 +57,36 @@ def test_alerts_of_one_evaluation_are_in_order_whichever_logged_first() -> None:
     assert out_of_order(expected, {"KvNearFull": 21.4, "PreemptionStorm": 27.6}) is None  # one still to come
     failure = out_of_order(expected, {"KvNearFull": 40.0, "PreemptionStorm": 38.3, "QueueBuildup": 62.0})
     assert failure == "fired out of order: PreemptionStorm, KvNearFull, QueueBuildup"
+
+
+def _polls(rows: list[tuple[float, float, float, bool]]) -> list[Poll]:
+    """Polls from (at, requests in flight, preemptions, forecast firing)."""
+    return [Poll(at, True, {"EngineKvExhaustionPredicted"} if warned else set(), set(),
+                 {"engine:requests_in_flight": in_flight, "engine:preemptions_total": preempted})
+            for at, in_flight, preempted, warned in rows]
+
+
+def test_forecast_verdict_measures_the_lead_before_the_first_preemption() -> None:
+    # 5 s scrapes: the burst shows at 103 s (16 in flight), the forecast with it, the first preemption at 108 s.
+    rows = [(99.0, 0, 40, False), (101.0, 0, 40, False), (103.0, 16, 40, True), (106.0, 16, 40, True),
+            (108.0, 16, 42, True)]
+    verdict = forecast_verdict(_polls(rows), 100.0, 16)
+    assert verdict.failures == [] and verdict.warned == 3.0
+    assert verdict.note.endswith("first preemption 8.0s after the burst began (agent /metrics); "
+                                 "EngineKvExhaustionPredicted at 3.0s: lead 5.0s")
+
+
+def test_forecast_verdict_fails_only_where_a_scrape_showed_the_burst_first() -> None:
+    late = [(99.0, 0, 40, False), (103.0, 16, 40, False), (108.0, 16, 42, True)]
+    verdict = forecast_verdict(_polls(late), 100.0, 16)
+    assert verdict.warned == 8.0
+    assert verdict.failures == ["EngineKvExhaustionPredicted did not show before the first preemption, though the "
+                                "agent saw the burst 5.0s before it"]
+    same_scrape = [(99.0, 0, 40, False), (108.0, 16, 42, True)]  # a starved engine's first scrape held both
+    verdict = forecast_verdict(_polls(same_scrape), 100.0, 16)
+    assert verdict.failures == [] and "no forecast could lead it" in verdict.note
+    quiet = forecast_verdict(_polls([(99.0, 0, 40, False), (103.0, 16, 40, False)]), 100.0, 16)
+    assert quiet.failures == [] and quiet.warned is None and "no preemption seen" in quiet.note
 
 
 @pytest.mark.parametrize("mode", ["none", "shared", "unique"])

@@ -21,10 +21,20 @@ ON = "on (job, instance, engine)"
 # |r| of value and time a driver needs to count as a trend (r^2 >= 0.72), and how many samples.
 MIN_CORRELATION = 0.85
 MIN_SAMPLES = 10
-# The surge test (see surge_driver): window, samples in it, and the rise over its minimum.
-SURGE_WINDOW = "6s"
+# The surge test (see surge_driver): its windows (the shortest that holds SURGE_MIN_SAMPLES samples
+# counts, so it follows the engine scrape interval: 6 s at 1 s scrapes, 30 s at 5 s), samples in it, and
+# the rise over its minimum.
+SURGE_WINDOWS = ("6s", "30s")
 SURGE_MIN_SAMPLES = 5
 SURGE_MIN_RISE = 1.25
+# ... and a rise over that minimum of more than this many standard deviations of a Poisson count at it
+# (sqrt of the minimum, at least 1): small counts jitter by more than 25 %.
+SURGE_MIN_SIGMAS = 3
+# A trend must hold in both halves of its window: each half's slope at least this share of the whole's.
+HALF_SLOPE_SHARE = 0.5
+# The capacity branch (see demand_rules): requests in flight at least this many times their 5-minute
+# average (a jump), and at the recent mean request length more than the pool holds.
+JUMP_FACTOR = 2
 
 
 def _straight(series: str, window: str) -> list[str]:
@@ -40,10 +50,21 @@ def trend_driver(series: str, level_floor: str, driver: str, min_span_seconds: i
     :data:`MIN_SAMPLES` or more samples, and a straight line explains most of their spread (correlation
     of value and time ``|r| = |slope| * stddev(time) / stddev(value) >= MIN_CORRELATION``). A series that is
     itself a window (neighbouring samples correlated, so a random wander looks straight for a while) also
-    needs ``min_span_seconds`` of samples. Needs ``<series>:timestamp_seconds`` recorded before it."""
+    needs ``min_span_seconds`` of samples. Needs ``<series>:timestamp_seconds`` recorded before it.
+
+    A step is not a trend: a level that jumped once (idle to steady load) in the middle of the window has
+    a correlation of up to 0.87 with time (``sqrt(3 p (1 - p))`` for a step at fraction ``p``), enough to pass
+    the test above. So the slope of each half of the window must also be at least :data:`HALF_SLOPE_SHARE`
+    of the whole window's (a line rises in both halves; a step lies flat in at least one), and the earlier
+    half must hold ``MIN_SAMPLES // 2`` samples: an agent started less than 2.5 minutes ago sees no trend
+    (a step in its short history passes the correlation test, and a 1-minute window filling after a step
+    from idle is a 1-minute ramp: in lane run8 a trend fired 50 s into the varied-prefix phase, 2 minutes
+    after the agent started, ETA 33 s, with the in-flight count flat at 2 clients; most likely the arrivals
+    driver). Young agents and steps have the surge and capacity tests."""
     times = f"{series}:timestamp_seconds"
+    whole = f"deriv({series}[5m])"
     parts = [
-        f"deriv({series}[5m]) / {level_floor}",
+        f"{whole} / {level_floor}",
         f"and {ON}",
         *_straight(series, "5m"),
         f"and {ON} count_over_time({series}[5m]) >= {MIN_SAMPLES}",
@@ -51,28 +72,69 @@ def trend_driver(series: str, level_floor: str, driver: str, min_span_seconds: i
     if min_span_seconds:
         parts += [f"and {ON}",
                   f"max_over_time({times}[5m]) - min_over_time({times}[5m]) >= {min_span_seconds}"]
+    parts += [f"and {ON} count_over_time({series}[2m30s] offset 2m30s) >= {MIN_SAMPLES // 2}",
+              f"unless {ON} deriv({series}[2m30s]) / {ON} {whole} < {HALF_SLOPE_SHARE}",
+              f"unless {ON} deriv({series}[2m30s] offset 2m30s) / {ON} {whole} < {HALF_SLOPE_SHARE}"]
     return {"record": "engine:kv_demand_growth_ratio:deriv5m", "expr": "\n".join(parts),
             "labels": {"driver": driver}}
 
 
-def surge_driver() -> dict[str, Any]:
-    """Requests in flight surging: the relative slope over :data:`SURGE_WINDOW`, where that window holds
+def surge_driver(window: str, shorter: str | None) -> dict[str, Any]:
+    """Requests in flight surging: the relative slope over ``window``, where that window holds
     :data:`SURGE_MIN_SAMPLES` or more samples on a straight line (as :func:`trend_driver`) and the count
-    rose by :data:`SURGE_MIN_RISE` or more over its minimum in the window. A burst of long requests fills
+    rose by :data:`SURGE_MIN_RISE` or more over its minimum in the window, and by more than :data:`SURGE_MIN_SIGMAS`
+    Poisson standard deviations at that minimum (two clients in a closed loop plus a canary probe jitter
+    between 0 and 3 in flight, 25 % and more along a line within 30 s, and fired the forecast in the real
+    engine lane's steady phase; 24 in flight must rise by 15). A burst of long requests fills
     the pool in seconds; over 5 minutes of steady history its first seconds explain too little of the
     spread to count as a trend, so the 5-minute test alone warns after the first preemption. Jitter does
-    not rise 25 % along a line, and traffic that follows the day rises by about 1 % a minute. Needs
-    scrapes of 2 s or less (else fewer samples than the window needs: the test is silent)."""
-    series, window = "engine:requests_in_flight", SURGE_WINDOW
+    not rise 25 % along a line, and traffic that follows the day rises by about 1 % a minute.
+
+    One rule per window of :data:`SURGE_WINDOWS`; a window counts only where the ``shorter`` one before it
+    holds too few samples, so the test always reads the last 5-9 scrapes: 6 s at 1 s engine scrapes, 30 s
+    at the default 5 s (the rules cannot know the configured interval; the samples tell). At 15 s scrapes
+    both are silent and the 5-minute drivers remain."""
+    series = "engine:requests_in_flight"
     parts = [
         f"deriv({series}[{window}]) / clamp_min({series}, 1)",
         f"and {ON}",
         *_straight(series, window),
         f"and {ON} count_over_time({series}[{window}]) >= {SURGE_MIN_SAMPLES}",
         f"and {ON} {series} >= {ON} {SURGE_MIN_RISE} * clamp_min(min_over_time({series}[{window}]), 1)",
+        f"and {ON} {series} - {ON} min_over_time({series}[{window}])",
+        f"  > {ON} {SURGE_MIN_SIGMAS} * sqrt(clamp_min(min_over_time({series}[{window}]), 1))",
     ]
-    return {"record": f"engine:kv_demand_growth_ratio:surge{window}", "expr": "\n".join(parts),
-            "labels": {"driver": "in_flight_surge"}}
+    if shorter:
+        parts.append(f"unless {ON} count_over_time({series}[{shorter}]) >= {SURGE_MIN_SAMPLES}")
+    return {"record": "engine:kv_demand_growth_ratio:surge", "expr": "\n".join(parts),
+            "labels": {"driver": "in_flight_surge", "window": window}}
+
+
+def demand_rules() -> list[dict[str, Any]]:
+    """The capacity branch: a step of load that the pool cannot hold, which no trend sees in time.
+
+    ``engine:kv_demand_capacity_ratio``: the requests in flight (running + waiting) at the recent mean
+    request length (prompt + generation, ``engine:request_tokens:mean5m``, i.e. over the pool's B_max
+    ``engine:kv_cache_max_concurrency``) against the pool. The mean, not the P90: the tokens of n requests
+    add up to about n times the mean, while n times the P90 overstates them twice over on log-normal traffic
+    (and more after the 1-2-5 buckets' rounding), and would call a steady peak unholdable. Absent where no
+    request finished in 5 minutes (no length known: nothing is claimed).
+
+    ``engine:requests_in_flight:jump``: requests in flight at least :data:`JUMP_FACTOR` times their 5-minute
+    average (at least 1): a step (16 clients starting at once), which one or two scrapes show but no slope
+    can yet call a trend. Poisson jitter of a steady load does not double its mean (P < 0.3 % at 10 in
+    flight), and neither does a day's rise. A load that stepped up and stays counts for about 2 minutes,
+    until the average catches up: by then a pool that could not hold it has preempted, and EngineKvCacheNearFull
+    and EnginePreemptionStorm speak. The forecast reads both: demand above the pool after a jump is
+    exhaustion now (ETA 0)."""
+    in_flight = "engine:requests_in_flight"
+    return [
+        {"record": "engine:kv_demand_capacity_ratio",
+         "expr": (f"{in_flight}\n/ {ON} group_left ()\n"
+                  "  max by (job, instance, engine) (engine:kv_cache_max_concurrency > 0)")},
+        {"record": "engine:requests_in_flight:jump",
+         "expr": f"{in_flight} >= {JUMP_FACTOR} * clamp_min(avg_over_time({in_flight}[5m]), 1)"},
+    ]
 
 
 def forecast_rules() -> list[dict[str, Any]]:
@@ -103,7 +165,9 @@ def forecast_rules() -> list[dict[str, Any]]:
         trend_driver("engine:request_rate:deriv1m", "clamp_min(engine:request_rate:deriv1m, 0.1)", "arrivals",
                      120),
         trend_driver("engine:request_tokens:p90_1m", "engine:request_tokens:p90_1m", "p90_length", 120),
-        surge_driver(),
+        *(surge_driver(window, shorter)
+          for window, shorter in zip(SURGE_WINDOWS, (None, *SURGE_WINDOWS[:-1]), strict=True)),
+        *demand_rules(),
         # KV demand ~ requests in flight x tokens per request, so its relative growth is the sum of the two
         # relative growths. Requests in flight follow the arrival rate (Little's law), but a scheduler at its
         # max_num_seqs cap or a queue still filling can hide a rising arrival rate for a while: the larger of
@@ -111,21 +175,28 @@ def forecast_rules() -> list[dict[str, Any]]:
         # histograms) adds 0.
         {"record": "engine:kv_demand_growth_ratio",
          "expr": ("sum without (driver) (\n"
-                  "  max without (driver) (\n"
+                  "  max without (driver, window) (\n"
                   '    engine:kv_demand_growth_ratio:deriv5m{driver=~"in_flight|arrivals"}\n'
-                  f"    or engine:kv_demand_growth_ratio:surge{SURGE_WINDOW}\n  )\n"
+                  "    or engine:kv_demand_growth_ratio:surge\n  )\n"
                   '  or engine:kv_demand_growth_ratio:deriv5m{driver="p90_length"}\n)')},
         # Seconds until KV usage reaches 100 % if demand keeps growing linearly at the current relative rate:
-        # usage(t) = u (1 + g t) = 1  =>  t = (1 - u) / (u g). Present only while demand grows (g > 0) and the
-        # pool is actually filling (KV usage rose over the last minute: a queue growing behind a stalled
-        # engine or behind the max_num_seqs cap is not KV demand); 0 once the pool is full. group_left keeps
-        # every label of the usage series: a one-to-one `* on (...)` keeps only the `on` labels, and the
-        # division would then match nothing where a Prometheus adds target labels (`node`) to the series.
+        # usage(t) = u (1 + g t) = 1  =>  t = (1 - u) / (u g); 0 once the pool is full. Present only while
+        # demand grows and the pool is actually filling (KV usage rose over the last minute: a queue growing
+        # behind a stalled engine or behind the max_num_seqs cap is not KV demand). And 0 where the requests in
+        # flight jumped beyond what the pool holds at the recent mean length (demand_rules: the pool already
+        # cannot hold them) while KV usage is above its minimum of the last minute (the engine admits them;
+        # the slope of a minute that held a busier period before a short lull may still point down).
+        # group_left keeps every label of the usage series: a one-to-one `* on (...)` keeps only the `on`
+        # labels, and the division would then match nothing where a Prometheus adds target labels (`node`).
         {"record": "engine:kv_exhaustion_eta_seconds",
-         "expr": ("clamp_min(\n  (1 - engine:kv_cache_usage_ratio:max)\n"
+         "expr": ("0 * engine:kv_cache_usage_ratio:max\n"
+                  f"  and {ON} engine:kv_demand_capacity_ratio > 1\n"
+                  f"  and {ON} engine:requests_in_flight:jump\n"
+                  "  and engine:kv_cache_usage_ratio:max > min_over_time(engine:kv_cache_usage_ratio:max[1m])\n"
+                  "or\nclamp_min(\n  (1 - engine:kv_cache_usage_ratio:max)\n"
                   f"  / (engine:kv_cache_usage_ratio:max * {ON} group_left () (engine:kv_demand_growth_ratio > 0)),"
                   "\n  0\n)\n"
-                  f"and {ON} deriv(engine:kv_cache_usage_ratio:max[1m]) > 0")},
+                  f"  and {ON} deriv(engine:kv_cache_usage_ratio:max[1m]) > 0")},
         # The horizon is engine:kv_exhaustion_horizon_seconds where the config sets
         # forecast.kv_exhaustion_horizon_seconds (a generated rule, `rules render` shows it), else 600 s.
         {"alert": "EngineKvExhaustionPredicted",
@@ -135,8 +206,9 @@ def forecast_rules() -> list[dict[str, Any]]:
          "annotations": {
              "summary": "KV cache of {{ $labels.job }} predicted to run out in {{ $value | humanizeDuration }}",
              "description": (
-                 "At the current growth of requests in flight, arrival rate and P90 request length, the paged KV "
-                 "pool of {{ $labels.job }} ({{ $labels.instance }}) is predicted to be full in "
+                 "At the current growth of requests in flight, arrival rate and P90 request length, or because the "
+                 "requests in flight jumped beyond what it holds at the recent mean request length (then 0s), the "
+                 "paged KV pool of {{ $labels.job }} ({{ $labels.instance }}) is predicted to be full in "
                  "{{ $value | humanizeDuration }}; then the scheduler preempts running requests and TTFT "
                  "explodes. Shed or reroute long-context traffic now, before the first preemption."),
              "runbook": "engine-kv-exhaustion-predicted"}},

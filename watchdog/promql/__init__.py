@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from watchdog.promql import nodes
+from watchdog.promql.budget import CpuBudget
 from watchdog.promql.cache import EvalCache
 from watchdog.promql.engine import DEFAULT_LOOKBACK_MS, DEFAULT_SUBQUERY_STEP_MS, Selectable, evaluate_expr
 from watchdog.promql.errors import PromQLError, TooManySamples
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_LOOKBACK_MS",
     "DEFAULT_SUBQUERY_STEP_MS",
     "SUPPORTED_FUNCTIONS",
+    "CpuBudget",
     "Matrix",
     "MatrixList",
     "PromQLError",
@@ -91,7 +93,7 @@ def evaluate(
     t_ms: int,
     lookback_ms: int = DEFAULT_LOOKBACK_MS,
     subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
-    deadline: float | None = None,
+    deadline: float | CpuBudget | None = None,
     max_samples: int | None = None,
     sample_limit: int | None = None,
     range_ms: tuple[int, int] | None = None,
@@ -103,7 +105,8 @@ def evaluate(
     :class:`RangeSeries`, a :class:`Scalar` or a :class:`String`. ``subquery_step_ms`` is the step of
     subqueries written without one (Prometheus uses the global evaluation interval).
     Raises :class:`PromQLError` (``kind="execution"``) for evaluation errors such as many-to-many matching,
-    and (``kind="timeout"``) once ``time.monotonic()`` passes ``deadline``. ``max_samples`` bounds the
+    and (``kind="timeout"``) once ``time.monotonic()`` passes ``deadline`` (or a :class:`CpuBudget`
+    ``deadline`` is spent). ``max_samples`` bounds the
     samples a subquery holds as promtool's unit tests count them (limit 10000). ``sample_limit`` bounds
     the samples the evaluation holds in memory at once (the agent's ``--query.max-samples``): past it,
     :class:`TooManySamples`. ``range_ms`` is the ``(start, end)`` of the range query ``t_ms`` is a step

@@ -32,9 +32,8 @@ class _Group:
 
 
 def _group_key_function(grouping: tuple[str, ...], without: bool) -> Callable[[Labels], object]:
-    if without:
-        excluded = frozenset(grouping) | {METRIC_NAME}
-        return lambda labels: tuple(pair for pair in labels if pair[0] not in excluded)
+    if without:  # the group's labels themselves, memoised (the same series are aggregated every evaluation)
+        return lambda labels: _group_labels(labels, grouping, True)
     if not grouping:
         return lambda labels: ()
     return functools.partial(_by_key, grouping)

@@ -4,7 +4,13 @@ Contract:
 - :class:`CounterIndex` remembers, per store series, where its counter resets and staleness markers
   are, extended as points are appended (a replaced or vanished point makes it start over). With it,
   ``rate``/``increase``/``delta`` over a range selector read four points and the resets inside the
-  window instead of walking every point; the arithmetic, and its order, is Prometheus' own.
+  window instead of walking every point; the arithmetic, and its order, is Prometheus' own. The same
+  index counts a window's non-stale points for ``count_over_time``.
+- :class:`ExtremaIndex` keeps, per store series and window length, the sliding maximum or minimum of
+  the window (a monotonic queue extended with the points appended since the last evaluation), so
+  ``max_over_time``/``min_over_time`` over a window that slid forward cost the new points, not the
+  whole window. The value is the one Go's fold returns (the first of equal values, so the sign of a
+  zero is Prometheus'); a window holding an ordinary NaN is left to the full walk.
 - :class:`Selections` keeps selector matches from pass to pass while the store's series set is
   unchanged (``Store.generation``); a store without ``generation`` gets them re-selected every pass.
 - :class:`EvalCache` is valid for one rule-engine pass at one evaluation time: it shares selector
@@ -17,8 +23,10 @@ Results handed out from the cache are shared: callers must not mutate them (the 
 
 from __future__ import annotations
 
+import math
 import weakref
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -55,7 +63,9 @@ class _SeriesEvents:
         if self.scanned_t is not None and timestamps[-1] == self.scanned_t and _same(values[-1], self.scanned_v):
             return
         if self.scanned_t is not None:
-            index = bisect_left(timestamps, self.scanned_t)
+            index = len(timestamps) - 2  # most often exactly one point was appended since the last scan
+            if index < 0 or timestamps[index] != self.scanned_t:
+                index = bisect_left(timestamps, self.scanned_t)
             if index < len(timestamps) and timestamps[index] == self.scanned_t and _same(
                     values[index], self.scanned_v):
                 start = index + 1
@@ -96,7 +106,7 @@ class CounterIndex:
 
     def __init__(self) -> None:
         self._events: dict[int, _SeriesEvents] = {}
-        self._lookups = 0
+        self._created = 0
 
     def window(self, series: Any, mint: int, maxt: int, counter: bool = True) -> CounterWindow | None:
         """What ``rate``/``increase`` (``counter``) or ``delta`` need of ``series``' points in
@@ -106,8 +116,11 @@ class CounterIndex:
         hi = bisect_right(timestamps, maxt, lo)
         if lo == hi:
             return None
-        events = self._events_of(series)
-        events.update(timestamps, values)
+        events = self._events.get(id(series))
+        if events is None or events.ref() is not series:
+            events = self._events_of(series)
+        if events.scanned_t != timestamps[-1] or not _same(values[-1], events.scanned_v):
+            events.update(timestamps, values)
         stale = events.stale_t
         count = hi - lo
         first, last = lo, hi - 1
@@ -129,15 +142,123 @@ class CounterIndex:
         return (hi - lo, count, first_t, timestamps[last], values[first], result)
 
     def _events_of(self, series: Any) -> _SeriesEvents:
-        key = id(series)
-        events = self._events.get(key)
-        if events is None or events.ref() is not series:
-            events = self._events[key] = _SeriesEvents(series)
-        self._lookups += 1
-        if self._lookups >= 4 * len(self._events) + 1000:
-            self._lookups = 0
+        """A new index entry for ``series``; entries of series gone from the store are dropped once as
+        many entries were created since the last sweep as half of those held (plus 1000)."""
+        events = self._events[id(series)] = _SeriesEvents(series)
+        self._created += 1
+        if self._created >= len(self._events) // 2 + 1000:
+            self._created = 0
             self._events = {k: e for k, e in self._events.items() if e.ref() is not None}
         return events
+
+
+def _identical(a: float, b: float) -> bool:
+    """The same float, the sign of zero included (NaN is never identical)."""
+    return a == b and (a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b))
+
+
+class _SlidingExtreme:
+    """One series' window maximum (or minimum) as a monotonic queue of runs ``[value, t]``: values
+    strictly worse than a later one are dropped, identical neighbours share one run whose ``t`` is the
+    oldest of its points still in the window; ``nan_t`` holds the ordinary NaNs of the window."""
+
+    __slots__ = ("largest", "mint", "nan_t", "ref", "runs", "scanned_t", "scanned_v")
+
+    def __init__(self, series: Any, largest: bool) -> None:
+        self.ref = weakref.ref(series)
+        self.largest = largest
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything scanned."""
+        self.scanned_t: int | None = None
+        self.scanned_v = 0.0
+        self.mint = 0
+        self.runs: deque[list[Any]] = deque()
+        self.nan_t: deque[int] = deque()
+
+    def slide(self, timestamps: Any, values: Any, lo: int, hi: int, mint: int, maxt: int) -> None:
+        """Move the window to ``[mint, maxt]`` (``lo:hi`` its points in the live arrays): scan the points
+        after the last one scanned (from scratch if the window went back or a scanned point changed),
+        then drop what fell out of the window."""
+        start = lo
+        if self.scanned_t is not None:
+            index = len(timestamps) - 2  # most often exactly one point was appended since the last scan
+            if index < 0 or timestamps[index] != self.scanned_t:
+                index = bisect_left(timestamps, self.scanned_t)
+            if (mint >= self.mint and maxt >= self.scanned_t and index < len(timestamps)
+                    and timestamps[index] == self.scanned_t and _same(values[index], self.scanned_v)):
+                start = max(index + 1, lo)
+            else:
+                self.reset()
+        runs = self.runs
+        largest = self.largest
+        for i in range(start, hi):
+            value = values[i]
+            if value != value:
+                if not is_stale(value):
+                    self.nan_t.append(timestamps[i])
+                continue
+            if largest:
+                while runs and runs[-1][0] < value:
+                    runs.pop()
+            else:
+                while runs and runs[-1][0] > value:
+                    runs.pop()
+            if not runs or not _identical(runs[-1][0], value):
+                runs.append([value, timestamps[i]])
+        if hi > start:
+            self.scanned_t = timestamps[hi - 1]
+            self.scanned_v = values[hi - 1]
+        self.mint = mint
+        nan_t = self.nan_t
+        while nan_t and nan_t[0] < mint:
+            nan_t.popleft()
+        while runs and runs[0][1] < mint:
+            # The run's next point in the window, if any: between its points there are only worse ones
+            # (and, for a zero, the other zero's run, which starts later).
+            run = runs[0]
+            stop = bisect_left(timestamps, runs[1][1]) if len(runs) > 1 else hi
+            for i in range(lo, stop):
+                if _identical(values[i], run[0]):
+                    run[1] = timestamps[i]
+                    break
+            else:
+                runs.popleft()
+
+
+ExtremeWindow = tuple[int, "float | None", bool]
+"""``(points in the window, the maximum or minimum of its non-stale points (None: there are none),
+exact)``; ``exact`` is False when the window holds an ordinary NaN (then the caller walks the window)."""
+
+
+class ExtremaIndex:
+    """Sliding window maxima and minima of store series (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._states: dict[tuple[int, bool, int], _SlidingExtreme] = {}
+        self._lookups = 0
+
+    def extreme(self, series: Any, mint: int, maxt: int, largest: bool) -> ExtremeWindow | None:
+        """``max_over_time`` (``largest``) or ``min_over_time`` of ``series``' points in ``[mint, maxt]``;
+        None when it has no points there."""
+        timestamps, values = series.tail(mint)
+        lo = bisect_left(timestamps, mint)
+        hi = bisect_right(timestamps, maxt, lo)
+        if lo == hi:
+            return None
+        key = (id(series), largest, maxt - mint)
+        state = self._states.get(key)
+        if state is None or state.ref() is not series:
+            state = self._states[key] = _SlidingExtreme(series, largest)
+        self._lookups += 1
+        if self._lookups >= 4 * len(self._states) + 1000:
+            self._lookups = 0
+            self._states = {k: s for k, s in self._states.items() if s.ref() is not None}
+        state.slide(timestamps, values, lo, hi, mint, maxt)
+        if state.nan_t:
+            return (hi - lo, None, False)
+        return (hi - lo, state.runs[0][0] if state.runs else None, True)
 
 
 def _read_names(expr: n.Expr) -> frozenset[str] | None:
@@ -215,12 +336,14 @@ class Selections:
 
 
 class EvalCache:
-    """Selections and shared sub-expression results of one rule-engine pass (see the module docstring)."""
+    """Selections, window indexes and shared sub-expression results of one rule-engine pass (see the
+    module docstring)."""
 
     def __init__(self, plan: SharedPlan | None, counters: CounterIndex | None,
-                 selections: Selections | None = None) -> None:
+                 selections: Selections | None = None, extrema: ExtremaIndex | None = None) -> None:
         self.plan = plan
         self.counters = counters
+        self.extrema = extrema
         self.selections = selections or Selections()
         self.results: dict[tuple[int, int], tuple[Any, int]] = {}  # (key, t) -> (result, samples held)
         self._reading: dict[str | None, list[tuple[int, int]]] = {}

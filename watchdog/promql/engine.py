@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from watchdog.model import Labels, is_stale
 from watchdog.promql import aggregations, binary, functions
 from watchdog.promql import nodes as n
+from watchdog.promql.budget import CpuBudget
 from watchdog.promql.cache import EvalCache
 from watchdog.promql.errors import PromQLError, TooManySamples, evaluation_error
 from watchdog.promql.labels import drop_name, find_duplicate
@@ -141,7 +142,7 @@ class Evaluator:
         query_ms: int,
         lookback_ms: int = DEFAULT_LOOKBACK_MS,
         subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
-        deadline: float | None = None,
+        deadline: float | CpuBudget | None = None,
         max_samples: int | None = None,
         sample_limit: int | None = None,
         range_ms: tuple[int, int] | None = None,
@@ -165,7 +166,10 @@ class Evaluator:
         self.query_ms = query_ms
         self.lookback_ms = lookback_ms
         self.subquery_step_ms = subquery_step_ms
-        self.deadline = deadline
+        # A wall-clock instant (``time.monotonic()``); with a CPU budget, the instant before which it
+        # cannot be spent (moved on by the budget until it is).
+        self._budget = deadline if isinstance(deadline, CpuBudget) else None
+        self.deadline = deadline.wall_deadline if isinstance(deadline, CpuBudget) else deadline
         self._selected: dict[tuple[Matcher, ...], list[Any]] = {}
         self._top_context = self._at_context
 
@@ -174,11 +178,13 @@ class Evaluator:
     def eval(self, expr: n.Expr, t: int) -> Any:
         """Evaluate ``expr`` at ``t``; the result shape follows ``expr.type``.
 
-        Past ``deadline`` (``time.monotonic()``), raises :class:`PromQLError` with ``kind="timeout"``;
-        every node and every subquery step checks it.
+        Past ``deadline`` (``time.monotonic()``; or a :class:`CpuBudget` spent), raises
+        :class:`PromQLError` with ``kind="timeout"``; every node and every subquery step checks it.
         """
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise PromQLError("query timed out in expression evaluation", kind="timeout")
+            if self._budget is None or self._budget.spent():
+                raise PromQLError("query timed out in expression evaluation", kind="timeout")
+            self.deadline = self._budget.wall_deadline
         held = self._held
         shared = self._shared_key(expr, t)
         result = self._eval_node(expr, t) if shared is None else self._eval_shared(expr, t, shared)
@@ -511,6 +517,43 @@ class Evaluator:
                 out.append((drop_name(series.labels), result))
         return out
 
+    def _indexed_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:
+        """``max_over_time``/``min_over_time`` from the cache's sliding extrema and ``count_over_time``
+        from its counter index: the values :meth:`range_selector` and the range function give, in the
+        same order, without walking the window (a window holding an ordinary NaN is walked)."""
+        assert self.cache is not None and self.cache.extrema is not None
+        extrema, counters = self.cache.extrema, self.cache.counters
+        fn = functions.RANGE_FUNCTIONS[name]
+        limited = self.sample_limit is not None
+        mint, maxt = context.range_start_ms, context.range_end_ms
+        out: InstantVector = []
+        for series in self._series(source.selector.matchers):
+            result: float | None
+            if getattr(series, "tail", None) is None or (name == "count_over_time" and counters is None):
+                times, values = _window(series, mint, maxt)
+                held, exact = len(times), False
+            elif name == "count_over_time":
+                assert counters is not None
+                window = counters.window(series, mint, maxt, False)
+                if window is None:
+                    continue
+                held, exact, result = window[0], True, float(window[1]) if window[1] else None
+            else:
+                extreme = extrema.extreme(series, mint, maxt, name == "max_over_time")
+                if extreme is None:
+                    continue
+                held, result, exact = extreme
+                if not exact:
+                    times, values = _window(series, mint, maxt)
+            if limited and held:
+                self._hold(held)
+            if not exact:
+                times, values = _without_stale(times, values)
+                result = fn(times, values, context) if times else None
+            if result is not None:
+                out.append((drop_name(series.labels), result))
+        return out
+
     def _range_call(self, expr: n.Call, t: int) -> InstantVector:
         """A function with a range-vector argument, applied per series."""
         name = expr.name
@@ -530,6 +573,9 @@ class Evaluator:
             if name in COUNTER_FUNCTIONS and self.cache is not None and self.cache.counters is not None:
                 context = functions.RangeContext(ref - range_ms, ref, range_ms, t, scalars)
                 return self._counter_call(name, source, context)
+            if name in INDEXED_FUNCTIONS and self.cache is not None and self.cache.extrema is not None:
+                context = functions.RangeContext(ref - range_ms, ref, range_ms, t, scalars)
+                return self._indexed_call(name, source, context)
             matrix = self.range_selector(source, t)
         elif isinstance(source, n.Subquery):
             ref = self._reference(source.at, source.offset_ms, t)
@@ -554,6 +600,8 @@ class Evaluator:
 
 COUNTER_FUNCTIONS = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
 """Range functions that need only the window's ends and counter resets: (is_counter, is_rate)."""
+INDEXED_FUNCTIONS = frozenset({"max_over_time", "min_over_time", "count_over_time"})
+"""Range functions the cache's window indexes answer without a walk over the window."""
 
 
 def evaluate_expr(
@@ -562,14 +610,15 @@ def evaluate_expr(
     t_ms: int,
     lookback_ms: int = DEFAULT_LOOKBACK_MS,
     subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
-    deadline: float | None = None,
+    deadline: float | CpuBudget | None = None,
     max_samples: int | None = None,
     sample_limit: int | None = None,
     range_ms: tuple[int, int] | None = None,
     cache: EvalCache | None = None,
 ) -> Any:
     """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``.
-    ``deadline`` (a ``time.monotonic()`` instant) stops it with a ``timeout`` :class:`PromQLError`;
+    ``deadline`` (a ``time.monotonic()`` instant, or a :class:`~watchdog.promql.budget.CpuBudget`) stops it
+    with a ``timeout`` :class:`PromQLError`;
     ``max_samples`` models promtool's accounting inside subqueries (``rules test``); ``sample_limit``
     bounds the samples held at once anywhere (:class:`TooManySamples`); ``range_ms`` is the
     ``(start, end)`` of a range query that ``t_ms`` is one step of (``@ start()``/``@ end()``);

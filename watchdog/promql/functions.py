@@ -139,20 +139,30 @@ def _idelta(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float 
 # --- regression ---------------------------------------------------------------------------------
 
 def _linear_regression(ts: Sequence[int], vs: Sequence[float], intercept_ms: int) -> tuple[float, float]:
-    """Least-squares slope (per second) and intercept at ``intercept_ms`` (Kahan sums, as Prometheus)."""
-    count = 0.0
+    """Least-squares slope (per second) and intercept at ``intercept_ms`` (Kahan sums, as Prometheus;
+    :func:`_kahan_inc` written out in the loop, the same operations in the same order)."""
+    count = float(len(ts))
     sum_x = c_x = sum_y = c_y = sum_xy = c_xy = sum_x2 = c_x2 = 0.0
     init_y = vs[0]
     const_y = True
     for i, (t, v) in enumerate(zip(ts, vs, strict=True)):
         if const_y and i > 0 and v != init_y:
             const_y = False
-        count += 1.0
         x = (t - intercept_ms) / 1e3
-        sum_x, c_x = _kahan_inc(x, sum_x, c_x)
-        sum_y, c_y = _kahan_inc(v, sum_y, c_y)
-        sum_xy, c_xy = _kahan_inc(x * v, sum_xy, c_xy)
-        sum_x2, c_x2 = _kahan_inc(x * x, sum_x2, c_x2)
+        s = sum_x + x
+        c_x += (sum_x - s) + x if abs(sum_x) >= abs(x) else (x - s) + sum_x
+        sum_x = s
+        s = sum_y + v
+        c_y += (sum_y - s) + v if abs(sum_y) >= abs(v) else (v - s) + sum_y
+        sum_y = s
+        xy = x * v
+        s = sum_xy + xy
+        c_xy += (sum_xy - s) + xy if abs(sum_xy) >= abs(xy) else (xy - s) + sum_xy
+        sum_xy = s
+        x2 = x * x
+        s = sum_x2 + x2
+        c_x2 += (sum_x2 - s) + x2 if abs(sum_x2) >= abs(x2) else (x2 - s) + sum_x2
+        sum_x2 = s
     if const_y:
         if math.isinf(init_y):
             return math.nan, math.nan
@@ -291,12 +301,19 @@ def _quantile_over_time(ts: Sequence[int], vs: Sequence[float], ctx: RangeContex
 
 
 def _variance(vs: Sequence[float]) -> float:
+    """Welford's variance with Kahan sums, as Prometheus (:func:`_kahan_inc` written out)."""
     count = mean = c_mean = aux = c_aux = 0.0
     for value in vs:
         count += 1
         delta = value - (mean + c_mean)
-        mean, c_mean = _kahan_inc(delta / count, mean, c_mean)
-        aux, c_aux = _kahan_inc(delta * (value - (mean + c_mean)), aux, c_aux)
+        inc = delta / count
+        s = mean + inc
+        c_mean += (mean - s) + inc if abs(mean) >= abs(inc) else (inc - s) + mean
+        mean = s
+        inc = delta * (value - (mean + c_mean))
+        s = aux + inc
+        c_aux += (aux - s) + inc if abs(aux) >= abs(inc) else (inc - s) + aux
+        aux = s
     return (aux + c_aux) / count
 
 

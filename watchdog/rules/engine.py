@@ -9,7 +9,8 @@ Contract:
 - A rule that fails (evaluation error, non-vector result, duplicate label sets) is logged and counted
   in ``watchdog_rule_evaluation_failures_total{rule_group, reason}``; the tick goes on with the next rule
   and the failed rule's previous output is left to age out, as in Prometheus. ``reason`` is ``error``,
-  ``timeout`` (the rule ran past ``rule_timeout_s``, its time budget per evaluation, and was stopped),
+  ``timeout`` (the rule used more than ``rule_timeout_s`` of CPU time, its time budget per evaluation,
+  and was stopped; time spent waiting for a core on a busy host does not count),
   ``samples`` (it would have held more than ``sample_limit`` samples in memory at once, Prometheus'
   ``--query.max-samples``, and was stopped), ``quota`` or ``internal`` (a bug of ours).
 - With ``honour_group_intervals`` (the agent), a group with its own ``interval:`` is evaluated only when
@@ -36,8 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Alert, Labels, Sample, make_labels
-from watchdog.promql import PromQLError, TooManySamples, evaluate, parse_query
-from watchdog.promql.cache import CounterIndex, EvalCache, Selections, SharedPlan
+from watchdog.promql import CpuBudget, PromQLError, TooManySamples, evaluate, parse_query
+from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex, Selections, SharedPlan
 from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Candidate
 from watchdog.rules.lanes import Lane, classify_groups
 from watchdog.rules.loader import AlertingRule, RecordingRule, RuleGroup, RuleSet
@@ -158,11 +159,12 @@ class RuleEngine:
         self.honour_group_intervals = honour_group_intervals
         self.max_samples = max_samples
         self.sample_limit = sample_limit
-        self._deadline: float | None = None  # time.monotonic() at which the current rule is stopped
+        self._deadline: CpuBudget | None = None  # the current rule's time budget
         self.reuse = True
         """Reuse work between rules and passes (:mod:`watchdog.promql.cache`; results are the same)."""
         self._plan: SharedPlan | None = None
         self._counters = CounterIndex()
+        self._extrema = ExtremaIndex()
         self._selections = Selections()
         self._pass: EvalCache | None = None
         self._rule_queries: dict[int, Any] = {}
@@ -211,7 +213,7 @@ class RuleEngine:
         if self._plan is None:
             self._plan = SharedPlan(self._rule_query(rule).expr for rt in self._groups for rule in rt.group.rules)
         self._selections.begin(self.store)
-        return EvalCache(self._plan, self._counters, self._selections)
+        return EvalCache(self._plan, self._counters, self._selections, self._extrema)
 
     def pending(self, lane: Lane) -> bool:
         """True when a pass over ``lane`` was cut short by its deadline and has groups left."""
@@ -271,7 +273,7 @@ class RuleEngine:
         started = self.clock()
         stats = self.stats[runtime.key]
         for index, rule in enumerate(runtime.group.rules):
-            self._deadline = None if self.rule_timeout_s is None else time.monotonic() + self.rule_timeout_s
+            self._deadline = None if self.rule_timeout_s is None else CpuBudget(self.rule_timeout_s)
             try:
                 samples = self._evaluate_rule(runtime, index, rule, t_ms)
             except TooManySamples as exc:
