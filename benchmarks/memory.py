@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Resident memory of the agent with its store full, on simulated time, for one or more checkouts side by side.
 
-    .venv/bin/python benchmarks/memory.py [--size 8x8] [--seconds 1200] [--retention 900]
-                                          [--tree NAME=PATH]... [--trace 15]
+    .venv/bin/python benchmarks/memory.py [--size 8x8] [--seconds 1200] [--retention 900] [--step 1]
+                                          [--tree NAME=PATH]... [--env NAME:VAR=VALUE]... [--trace 15]
 
 Each checkout runs in its own process the real pipeline of the daemon's tick (the engines of
 ``benchmarks/simnode.py`` scraped over loopback HTTP, each scrape a new step; the fake NVML of the demo;
@@ -11,8 +11,15 @@ the full default rule pack; alert lifecycle, runbooks, notifiers; an exporter pa
 simulated seconds) on a simulated clock advanced one second per tick, as fast as the CPU allows: a
 15-minute retention fills in minutes, and memory after it has filled is the steady state. It prints
 RSS (``/proc/self/status``) every ``--every`` ticks, the series and points held and the bytes of process
-memory per stored point beyond the first report. ``--trace N`` also prints the N largest allocation sites
-(tracemalloc, by line) at the end: slower, for finding where memory goes.
+memory per stored point beyond the first report, and at the end the RSS that glibc's ``malloc_trim(0)``
+gives back (heap memory freed but still held: fragmentation). ``--trace N`` also prints the N largest
+allocation sites (tracemalloc, by line) at the end: slower, for finding where memory goes.
+
+``--step S`` advances the simulated clock S seconds per tick (the agent still believes in its 1 s tick):
+``--seconds 86400 --step 10`` is a simulated day in 8 640 ticks, for what grows with time rather than with
+ticks (state database, alert history, caches keyed by time); the store then holds a tenth of the GPU
+points of a 1 s tick. ``--env NAME:VAR=VALUE`` sets an environment variable for one checkout's process
+(``--tree this=. --tree arena2=. --env arena2:MALLOC_ARENA_MAX=2`` measures glibc's arena limit).
 """
 
 from __future__ import annotations
@@ -26,11 +33,11 @@ from pathlib import Path
 from simnode import ROOT, env_for, start_simulator
 
 CHILD = r"""
-import gc, sys, tempfile, time, tracemalloc
+import ctypes, gc, sys, tempfile, threading, time, tracemalloc
 import yaml
-gpus, ports, seconds, retention, every, trace = (int(sys.argv[1]), [int(p) for p in sys.argv[2].split(",")],
-                                                 int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]),
-                                                 int(sys.argv[6]))
+gpus, ports, seconds, retention, every, trace, step = (int(sys.argv[1]), [int(p) for p in sys.argv[2].split(",")],
+                                                       int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]),
+                                                       int(sys.argv[6]), float(sys.argv[8]))
 if trace:
     tracemalloc.start(1)
 from watchdog.agent import Agent
@@ -67,25 +74,30 @@ agent = Agent(settings, clock=clock, context=CollectorContext(nvml=nvml), backgr
 exporter = exporter_for_store(agent.store, "127.0.0.1:0", ready=lambda: True, clock=clock)
 first = None
 started = time.process_time()
-for tick in range(1, seconds + 1):
-    now[0] += 1.0
+ticks = int(seconds / step)
+for tick in range(1, ticks + 1):
+    now[0] += step
     agent.tick()
-    if tick % 15 == 0:
+    if tick % max(1, round(15 / step)) == 0:
         exporter.render_metrics()
-    if tick % every == 0 or tick == seconds:
+    if tick % every == 0 or tick == ticks:
         gc.collect()
         points = sum(len(s) for s in agent.store.all_series()) if hasattr(agent.store.all_series()[0], "__len__") \
             else sum(len(s.timestamps) for s in agent.store.all_series())
         mb = rss()
         first = first or (mb, points)
         per_point = (mb - first[0]) * 2**20 / (points - first[1]) if points > first[1] else float("nan")
-        print(f"tick {tick:>6}  RSS {mb:7.1f} MB  series {len(agent.store):>6}  points {points:>9}  "
-              f"{per_point:6.1f} B/point since tick {every}  cpu {time.process_time() - started:7.1f} s", flush=True)
+        print(f"tick {tick:>6}  t+{tick * step / 3600:5.2f} h  RSS {mb:7.1f} MB  series {len(agent.store):>6}  "
+              f"points {points:>9}  {per_point:6.1f} B/point since tick {every}  threads {threading.active_count()}  "
+              f"cpu {time.process_time() - started:7.1f} s", flush=True)
 storage = [s.storage() for s in agent.store.all_series()] if hasattr(agent.store.all_series()[0], "storage") else []
 if storage:
     head, sealed, sealed_bytes = (sum(x) for x in zip(*storage))
     print(f"uncompressed points {head} ({head * 16 / 2**20:.1f} MB), sealed points {sealed} in "
           f"{sealed_bytes / 2**20:.1f} MB ({sealed_bytes / max(sealed, 1):.2f} B/point)")
+before_trim = rss()
+ctypes.CDLL("libc.so.6").malloc_trim(0)
+print(f"malloc_trim(0): RSS {before_trim:.1f} -> {rss():.1f} MB (heap freed but held: {before_trim - rss():.1f} MB)")
 if trace:
     for stat in tracemalloc.take_snapshot().statistics("lineno")[:trace]:
         print(f"  {stat.size / 2**20:8.2f} MB  {stat.count:>9} blocks  {stat.traceback[0]}")
@@ -99,14 +111,22 @@ def main() -> int:
     parser.add_argument("--size", default="8x8", metavar="GxE", help="GPUs x engine endpoints")
     parser.add_argument("--seconds", type=int, default=1200, help="simulated seconds (ticks)")
     parser.add_argument("--retention", type=float, default=900.0)
+    parser.add_argument("--step", type=float, default=1.0, help="simulated seconds per tick")
     parser.add_argument("--every", type=int, default=120, help="report every N ticks")
     parser.add_argument("--tree", action="append", default=None, metavar="NAME=PATH",
                         help="a checkout to measure (repeatable; default: this tree)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME:VAR=VALUE",
+                        help="an environment variable for one checkout's process (repeatable)")
     parser.add_argument("--trace", type=int, default=0, help="print the N largest allocation sites")
     args = parser.parse_args()
     gpus, engines = (int(x) for x in args.size.lower().split("x"))
     trees = [(spec.partition("=")[0], Path(spec.partition("=")[2]).resolve()) for spec in args.tree or []]
     trees = trees or [("this", ROOT)]
+    extra_env: dict[str, dict[str, str]] = {}
+    for spec in args.env:
+        name, _, assignment = spec.partition(":")
+        var, _, value = assignment.partition("=")
+        extra_env.setdefault(name, {})[var] = value
     sim, _, ports = start_simulator(gpus, engines)
     with tempfile.TemporaryDirectory(prefix="watchdog-memory-") as outdir:
         try:
@@ -116,14 +136,16 @@ def main() -> int:
                 with out.open("w") as handle:
                     child = subprocess.Popen([sys.executable, "-c", CHILD, str(gpus), ",".join(map(str, ports)),
                                               str(args.seconds), str(args.retention), str(args.every),
-                                              str(args.trace), str(tree)],
-                                             stdout=handle, stderr=subprocess.STDOUT, env=env_for(tree),
+                                              str(args.trace), str(tree), str(args.step)],
+                                             stdout=handle, stderr=subprocess.STDOUT,
+                                             env={**env_for(tree), **extra_env.get(name, {})},
                                              cwd=outdir)  # not this checkout: `-c` imports from the cwd first
                 children.append((name, child, out))
                 print(f"{name}: progress in {out}", file=sys.stderr)
             for name, child, out in children:
                 child.wait()
-                print(f"== {name} ({gpus} GPU(s) x {engines} engine(s), retention {args.retention:g} s)")
+                print(f"== {name} ({gpus} GPU(s) x {engines} engine(s), retention {args.retention:g} s, "
+                      f"{args.step:g} s per tick{''.join(f', {k}={v}' for k, v in extra_env.get(name, {}).items())})")
                 print("".join(line for line in out.read_text().splitlines(keepends=True)
                               if not line.startswith("rule evaluation failed")))
         finally:

@@ -26,10 +26,9 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from watchdog.collectors.engines import parse_payload  # noqa: E402
+from watchdog.collectors.engines import ScrapeCaches, parse_payload  # noqa: E402
 from watchdog.engines.config_series import config_series  # noqa: E402
 from watchdog.engines.exposition import clear_cache, parse_exposition  # noqa: E402
-from watchdog.model import Labels  # noqa: E402
 
 DEFAULT_PAYLOAD = ROOT / "tests" / "fixtures" / "engines" / "vllm-v1-full.txt"
 TARGETS = {"job": "vllm", "instance": "127.0.0.1:8000"}
@@ -64,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     def ours() -> int:
         return sum(1 for _ in parse_exposition(text))
 
-    relabel_cache: dict[Labels, Labels] = {}
+    caches = ScrapeCaches()
 
     def collector_path() -> int:
-        parsed = parse_payload(text, TARGETS, relabel_cache)
+        parsed = parse_payload(text, TARGETS, caches)
         return len(parsed) + len(config_series(parsed, TARGETS))
 
     rows = [

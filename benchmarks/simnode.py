@@ -7,9 +7,12 @@
   ``_bucket``, ``_count``) grow by 0-4 (``_sum`` by a fraction), gauges move a few per cent, as a busy
   engine's would, so nothing compresses better than it would in production;
 - one page of the NVML series of the simulated GPUs (the agent's own NVML collector over the demo's
-  fake NVML, h100-sxm-8 cut to N GPUs), for a Prometheus to scrape with ``honor_labels``.
+  fake NVML, h100-sxm-8 cut to N GPUs), for a Prometheus to scrape with ``honor_labels``;
+- optionally, churning engines: the same payload plus ``churn_series`` series of one metric
+  (``vllm:request_latency_seconds{request_id=...}``) whose ``request_id`` values are new at every scrape,
+  as an engine that puts a per-request value in a label would serve.
 
-It prints the GPU page's port and then the engines' ports.
+It prints the GPU page's port, then the engines' ports, then the churning engines' ports.
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from watchdog.config.settings import settings_from_config
 from watchdog.fakes.gpu_model import load_profile
 from watchdog.fakes.pynvml import FakeNvml
 
-payload, engines, gpus = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+payload, engines, gpus, churners, churn_series = (sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
+                                                  int(sys.argv[4]), int(sys.argv[5]))
 COUNTER = ("_total", "_bucket", "_count")
 lines = []  # (series or comment, base value, kind)
 for line in open(payload, encoding="utf-8"):
@@ -92,14 +96,17 @@ def handler(kind):
             with lock:
                 client = self.headers.get("User-Agent", "")
                 step = steps[client] = steps.get(client, -1) + 1
-            b = render_engine(step) if kind == "engine" else render_gpus(step)
+            b = render_engine(step) if kind != "gpu" else render_gpus(step)
+            if kind == "churn":
+                b += "".join(f'vllm:request_latency_seconds{{request_id="{step}-{k}"}} {0.001 * k}\n'
+                             for k in range(churn_series)).encode()
             self.send_response(200); self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
         def log_message(self, *a): pass
     return H
 
 ports = []
-for kind in ["gpu"] + ["engine"] * engines:
+for kind in ["gpu"] + ["engine"] * engines + ["churn"] * churners:
     s = ThreadingHTTPServer(("127.0.0.1", 0), handler(kind)); s.daemon_threads = True
     threading.Thread(target=s.serve_forever, daemon=True).start(); ports.append(s.server_address[1])
 print(" ".join(map(str, ports)), flush=True)
@@ -115,9 +122,12 @@ def env_for(tree: Path) -> dict[str, str]:
     return env
 
 
-def start_simulator(gpus: int, engines: int) -> tuple[subprocess.Popen[bytes], int, list[int]]:
-    """The simulator process, the GPU page's port and the engines' ports (kill the process when done)."""
-    sim = subprocess.Popen([sys.executable, "-c", SIMULATOR, str(PAYLOAD), str(engines), str(gpus)],
+def start_simulator(gpus: int, engines: int, churners: int = 0,
+                    churn_series: int = 0) -> tuple[subprocess.Popen[bytes], int, list[int]]:
+    """The simulator process, the GPU page's port and the engines' ports, the churning engines' last
+    (kill the process when done)."""
+    sim = subprocess.Popen([sys.executable, "-c", SIMULATOR, str(PAYLOAD), str(engines), str(gpus),
+                            str(churners), str(churn_series)],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env_for(ROOT))
     assert sim.stdout is not None
     ports = [int(p) for p in sim.stdout.readline().split()]

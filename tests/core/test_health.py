@@ -80,6 +80,15 @@ def test_no_rules_and_an_unscrapable_engine_are_critical() -> None:
     assert all(p.unwatched for p in problems)
 
 
+def test_an_engine_over_its_label_value_limit_is_a_warning_not_unscrapable() -> None:
+    sample = Sample(make_labels({METRIC_NAME: "up", "job": "vllm", "instance": "127.0.0.1:8000"}), 1.0)
+    reason = "label 'request_id' of vllm:x would take more than 500 distinct values (max_label_values_per_metric)"
+    problems = assess(10, 5, [_nvml(8), CollectResult("engine:vllm", [sample], False, 0.01, reason)])
+    assert _checks(problems) == {"engine:vllm": Severity.WARNING}
+    assert "is scraped, but label 'request_id'" in problems[0].message and not problems[0].unwatched
+    assert "cannot be scraped" not in problems[0].message
+
+
 def test_only_recording_rules_is_a_warning() -> None:
     assert _checks(assess(3, 0, [_nvml(8), _engine(True)])) == {"rules": Severity.WARNING}
 

@@ -80,6 +80,7 @@ def test_unit_contract() -> None:
     assert s["StateDirectory"] == ["inference-watchdog"] and s["ConfigurationDirectory"] == ["inference-watchdog"]
     assert s["ExecStart"][0].startswith("/opt/inference-watchdog/bin/inference-watchdog run --config ")
     assert s["EnvironmentFile"] == ["-/etc/inference-watchdog/environment"]
+    assert "MALLOC_ARENA_MAX=2" in s["Environment"]  # glibc arenas: docs/performance.md, memory and churn
     assert s["User"] == ["inference-watchdog"]
     assert s["CapabilityBoundingSet"] == [""]
     assert "DevicePolicy" in s and any("nvidia" in d for d in s["DeviceAllow"])

@@ -28,6 +28,7 @@ import logging
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from watchdog.collectors.base import Collector, CollectorContext
@@ -43,7 +44,7 @@ ACCEPT = "text/plain;version=0.0.4;q=0.9,*/*;q=0.1"
 USER_AGENT = "inference-watchdog"
 CHUNK_BYTES = 64 * 1024
 KINDS = ("vllm", "sglang")
-RELABEL_CACHE_LIMIT = 50_000
+CACHE_SLACK = 1_000
 DEADLINE_CHECK_EVERY = 4096
 
 
@@ -161,11 +162,15 @@ def target_labels(endpoint: EngineSettings) -> dict[str, str]:
     return out
 
 
-def apply_target_labels(labels: Labels, targets: Mapping[str, str]) -> Labels:
+def apply_target_labels(labels: Labels, targets: Mapping[str, str],
+                        pairs: dict[tuple[str, str], tuple[str, str]] | None = None) -> Labels:
     """``labels`` with ``targets`` attached, honor_labels=false: clashing labels become ``exported_*``.
 
     As Prometheus' scrape loop does it: target labels win; each clashing payload value moves to the
     first free name among ``exported_<name>``, ``exported_exported_<name>``, ... (shortest names first).
+    With ``pairs``, the result is built from the (name, value) pairs held there (added when new): an
+    engine's hundreds of series repeat the same ``job``, ``instance``, ``model_name`` and ``le`` pairs,
+    each then held once.
     """
     have = dict(labels)
     conflicts = [(name, have[name]) for name in targets if have.get(name, "") != ""]
@@ -177,18 +182,32 @@ def apply_target_labels(labels: Labels, targets: Mapping[str, str]) -> Labels:
             if have.get(exported, "") == "":
                 have[exported] = value
                 break
-    return _interned(make_labels(have))
+    labels = make_labels(have)
+    return labels if pairs is None else tuple([pairs.setdefault(pair, pair) for pair in labels])
 
 
-_PAIRS: dict[tuple[str, str], tuple[str, str]] = {}
+@dataclass
+class ScrapeCaches:
+    """What one endpoint's scrapes reuse from the previous ones: series text -> parsed labels, parsed ->
+    relabelled labels, and the (name, value) pairs its label sets share.
 
+    Bounded by the endpoint's own size: :meth:`bound` empties them all when one holds more than twice the
+    lines of the last payload (plus :data:`CACHE_SLACK`), so an engine that invents label values at every
+    scrape makes its caches start over every few scrapes instead of growing, and costs no other endpoint
+    anything (each endpoint has its own).
+    """
 
-def _interned(labels: Labels) -> Labels:
-    """``labels`` built from shared (name, value) pairs: an engine's hundreds of series repeat the same
-    ``job``, ``instance``, ``model_name`` and ``le`` pairs, each held once (bounded: cleared when large)."""
-    if len(_PAIRS) > RELABEL_CACHE_LIMIT:
-        _PAIRS.clear()
-    return tuple([_PAIRS.setdefault(pair, pair) for pair in labels])
+    series: dict[str, Labels] = field(default_factory=dict)
+    relabelled: dict[Labels, Labels] = field(default_factory=dict)
+    pairs: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+
+    def bound(self, lines: int) -> None:
+        """Empty every cache when one holds more than ``2 * lines + CACHE_SLACK`` entries."""
+        limit = 2 * lines + CACHE_SLACK
+        if len(self.series) > limit or len(self.relabelled) > limit or len(self.pairs) > limit:
+            self.series.clear()
+            self.relabelled.clear()
+            self.pairs.clear()
 
 
 def detect_kind(names: Iterable[str]) -> str:
@@ -220,26 +239,26 @@ def scrape_result_samples(targets: Mapping[str, str], up: bool, duration_seconds
             for names, value in zip(SCRAPE_SERIES, values, strict=True) for name in names]
 
 
-def parse_payload(text: str, targets: Mapping[str, str],
-                  relabel_cache: dict[Labels, Labels] | None = None,
+def parse_payload(text: str, targets: Mapping[str, str], caches: ScrapeCaches | None = None,
                   deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> list[Sample]:
     """Every sample of ``text`` (``*_created`` dropped) with target labels; raises ExpositionError, or
     ScrapeError once ``clock()`` passes ``deadline`` (checked every few thousand samples).
 
-    ``relabel_cache`` (payload labels -> relabelled labels) may be kept by the caller across scrapes of
-    the same target: the parser returns identical label tuples for identical series text, so the
-    steady state is one dictionary lookup per sample.
+    ``caches`` may be kept by the caller across scrapes of the same target (then bounded here after each
+    parse): the steady state is two dictionary lookups per sample.
     """
-    cache: dict[Labels, Labels] = {} if relabel_cache is None else relabel_cache
+    caches = caches or ScrapeCaches()
+    cache, pairs = caches.relabelled, caches.pairs
     out: list[Sample] = []
-    for labels, value, _timestamp in parse_exposition(text, drop_created=True):
+    for labels, value, _timestamp in parse_exposition(text, drop_created=True, cache=caches.series):
         if deadline is not None and len(out) % DEADLINE_CHECK_EVERY == 0 and clock() > deadline:
             raise ScrapeError(f"parsing passed the scrape deadline after {len(out)} samples")
         relabelled = cache.get(labels)
         if relabelled is None:
-            relabelled = apply_target_labels(labels, targets)
+            relabelled = apply_target_labels(labels, targets, pairs)
             cache[labels] = relabelled
         out.append(Sample(relabelled, value))
+    caches.bound(text.count("\n"))
     return out
 
 
@@ -263,7 +282,7 @@ class EngineCollector:
         self._clock = clock
         self.last_error = ""
         self.kind = endpoint.kind.value if endpoint.kind is not EngineKind.AUTO else "unknown"
-        self._relabel_cache: dict[Labels, Labels] = {}
+        self._caches = ScrapeCaches()
 
     def collect(self) -> list[Sample]:
         """Scrape once; never raises for the endpoint's faults (they become ``up 0``)."""
@@ -271,9 +290,7 @@ class EngineCollector:
         try:
             text = self._fetch(self.endpoint.url, self.endpoint.scrape_timeout_seconds,
                                self.endpoint.max_payload_bytes)
-            if len(self._relabel_cache) > RELABEL_CACHE_LIMIT:  # series churn: start over
-                self._relabel_cache.clear()
-            samples = parse_payload(text, self.targets, self._relabel_cache,
+            samples = parse_payload(text, self.targets, self._caches,
                                     deadline=started + self.endpoint.scrape_timeout_seconds, clock=self._clock)
         except (ScrapeError, ExpositionError) as exc:
             self.last_error = str(exc)
@@ -319,6 +336,7 @@ def engine_collectors(settings: Settings, context: CollectorContext) -> list[Col
 
 __all__ = [
     "EngineCollector",
+    "ScrapeCaches",
     "ScrapeError",
     "apply_target_labels",
     "detect_kind",

@@ -4,7 +4,8 @@ Contract:
 
 - :func:`assess` is pure: from the rule count and one round of :class:`CollectResult` it returns the
   :class:`Problem` list (severity, check, what is wrong, what to do). No rules, no collectors, an engine
-  that cannot be scraped, NVIDIA GPUs whose driver is not loaded (or not installed for the running
+  that cannot be scraped (an engine scraped but over a store limit, its new series dropped, is a warning),
+  NVIDIA GPUs whose driver is not loaded (or not installed for the running
   kernel), NVML that does not load on a GPU host, and NVML seeing fewer GPUs than expected are
   *unwatched* problems: critical, and ``/-/ready`` answers 503 while one lasts. Another failing
   collector is a warning. A host without NVIDIA hardware and without NVML is not a problem.
@@ -70,6 +71,11 @@ def _engine_problems(result: CollectResult) -> list[Problem]:
         return []
     instance = dict(up.labels).get("instance", "") if up is not None else ""
     where = f" at {instance}" if instance else ""
+    if up is not None and up.value == 1.0:  # scraped and stored, less the series a store limit dropped
+        return [Problem(Severity.WARNING, result.name, f"engine {job}{where} is scraped, but {result.error}",
+                        f"stop the engine from putting per-request values in a label; raise "
+                        f"max_label_values_per_metric or max_series_per_source only if "
+                        f"{job!r} really serves that many series")]
     reason = result.error or "the scrape failed (up 0)"
     return [Problem(Severity.CRITICAL, result.name, f"engine {job}{where} cannot be scraped: {reason}",
                     f"check that the engine runs and serves /metrics (curl the URL in engines[] for job "

@@ -18,8 +18,9 @@ Contract:
   that client libraries export; no rule may use them.
 
 Speed: a scrape repeats the same series text every tick, so the parsed labels of each series text
-(``name{...}``) are cached in a bounded module-level table (the idea of Prometheus' scrape cache). A
-cache hit costs one dictionary lookup; a cold parse goes through a small hand-written lexer. See
+(``name{...}``) are cached (the idea of Prometheus' scrape cache): in the caller's own table when it
+passes one (the engine collector: one per endpoint, bounded by that endpoint's size), else in a bounded
+module-level table. A cache hit costs one dictionary lookup; a cold parse goes through a small hand-written lexer. See
 ``benchmarks/parse.py`` for figures against ``prometheus_client.parser``.
 """
 
@@ -165,9 +166,13 @@ def _cache_put(key: str, labels: Labels) -> None:
     _series_cache[key] = labels
 
 
-def parse_exposition(text: str, *, drop_created: bool = False) -> Iterator[ParsedSample]:
-    """Yield ``(labels, value, timestamp_ms | None)`` per sample line; see the module contract."""
-    cache = _series_cache
+def parse_exposition(text: str, *, drop_created: bool = False,
+                     cache: dict[str, Labels] | None = None) -> Iterator[ParsedSample]:
+    """Yield ``(labels, value, timestamp_ms | None)`` per sample line; see the module contract. ``cache``
+    (series text -> labels) is the caller's to keep and to bound; without it the module's table is used."""
+    put = _cache_put if cache is None else cache.__setitem__
+    if cache is None:
+        cache = _series_cache
     types: dict[str, str] | None = {} if drop_created else None
     line_no = 0
     for line in text.split("\n"):
@@ -192,7 +197,7 @@ def parse_exposition(text: str, *, drop_created: bool = False) -> Iterator[Parse
                 rest = line[close + 1:]
             else:
                 labels, end = _parse_series(line, line_no)
-                _cache_put(line[:end], labels)
+                put(line[:end], labels)
                 rest = line[end:]
             if rest and rest[0] not in " \t":
                 raise ExpositionError(line_no, "expected whitespace after the label set")
@@ -205,7 +210,7 @@ def parse_exposition(text: str, *, drop_created: bool = False) -> Iterator[Parse
                 labels, end = _parse_series(key, line_no)
                 if end != len(key):
                     raise ExpositionError(line_no, f"unexpected character {key[end]!r} in the metric name")
-                _cache_put(key, labels)
+                put(key, labels)
         if types is not None:
             name = _name_of(labels)
             if name.endswith("_created") and _is_created_sample(name[:-8], types):

@@ -20,7 +20,6 @@ from watchdog.model import Alert
 from watchdog.notify.alertmanager import AlertmanagerNotifier
 from watchdog.notify.base import Notifier
 from watchdog.notify.log import LogNotifier
-from watchdog.notify.slack import SlackNotifier
 from watchdog.notify.state_store import AlertStateStore
 
 log = logging.getLogger("watchdog.notify")
@@ -55,6 +54,10 @@ def build_slack(settings: NotifiersSettings, ctx: NotifierContext) -> Notifier |
     section = settings.slack
     if not section.enabled:
         return None
+    # Imported here, not at the top: slack-sdk (and the asyncio it pulls in) costs memory on every host,
+    # most of which never enable Slack.
+    from watchdog.notify.slack import SlackNotifier
+
     token = webhook = None
     try:
         if section.mode is SlackMode.WEBHOOK:
