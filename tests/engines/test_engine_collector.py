@@ -14,15 +14,12 @@ from tests.loopback import serving
 from tests.support.settings import settings_of
 from watchdog.collectors.base import CollectorContext, CollectorRunner
 from watchdog.collectors.engines import (
-    CACHE_SLACK,
     EngineCollector,
-    ScrapeCaches,
     ScrapeError,
     apply_target_labels,
     detect_kind,
     engine_collectors,
     fetch,
-    parse_payload,
     scrape_instance,
 )
 from watchdog.config.settings import EngineSettings, section_settings
@@ -252,21 +249,6 @@ def test_apply_target_labels_is_pure_and_sorted() -> None:
     out = apply_target_labels(labels, {"job": "j", "instance": "h:1"})
     assert out == metric("m", job="j", exported_job="a", instance="h:1", zeta="z")
     assert list(out) == sorted(out)
-
-
-def test_scrape_caches_stay_bounded_under_label_churn_and_keep_sharing_pairs() -> None:
-    steady = "".join(f'vllm:x_bucket{{le="{i}",model_name="m"}} {i}\n' for i in range(50))
-    caches = ScrapeCaches()
-    sizes = []
-    for step in range(200):  # 100 new request_id values every scrape: 20 000 series seen in all
-        churn = "".join(f'vllm:lat{{request_id="{step}-{k}"}} 1\n' for k in range(100))
-        samples = parse_payload(steady + churn, {"job": "j", "instance": "h:1"}, caches)
-        assert len(samples) == 150
-        sizes.append(max(len(caches.series), len(caches.relabelled), len(caches.pairs)))
-    assert max(sizes) <= 2 * 150 + CACHE_SLACK + 100
-    first, second = (s.labels for s in samples[:2])
-    assert dict(first)["job"] == "j" and first[2] is second[2]  # ("job", "j") held once
-    assert [s.value for s in samples[:50]] == [float(i) for i in range(50)]
 
 
 def test_detect_kind() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tests.hostile.conftest import hostile_agent
 from tests.loopback import serving
+from watchdog.collectors.engines import CACHE_SLACK, ScrapeCaches, parse_payload
 from watchdog.model import AlertState, Sample, label_value, metric, metric_name
 from watchdog.store import LabelValuesExceeded, SeriesQuotaExceeded, SeriesQuotas, Store
 
@@ -148,3 +149,18 @@ def test_a_churning_engine_is_marked_failed_with_its_reason_and_keeps_up(tmp_pat
             assert up.latest() is not None and up.latest()[1] == 1.0  # type: ignore[index]
         finally:
             agent.close()
+
+
+def test_scrape_caches_stay_bounded_under_label_churn_and_keep_sharing_pairs() -> None:
+    steady = "".join(f'vllm:x_bucket{{le="{i}",model_name="m"}} {i}\n' for i in range(50))
+    caches = ScrapeCaches()
+    sizes = []
+    for step in range(200):  # 100 new request_id values every scrape: 20 000 series seen in all
+        churn = "".join(f'vllm:lat{{request_id="{step}-{k}"}} 1\n' for k in range(100))
+        samples = parse_payload(steady + churn, {"job": "j", "instance": "h:1"}, caches)
+        assert len(samples) == 150
+        sizes.append(max(len(caches.series), len(caches.relabelled), len(caches.pairs)))
+    assert max(sizes) <= 2 * 150 + CACHE_SLACK + 100
+    first, second = (s.labels for s in samples[:2])
+    assert dict(first)["job"] == "j" and first[2] is second[2]  # ("job", "j") held once
+    assert [s.value for s in samples[:50]] == [float(i) for i in range(50)]
