@@ -113,10 +113,7 @@ groups:
     assert list(slow.window(0, 11_000)[0]) == [0, 5000, 10_000]
 
 
-def test_group_interval_slack_keeps_a_jittered_tick_on_its_interval() -> None:
-    """Tick times come from the wall clock and jitter: a 5 s group must run every fifth 1 s tick, not slip
-    to the sixth whenever a tick starts a few milliseconds earlier than the one it is measured from."""
-    text = """
+SLOW_GROUP = """
 groups:
   - name: slow
     interval: 5s
@@ -124,10 +121,15 @@ groups:
       - record: slow
         expr: vector(time())
 """
+
+
+def test_group_interval_slack_keeps_a_jittered_tick_on_its_interval() -> None:
+    """Tick times come from the wall clock and jitter: a 5 s group must run every fifth 1 s tick, not slip
+    to the sixth whenever a tick starts a few milliseconds earlier than the one it is measured from."""
     ticks = [k * 1000 + (30 if k == 0 else 2) for k in range(16)]  # the first tick started late
     for slack, expected in ((0, [30, 6002, 11_002]), (500, [30, 5002, 10_002, 15_002])):
         store = Store()
-        engine = RuleEngine(load_rule_text(text, "g.yaml"), store, honour_group_intervals=True,
+        engine = RuleEngine(load_rule_text(SLOW_GROUP, "g.yaml"), store, honour_group_intervals=True,
                             group_interval_slack_ms=slack)
         for t in ticks:
             engine.evaluate(t)
@@ -137,15 +139,7 @@ groups:
 
 def test_promtool_unit_tests_ignore_group_intervals() -> None:
     """promtool 2.42 evaluates every group at every evaluation_interval step; so does our runner."""
-    text = """
-groups:
-  - name: slow
-    interval: 5s
-    rules:
-      - record: slow
-        expr: vector(1)
-"""
-    engine = RuleEngine(load_rule_text(text, "g.yaml"), Store())
+    engine = RuleEngine(load_rule_text(SLOW_GROUP, "g.yaml"), Store())
     for t in range(0, 3000, 1000):
         engine.evaluate(t)
     assert engine.stats["slow"].evaluations_total == 3
