@@ -137,6 +137,20 @@ def test_group_interval_slack_keeps_a_jittered_tick_on_its_interval() -> None:
         assert list(slow.window(0, 20_000)[0]) == expected
 
 
+def test_a_group_on_its_interval_meets_its_hold_despite_jitter() -> None:
+    """A 10 s hold in a 5 s group, the condition true from the first (late) tick: the alert fires at the
+    evaluation about 10 s later, not at the one after it because that tick started 28 ms early."""
+    text = SLOW_GROUP + """      - alert: Held
+        expr: vector(1)
+        for: 10s
+"""
+    ticks = [k * 1000 + (30 if k == 0 else 2) for k in range(16)]  # evaluated at 30, 5002, 10002, 15002
+    engine = RuleEngine(load_rule_text(text, "g.yaml"), Store(), honour_group_intervals=True,
+                        group_interval_slack_ms=500)
+    firing = [t for t in ticks if any(a.state.value == "firing" for a in engine.evaluate(t))]
+    assert firing[0] == 10_002  # 9 972 ms after it became active: within the half-tick slack of 10 s
+
+
 def test_promtool_unit_tests_ignore_group_intervals() -> None:
     """promtool 2.42 evaluates every group at every evaluation_interval step; so does our runner."""
     engine = RuleEngine(load_rule_text(SLOW_GROUP, "g.yaml"), Store())
