@@ -281,8 +281,9 @@ def test_the_fake_is_not_a_config_key() -> None:
 
 
 def test_counters_are_read_every_counters_interval_while_losses_show_at_every_call() -> None:
-    """NVLink, ECC and row-remap counters are read every ``counters_interval_seconds`` (5) of tick time and
-    reported as last read in between; a lost GPU and the fast series show at the very next call."""
+    """NVLink, corrected-ECC and row-remap counters are read every ``counters_interval_seconds`` (5) of tick
+    time and reported as last read in between; a lost GPU, uncorrectable ECC errors and the fast series
+    show at the very next call."""
     fake, collector = collector_for("h100-sxm-8")
     collector.collect()  # t=0: everything read
     fake.schedule([
@@ -296,7 +297,8 @@ def test_counters_are_read_every_counters_interval_while_losses_show_at_every_ca
     s = collector.collect()
     assert fake.calls["nvmlDeviceGetFieldValues"] - fields == 8  # the every-call fields, one call per GPU
     assert value(s, "watchdog_gpu_nvlink_errors_total", gpu="2", link="7", type="crc_flit") == 0.0  # as read at 0
-    assert value(s, "watchdog_gpu_ecc_errors_total", gpu="3", type="uncorrected", scope="volatile") == 0.0
+    assert value(s, "watchdog_gpu_remapped_rows", gpu="3", kind="uncorrectable") == 0.0  # as read at 0
+    assert value(s, "watchdog_gpu_ecc_errors_total", gpu="3", type="uncorrected", scope="volatile") == 2.0
     assert len(select(s, "watchdog_gpu_nvlink_up")) == 8 * 18  # still every series, no gap
     assert value(s, "watchdog_gpu_temperature_celsius", gpu="5") >= 90.0  # every call
     fake.set_time(2)
@@ -306,4 +308,4 @@ def test_counters_are_read_every_counters_interval_while_losses_show_at_every_ca
     fake.set_time(5)
     s = collector.collect()
     assert value(s, "watchdog_gpu_nvlink_errors_total", gpu="2", link="7", type="crc_flit") == 500.0
-    assert value(s, "watchdog_gpu_ecc_errors_total", gpu="3", type="uncorrected", scope="volatile") == 2.0
+    assert value(s, "watchdog_gpu_remapped_rows", gpu="3", kind="uncorrectable") == 2.0

@@ -168,8 +168,9 @@ def test_field_values_unavailable_falls_back_to_dedicated_calls(fake: FakeNvml) 
     clock.now += 1  # within counters_interval_seconds (5): the counters are reported as last read
     again = collector.collect()
     assert fake.calls["nvmlDeviceGetFieldValues"] == 0  # learnt: not asked again this session
-    assert fake.calls["nvmlDeviceGetNvLinkErrorCounter"] == fake.calls["nvmlDeviceGetTotalEccErrors"] == 0
+    assert fake.calls["nvmlDeviceGetNvLinkErrorCounter"] == fake.calls["nvmlDeviceGetRemappedRows"] == 0
     assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 8  # read at every call
+    assert fake.calls["nvmlDeviceGetTotalEccErrors"] == 8 * 2  # uncorrectable, volatile and aggregate
     for name in names:
         assert len(select(again, name)) == len(select(direct, name)), name
     fake.calls.clear()

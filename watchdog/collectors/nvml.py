@@ -22,13 +22,14 @@ Contract:
 - Calls are batched: the ECC, row-remap, replay, energy, HBM-temperature, recovery-action and NVLink
   values of one GPU come from one ``nvmlDeviceGetFieldValues`` call (8 GPUs × 18 links: 8 calls), and
   static attributes (name, thresholds, max clocks, max PCIe link) are read once per ``static_refresh``.
-- The counters (NVLink states and error counters, PCIe replays, ECC mode and counts, remapped rows and
-  their pending/failed flags: :data:`~watchdog.collectors.nvml_fields.COUNTER_SCALAR_SLOTS` and the NVLink
-  slots) are read every ``counters_interval_seconds`` of tick time (``counters_clock``, the agent's
+- The counters (NVLink states and error counters, PCIe replays, ECC mode and corrected counts, remapped
+  rows and their pending/failed flags: :data:`~watchdog.collectors.nvml_fields.COUNTER_SCALAR_SLOTS` and
+  the NVLink slots) are read every ``counters_interval_seconds`` of tick time (``counters_clock``, the agent's
   clock), not every call; in between, each GPU's last counter values are reported again as they were
   read. A GPU's first read after NVML (re)initialised or after it was lost reads them at once. Whether a
-  GPU is lost (``GPU_IS_LOST``/``RESET_REQUIRED`` on any call), its recovery action, utilization,
-  memory, temperatures, power, clocks, clock events and PCIe link are read at every call.
+  GPU is lost (``GPU_IS_LOST``/``RESET_REQUIRED`` on any call), its recovery action, uncorrectable ECC
+  counts, utilization, memory, temperatures, power, clocks, clock events and PCIe link are read at
+  every call.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ log = logging.getLogger(__name__)
 #: Memo key of the field-values call as a whole (a driver without it answers FUNCTION_NOT_FOUND).
 FIELD_VALUES_MEMO: tuple[str, ...] = ("nvmlDeviceGetFieldValues",)
 
-#: Field-slot keys (their first element) read at every call; every other slot is a counter.
-FAST_KEYS = frozenset(slot.key[0] for slot in F.FAST_SCALAR_SLOTS)
+#: Field-slot keys read at every call; every other slot is a counter.
+FAST_KEYS = frozenset(slot.key for slot in F.FAST_SCALAR_SLOTS)
 
 
 class NvmlUnavailable(Exception):
@@ -770,7 +771,7 @@ class NvmlCollector:
             values = self._direct_values(calls, handle, info, full)
         if full:
             self._counters[calls.index] = (now, {key: value for key, value in values.items()
-                                                 if key[0] not in FAST_KEYS})
+                                                 if key not in FAST_KEYS})
         elif counters is not None:
             values.update(counters[1])
         self._emit_fields(values, sink)
@@ -828,17 +829,19 @@ class NvmlCollector:
                 values[key] = float(value)
 
         put(("energy_mj",), calls.call("power", "nvmlDeviceGetTotalEnergyConsumption", handle))
+        for kind, error_type in (("corrected", F.NVML_MEMORY_ERROR_TYPE_CORRECTED),
+                                 ("uncorrected", F.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
+            if kind == "corrected" and not counters:
+                continue
+            for scope, counter in (("volatile", F.NVML_VOLATILE_ECC), ("aggregate", F.NVML_AGGREGATE_ECC)):
+                put(("ecc", kind, scope), calls.call("ecc", "nvmlDeviceGetTotalEccErrors", handle,
+                                                     error_type, counter))
         if not counters:
             return values
         put(("pcie_replays",), calls.call("pcie", "nvmlDeviceGetPcieReplayCounter", handle))
         mode = calls.call("ecc", "nvmlDeviceGetEccMode", handle)
         if mode is not None:
             put(("ecc_mode",), mode[0])
-        for kind, error_type in (("corrected", F.NVML_MEMORY_ERROR_TYPE_CORRECTED),
-                                 ("uncorrected", F.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
-            for scope, counter in (("volatile", F.NVML_VOLATILE_ECC), ("aggregate", F.NVML_AGGREGATE_ECC)):
-                put(("ecc", kind, scope), calls.call("ecc", "nvmlDeviceGetTotalEccErrors", handle,
-                                                     error_type, counter))
         rows = calls.call("ecc", "nvmlDeviceGetRemappedRows", handle)
         if rows is not None:
             put(("remapped", "correctable"), rows[0])
