@@ -57,6 +57,12 @@ WATCHED = (
     "watchdog_engine_probe_success",
     "engine:generation_tokens:rate1m",
     "watchdog_engine_process_restarts_total",
+    # the forecast's inputs and output, for looking into a run afterwards (scripts/real_engines/forecast_trace.py)
+    "engine:e2e_latency_seconds_count",
+    "engine:e2e_latency_seconds_sum",
+    "engine:requests_in_flight:littles_law_1m",
+    "engine:kv_demand_growth_ratio",
+    "engine:kv_exhaustion_eta_seconds",
 )
 
 
@@ -430,6 +436,44 @@ class Lane:
         self.events.append(verdict.note)
         self.outcomes.append(outcome)
 
+    def ramp(self) -> None:
+        """A long-context burst that builds up: clients join one by one over ``--ramp-s`` (real bursts ramp
+        over tens of seconds), each request a quarter of the pool once answered (200-token prompt, 2 blocks,
+        growing to 4 with its 300 tokens out), so the pool holds 4-5 of them and preempts past that.
+        EngineKvExhaustionPredicted must show in the agent's ``/metrics`` before the first preemption, at the
+        agent's default 5 s engine scrape (the step burst preempts within one scrape of its start: no lead
+        possible there). The load stops a scrape after the first preemption (the scenario measures the lead,
+        not the storm)."""
+        a = self.args
+        name = "EngineKvExhaustionPredicted"
+        outcome = Outcome("ramped long-context burst", (name,), (), a.ramp_s + 30)
+        spec = LoadSpec(concurrency=a.ramp_clients, prompt_tokens=200, max_tokens=300, duration_s=a.ramp_s + 30,
+                        seed=11, ramp_s=a.ramp_s)
+        before = [p.values["engine:preemptions_total"] for p in self.monitor.polls
+                  if "engine:preemptions_total" in p.values]
+        base = before[-1] if before else 0.0
+        start = time.time()
+        thread, stop, out = self.background_load(spec)
+        wait_until(lambda: any(p.values.get("engine:preemptions_total", base) > base
+                               for p in self.monitor.window(start, time.time())), a.ramp_s + 30)
+        time.sleep(6)
+        stop.set()
+        thread.join(timeout=90)
+        end = time.time()
+        # Seen as soon as a scrape shows 1 request in flight: every scrape of a ramp comes before its peak.
+        verdict = forecast_verdict(self.monitor.window(start - 5, end), start, 2)
+        if verdict.warned is not None:
+            outcome.fired[name] = round(verdict.warned, 1)
+        if "no preemption seen" in verdict.note:
+            outcome.failures.append("no preemption: the ramp never outgrew the pool, so no lead to measure")
+        elif "lead" not in verdict.note:
+            outcome.failures.append(f"{name} did not show before the first preemption")
+        outcome.notes.append(verdict.note.replace("burst:", "ramp:", 1))
+        if out:
+            outcome.notes.append(f"load: {out[0].summary()}")
+        self.events.append(outcome.notes[0])
+        self.outcomes.append(outcome)
+
     def retry(self, burst_thread: threading.Thread, burst_stop: threading.Event, burst_out: list[LoadResult]) -> None:
         """The overloaded clients now time out and retry: EngineRetryStorm."""
         a = self.args
@@ -636,19 +680,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=16, help="KV pool size in 128-token blocks")
     parser.add_argument("--burst-clients", type=int, default=16)
     parser.add_argument("--client-timeout-s", type=float, default=6.0)
+    parser.add_argument("--ramp-clients", type=int, default=12)
+    parser.add_argument("--ramp-s", type=float, default=60.0, help="the ramped burst's clients join over this time")
     parser.add_argument("--steady-s", type=float, default=75.0)
     parser.add_argument("--prefix-s", type=float, default=240.0, help="longest wait for the thrashing alert")
     parser.add_argument("--engine-scrape-interval", type=float, default=None,
                         help="the agent's engine_scrape_interval_seconds (default: the agent's own default, 5)")
     parser.add_argument("--capture", action="store_true",
                         help=f"also copy the captured pages (WORKDIR/captured/) into {FIXTURES.relative_to(REPO)}/")
-    parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix burst kill")
+    parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix burst ramp kill")
     args = parser.parse_args(argv)
     lane = Lane(args)
     began = time.time()
     groups: dict[str, Callable[[], None]] = {
         "prefix": lane.prefix_scenarios,
         "burst": lane.burst,
+        "ramp": lane.ramp,
         "kill": lane.kill_restart_freeze,
     }
     try:

@@ -154,6 +154,22 @@ def test_background_load_ends_on_its_stop_event(server: int) -> None:
     assert time.monotonic() - began < 5 and result.results
 
 
+def test_ramped_clients_join_one_by_one(server: int) -> None:
+    # 3 clients over 0.9 s: client i joins 0.3 i s in and sends back to back (each request streams ~0.15 s).
+    result = run_load(f"http://127.0.0.1:{server}", "tiny", 500,
+                      LoadSpec(concurrency=3, prompt_tokens=8, max_tokens=3, duration_s=1.2, ramp_s=0.9))
+    assert result.results and all(r.ok for r in result.results), result.summary()
+    first = min(r.sent_at for r in result.results)
+
+    def in_flight(t: float) -> int:
+        return sum(r.sent_at - first <= t < r.sent_at - first + r.e2e for r in result.results)
+
+    grid = [i / 100 for i in range(150)]
+    assert max(in_flight(t) for t in grid if t < 0.25) == 1  # one client alone at first
+    assert max(in_flight(t) for t in grid) == 3  # all three once the ramp is done
+    assert max(r.sent_at for r in result.results) - first <= 1.3  # the duration counts from the first start
+
+
 def test_capture_copies_pages_into_the_fixtures_only_when_asked(tmp_path: Path) -> None:
     captured, fixtures = tmp_path / "captured", tmp_path / "fixtures"
     captured.mkdir()
