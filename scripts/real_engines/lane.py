@@ -438,17 +438,23 @@ class Lane:
 
     def ramp(self) -> None:
         """A long-context burst that builds up: clients join one by one over ``--ramp-s`` (real bursts ramp
-        over tens of seconds), each request 350 tokens once answered (a 200-token prompt in 2 blocks, growing
-        to 3 with its 150 tokens out), so the 16-block pool holds 5 answered requests and preempts once 6-7
-        are in flight. EngineKvExhaustionPredicted must show in the agent's ``/metrics`` before the first
-        preemption, at the agent's default 5 s engine scrape (the step burst preempts within one scrape of its
-        start: no lead possible there). The load stops a scrape after the first preemption (the scenario
-        measures the lead, not the storm). Lane run14 (requests of 500 tokens, the pool holding 4: one client
-        fewer): warned at 16.2 s by the surge test (4 in flight), first preemption 22.8 s: a lead of one scrape."""
+        over tens of seconds), each request 380 tokens once answered (an 80-token prompt in 1 block, growing to
+        3 with its 300 tokens out), so the 16-block pool holds 5 answered requests and preempts once 6-7 are in
+        flight. EngineKvExhaustionPredicted must show in the agent's ``/metrics`` before the first preemption,
+        at the agent's default 5 s engine scrape (the step burst can preempt within one scrape of its start:
+        no lead possible there). It runs after the prefix phases, as a ramp would hit an engine serving
+        steady traffic, and stops a scrape after the first preemption (it measures the lead, not the storm).
+
+        The shape comes from two runs. Run14 (`--only ramp`, a young agent: 200 + 300 tokens, 4 blocks, the
+        pool holding 4): the surge test warned at 16.2 s (4 in flight), the first preemption showed at 22.8 s,
+        a lead of one scrape. Run15 (after the burst: 200 + 150 tokens): each request took well under a
+        second, the clients spent much of their time between requests, and the scrapes read 0, 0, 0, 4, 5 in
+        flight: a step to the surge test (r 0.84), and the burst's 16 in flight in the last 5 minutes hid the
+        jump from the capacity branch; the first preemption came at 25.2 s, unwarned."""
         a = self.args
         name = "EngineKvExhaustionPredicted"
         outcome = Outcome("ramped long-context burst", (name,), (), a.ramp_s + 30)
-        spec = LoadSpec(concurrency=a.ramp_clients, prompt_tokens=200, max_tokens=150, duration_s=a.ramp_s + 30,
+        spec = LoadSpec(concurrency=a.ramp_clients, prompt_tokens=80, max_tokens=300, duration_s=a.ramp_s + 30,
                         seed=11, ramp_s=a.ramp_s)
         if name in self.monitor.active_before(time.time()):
             outcome.failures.append(f"{name} was already active before the ramp (the lane could not settle)")
@@ -691,14 +697,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="the agent's engine_scrape_interval_seconds (default: the agent's own default, 5)")
     parser.add_argument("--capture", action="store_true",
                         help=f"also copy the captured pages (WORKDIR/captured/) into {FIXTURES.relative_to(REPO)}/")
-    parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix burst ramp kill")
+    parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix ramp burst kill")
     args = parser.parse_args(argv)
     lane = Lane(args)
     began = time.time()
     groups: dict[str, Callable[[], None]] = {
         "prefix": lane.prefix_scenarios,
-        "burst": lane.burst,
         "ramp": lane.ramp,
+        "burst": lane.burst,
         "kill": lane.kill_restart_freeze,
     }
     try:
