@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.real_engines.forecast_trace import access_counts, compress
 from scripts.real_engines.lane import Outcome, Poll, copy_fixtures, forecast_verdict, out_of_order, page_values, table
 from scripts.real_engines.load import LoadSpec, prompts, run_load
 from scripts.real_engines.processes import parse_log_line
@@ -187,3 +188,18 @@ def test_table_lists_fired_alerts_and_failures() -> None:
     assert "A 20.0s, B 30.0s" in text
     assert "| ok" in text and "| FAIL" in text
     assert "steady: FAIL: C fired but must stay silent" in text
+
+
+def test_forecast_trace_writes_promtool_notation_and_counts_requests_between_stats_lines(tmp_path: Path) -> None:
+    assert compress([None, 1.0, 2.0, 3.0, 5.0, 5.0, None, None, 0.5]) == "_ 1+1x2 5 5 _x2 0.5"
+    assert compress([4.0, 4.0, 4.0, 3.0, 2.0, 1.0]) == "4+0x2 3-1x2"
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join([
+        "(APIServer pid=1) INFO 12-02 01:22:43 [loggers.py:335] Engine 000: Avg prompt throughput: 0.0 tokens/s",
+        '(APIServer pid=1) INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK',
+        '(APIServer pid=1) INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK',
+        '(APIServer pid=1) INFO:     127.0.0.1:5 - "GET /metrics HTTP/1.1" 200 OK',
+        "(APIServer pid=1) INFO 12-02 01:22:53 [loggers.py:335] Engine 000: Avg prompt throughput: 9.0 tokens/s",
+    ]) + "\n")
+    (start, end, count), = access_counts(log, 2026)
+    assert (end - start, count) == (10.0, 2)
