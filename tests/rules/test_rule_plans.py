@@ -101,7 +101,8 @@ def _contents(store: Store) -> dict[tuple[tuple[str, str], ...], list[tuple[int,
         if name.startswith("ALERTS"):
             continue
         times, values = series.window(-(1 << 62), 1 << 62)
-        out[series.labels] = [(t, struct.unpack("<Q", struct.pack("<d", v))[0]) for t, v in zip(times, values)]
+        out[series.labels] = [(t, struct.unpack("<Q", struct.pack("<d", v))[0])
+                              for t, v in zip(times, values, strict=True)]
     return out
 
 

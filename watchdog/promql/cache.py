@@ -17,7 +17,8 @@ Contract:
   matches and the results of sub-expressions that several rules contain (the p50/p90/p99 rules of one
   histogram compute the same bucket rates). The rule engine calls :meth:`EvalCache.wrote` with each
   metric name a rule writes, which drops everything that read that name (and every selector without a
-  fixed name), so a later rule still sees an earlier rule's output of the same pass.
+  fixed name; selector matches only when the write created or removed series), so a later rule still
+  sees an earlier rule's output of the same pass.
 Results handed out from the cache are shared: callers must not mutate them (the evaluator never does).
 """
 
@@ -119,7 +120,8 @@ class CounterIndex:
         events = self._events.get(id(series))
         if events is None or events.ref() is not series:
             events = self._events_of(series)
-        if events.scanned_t != timestamps[-1] or not _same(values[-1], events.scanned_v):
+        newest = values[-1]
+        if events.scanned_t != timestamps[-1] or (newest != events.scanned_v and not _same(newest, events.scanned_v)):
             events.update(timestamps, values)
         stale = events.stale_t
         count = hi - lo
@@ -355,9 +357,12 @@ class EvalCache:
         for name in reads if reads is not None else (None,):
             self._reading.setdefault(name, []).append(key)
 
-    def wrote(self, name: str) -> None:
-        """A rule wrote series named ``name``: forget what read it."""
-        self.selections.wrote(name)
+    def wrote(self, name: str, series_changed: bool = True) -> None:
+        """A rule wrote series named ``name``: forget what read it. With ``series_changed`` False (the
+        store's ``generation`` did not move: no series was created or removed) the selector matches
+        still hold and are kept; the shared results that read ``name`` are dropped either way."""
+        if series_changed:
+            self.selections.wrote(name)
         for reader in (name, None):
             for key in self._reading.pop(reader, ()):
                 self.results.pop(key, None)

@@ -473,32 +473,38 @@ class Evaluator:
         values, in the same order, as :meth:`range_selector` and the range function, without walking
         the window (other series kinds take that path)."""
         assert self.cache is not None and self.cache.counters is not None
-        counters = self.cache.counters
+        window_of = self.cache.counters.window
         is_counter, is_rate = COUNTER_FUNCTIONS[name]
         fn = functions.RANGE_FUNCTIONS[name]
-        limited = self.sample_limit is not None
+        extrapolate = functions.extrapolate
+        limit = self.sample_limit
         mint, maxt = context.range_start_ms, context.range_end_ms
         out: InstantVector = []
+        append = out.append
         for series in self._series(source.selector.matchers):
             if getattr(series, "tail", None) is None:  # not a watchdog.store.Series
                 times, values = _window(series, mint, maxt)
-                if limited and len(times):
+                if limit is not None and len(times):
                     self._hold(len(times))
                 times, values = _without_stale(times, values)
                 result = fn(times, values, context) if times else None
-            else:
-                window = counters.window(series, mint, maxt, is_counter)
-                if window is None:
-                    continue
-                held, count, first_t, last_t, first_value, increase = window
-                if limited:
-                    self._hold(held)
-                if count < 2:
-                    continue
-                result = functions.extrapolate(increase, count, first_t, last_t, first_value, context,
-                                               is_counter, is_rate)
-            if result is not None:
-                out.append((drop_name(series.labels), result))
+                if result is not None:
+                    append((drop_name(series.labels), result))
+                continue
+            window = window_of(series, mint, maxt, is_counter)
+            if window is None:
+                continue
+            held, count, first_t, last_t, first_value, increase = window
+            if limit is not None:  # self._hold(held), inlined: this loop runs once per series
+                self._held += held
+                if self._held > self._peak:
+                    self._peak = self._held
+                if self._held > limit:
+                    self._hold(0)
+            if count < 2:
+                continue
+            append((drop_name(series.labels),
+                    extrapolate(increase, count, first_t, last_t, first_value, context, is_counter, is_rate)))
         return out
 
     def _indexed_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:

@@ -145,7 +145,7 @@ def _raw_vector(expr: Any, raw: Any) -> list[tuple[Labels, float]]:
     raise :class:`RuleEvaluationError`."""
     kind = expr.type
     if kind == VECTOR:
-        return raw  # type: ignore[no-any-return]
+        return raw
     if kind == SCALAR:
         return [((), float(raw))]
     raise RuleEvaluationError("rule result is not a vector or scalar")
@@ -339,6 +339,7 @@ class RuleEngine:
             finally:
                 self._deadline = None
             plan = plans[index]
+            generation = getattr(self.store, "generation", None)
             try:
                 if samples or plan.stored != 0:  # an empty result after an empty one changes nothing
                     plan.stored = -1
@@ -348,8 +349,9 @@ class RuleEngine:
                 continue
             finally:
                 if self._pass is not None:
+                    changed = generation is None or generation != getattr(self.store, "generation", None)
                     for name in plan.written:
-                        self._pass.wrote(name)
+                        self._pass.wrote(name, changed)
             if self.last_failures:
                 self.last_failures.pop((runtime.key, index), None)
         stats.evaluations_total += 1
