@@ -349,6 +349,19 @@ class EvalCache:
         self.selections = selections or Selections()
         self.results: dict[tuple[int, int], tuple[Any, int]] = {}  # (key, t) -> (result, samples held)
         self._reading: dict[str | None, list[tuple[int, int]]] = {}
+        self._derived: dict[tuple[int, Any], tuple[Any, Any]] = {}  # (id(value), fn) -> (value, fn(value))
+
+    def derived(self, value: Any, fn: Any) -> Any:
+        """``fn(value)``, computed once per pass for the same ``value`` object (results handed out in a
+        pass are never changed, so a shared sub-expression's result, such as the bucket rates the
+        p50, p90 and p99 of one histogram read, gives the same ``fn(value)`` every time)."""
+        key = (id(value), fn)
+        found = self._derived.get(key)
+        if found is not None and found[0] is value:
+            return found[1]
+        result = fn(value)
+        self._derived[key] = (value, result)  # holding ``value`` keeps its id from being reused
+        return result
 
     def remember(self, key: tuple[int, int], result: Any, peak: int) -> None:
         """Keep a shared sub-expression's result (and the samples its evaluation held at its peak)."""
