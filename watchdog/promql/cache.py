@@ -31,8 +31,9 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from watchdog.model import METRIC_NAME, is_stale
+from watchdog.model import METRIC_NAME, Labels, is_stale
 from watchdog.promql import nodes as n
+from watchdog.promql.labels import drop_name
 
 
 def _same(a: float, b: float) -> bool:
@@ -307,6 +308,8 @@ class Selections:
 
     def __init__(self) -> None:
         self._found: dict[tuple[Any, ...], list[Any]] = {}
+        # matchers -> (the selection, its series' label sets without the name), while that selection holds
+        self._unnamed: dict[tuple[Any, ...], tuple[list[Any], list[Labels]]] = {}
         self._by_name: dict[str | None, list[tuple[Any, ...]]] = {}
         self._generation: int | None = None
 
@@ -316,6 +319,7 @@ class Selections:
         if generation is None or generation != self._generation:
             self._found.clear()
             self._by_name.clear()
+            self._unnamed.clear()
 
     def end(self, store: Any) -> None:
         """End a pass: what is held matches the store as it is now."""
@@ -329,6 +333,15 @@ class Selections:
             fixed = [value for label, op, value in matchers if label == METRIC_NAME and op == "="]
             self._by_name.setdefault(fixed[0] if fixed else None, []).append(matchers)
         return found
+
+    def select_unnamed(self, store: Any, matchers: tuple[Any, ...]) -> tuple[list[Any], list[Labels]]:
+        """:meth:`select`, and each selected series' label set without ``__name__`` (what range functions
+        label their outputs with), worked out once per selection instead of at every evaluation."""
+        found = self.select(store, matchers)
+        held = self._unnamed.get(matchers)
+        if held is None or held[0] is not found:
+            held = self._unnamed[matchers] = (found, [drop_name(series.labels) for series in found])
+        return held
 
     def wrote(self, name: str) -> None:
         """Series named ``name`` may have been created: forget the selections that could match them."""

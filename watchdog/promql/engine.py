@@ -261,6 +261,13 @@ class Evaluator:
             found = self._selected[matchers] = list(self.store.select(matchers))
         return found
 
+    def _series_unnamed(self, matchers: tuple[Matcher, ...]) -> tuple[list[Any], list[Labels]]:
+        """:meth:`_series` and each series' label set without ``__name__`` (kept with the selection)."""
+        if self.cache is not None:
+            return self.cache.selections.select_unnamed(self.store, matchers)
+        found = self._series(matchers)
+        return found, [drop_name(series.labels) for series in found]
+
     def _reference(self, at: n.At | None, offset_ms: int, t: int) -> int:
         """The time a selector or subquery looks back from.
 
@@ -482,7 +489,8 @@ class Evaluator:
         mint, maxt = context.range_start_ms, context.range_end_ms
         out: InstantVector = []
         append = out.append
-        for series in self._series(source.selector.matchers):
+        selected, unnamed = self._series_unnamed(source.selector.matchers)
+        for series, labels in zip(selected, unnamed, strict=True):
             if getattr(series, "tail", None) is None:  # not a watchdog.store.Series
                 times, values = _window(series, mint, maxt)
                 if limit is not None and len(times):
@@ -490,7 +498,7 @@ class Evaluator:
                 times, values = _without_stale(times, values)
                 result = fn(times, values, context) if times else None
                 if result is not None:
-                    append((drop_name(series.labels), result))
+                    append((labels, result))
                 continue
             window = window_of(series, mint, maxt, is_counter)
             if window is None:
@@ -504,8 +512,7 @@ class Evaluator:
                     self._hold(0)
             if count < 2:
                 continue
-            append((drop_name(series.labels),
-                    extrapolate(increase, count, first_t, last_t, first_value, context, is_counter, is_rate)))
+            append((labels, extrapolate(increase, count, first_t, last_t, first_value, context, is_counter, is_rate)))
         return out
 
     def _indexed_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:
@@ -518,7 +525,8 @@ class Evaluator:
         limited = self.sample_limit is not None
         mint, maxt = context.range_start_ms, context.range_end_ms
         out: InstantVector = []
-        for series in self._series(source.selector.matchers):
+        selected, unnamed = self._series_unnamed(source.selector.matchers)
+        for series, labels in zip(selected, unnamed, strict=True):
             result: float | None
             if getattr(series, "tail", None) is None or (name == "count_over_time" and counters is None):
                 times, values = _window(series, mint, maxt)
@@ -542,7 +550,7 @@ class Evaluator:
                 times, values = _without_stale(times, values)
                 result = fn(times, values, context) if times else None
             if result is not None:
-                out.append((drop_name(series.labels), result))
+                out.append((labels, result))
         return out
 
     def _range_call(self, expr: n.Call, t: int) -> InstantVector:
