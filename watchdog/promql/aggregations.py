@@ -134,38 +134,21 @@ def _simple_aggregate(op: str, vector: InstantVector, grouping: tuple[str, ...],
     key_of = _group_key_function(grouping, without)
     groups: dict[object, list[Any]] = {}
     get = groups.get
-    if op == "sum":
-        for labels, value in vector:
-            key = key_of(labels)
-            entry = get(key)
-            if entry is None:
-                groups[key] = [labels, value, 1]
-            else:
-                entry[1] += value
-    elif op == "max":
-        for labels, value in vector:
-            key = key_of(labels)
-            entry = get(key)
-            if entry is None:
-                groups[key] = [labels, value, 1]
-            elif entry[1] < value or entry[1] != entry[1]:
+    summing, counting, largest = op == "sum", op in ("count", "group"), op == "max"
+    for labels, value in vector:
+        key = key_of(labels)
+        entry = get(key)
+        if entry is None:
+            groups[key] = [labels, value, 1]
+        elif summing:
+            entry[1] += value
+        elif counting:
+            entry[2] += 1
+        elif largest:
+            if entry[1] < value or entry[1] != entry[1]:
                 entry[1] = value
-    elif op == "min":
-        for labels, value in vector:
-            key = key_of(labels)
-            entry = get(key)
-            if entry is None:
-                groups[key] = [labels, value, 1]
-            elif entry[1] > value or entry[1] != entry[1]:
-                entry[1] = value
-    else:  # count, group
-        for labels, value in vector:
-            key = key_of(labels)
-            entry = get(key)
-            if entry is None:
-                groups[key] = [labels, value, 1]
-            else:
-                entry[2] += 1
+        elif entry[1] > value or entry[1] != entry[1]:
+            entry[1] = value
     if op == "count":
         return [(_group_labels(first, grouping, without), float(count)) for first, _, count in groups.values()]
     if op == "group":
