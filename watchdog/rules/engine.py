@@ -397,7 +397,7 @@ class RuleEngine:
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
         plan = runtime.plans[index]
         expr = plan.expr
-        raw = evaluate_expr(expr, self.store, t_ms, self.lookback_ms,
+        raw = evaluate_expr(expr, self.store, int(t_ms), self.lookback_ms,
                             DEFAULT_SUBQUERY_STEP_MS if self.subquery_step_ms is None else self.subquery_step_ms,
                             self._deadline, self.max_samples, self.sample_limit, cache=self._pass)
         vector = _raw_vector(expr, raw)
