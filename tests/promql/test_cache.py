@@ -8,7 +8,7 @@ import struct
 
 from watchdog.model import STALE_NAN, make_labels
 from watchdog.promql import TooManySamples, evaluate, parse_query
-from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex, SharedPlan
+from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex, Selections, SharedPlan
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_rule_text
 from watchdog.store import Store
@@ -246,3 +246,63 @@ def test_min_and_max_over_time_agree_with_go_s_fold_on_nan_inf_and_signed_zero()
         assert got_max is not None and got_min is not None
         assert _bits(got_max) == _bits(fold(values, lambda a, b: a > b)), values
         assert _bits(got_min) == _bits(fold(values, lambda a, b: a < b)), values
+
+
+CHURN_RULES = """
+groups:
+  - name: g
+    rules:
+      - record: c:rate
+        expr: rate(c[30s])
+      - record: c:sum
+        expr: sum by (job) (c:rate)
+      - record: c:doubled
+        expr: c:sum * 2
+      - record: c:peak
+        expr: max_over_time(c:sum[1m]) + count_over_time(c[1m])
+      - record: c:fast
+        expr: rate(c[30s]) > 0.5
+      - record: c:fast_peak
+        expr: max_over_time(c:fast[20s])
+      - record: c:fast_count
+        expr: count(c:fast)
+"""
+
+
+def test_kept_selections_follow_series_that_rule_outputs_and_scrapes_create_or_remove() -> None:
+    """Selections survive a rule's write when it created or removed no series, and range functions label
+    their outputs from the label sets kept with each selection: with counters of random jobs appearing
+    and vanishing (new ``c:sum`` series mid-pass), every output equals evaluating with no reuse at all."""
+    ruleset = load_rule_text(CHURN_RULES)
+    outputs: list[list[tuple[object, list[bytes]]]] = []
+    for reuse in (False, True):
+        store = Store(retention_ms=20_000)
+        engine = RuleEngine(ruleset, store)
+        engine.reuse = reuse
+        rng = random.Random(11)
+        totals: dict[str, float] = {}
+        for step in range(120):
+            t_ms = 1_000_000 + step * 5_000
+            for job in [job for job in "abcdef" if rng.random() < (0.9 if job < "e" else 0.05)]:
+                totals[job] = totals.get(job, 0.0) + rng.uniform(0, 5)
+                store.append(make_labels({"__name__": "c", "job": job, "i": "0"}), t_ms, totals[job])
+            store.gc(t_ms)
+            engine.evaluate(t_ms)
+        outputs.append(sorted(((series.labels, [_bits(v) for v in series.values])
+                               for series in store.all_series() if series.labels[0][1] != "c"), key=repr))
+    assert outputs[0] == outputs[1]
+    assert len(outputs[0]) > 10
+
+
+def test_label_sets_kept_with_a_selection_follow_it_when_it_is_selected_again() -> None:
+    store = Store()
+    selections = Selections()
+    matchers = (("__name__", "=", "m"),)
+    store.append(make_labels({"__name__": "m", "a": "1"}), 0, 1.0)
+    selections.begin(store)
+    found, unnamed = selections.select_unnamed(store, matchers)
+    assert unnamed == [(("a", "1"),)] and [s.labels for s in found] == [make_labels({"__name__": "m", "a": "1"})]
+    store.append(make_labels({"__name__": "m", "a": "2"}), 0, 1.0)  # a rule's write created a series
+    selections.wrote("m")
+    found, unnamed = selections.select_unnamed(store, matchers)
+    assert sorted(unnamed) == [(("a", "1"),), (("a", "2"),)] and len(found) == 2

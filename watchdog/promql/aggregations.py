@@ -11,6 +11,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from watchdog.golang import gomath
 from watchdog.golang.gostrconv import format_float
@@ -127,6 +128,38 @@ def _topk_k(param: float) -> int:
     return int(param)
 
 
+def _simple_aggregate(op: str, vector: InstantVector, grouping: tuple[str, ...], without: bool) -> InstantVector:
+    """``sum``, ``max``, ``min``, ``count`` and ``group``: the general loop's arithmetic, in the same order,
+    without its per-sample dispatch and per-group records (one ``[first labels, value, count]`` each)."""
+    key_of = _group_key_function(grouping, without)
+    groups: dict[object, list[Any]] = {}
+    get = groups.get
+    summing, counting, largest = op == "sum", op in ("count", "group"), op == "max"
+    for labels, value in vector:
+        key = key_of(labels)
+        entry = get(key)
+        if entry is None:
+            groups[key] = [labels, value, 1]
+        elif summing:
+            entry[1] += value
+        elif counting:
+            entry[2] += 1
+        elif largest:
+            if entry[1] < value or entry[1] != entry[1]:
+                entry[1] = value
+        elif entry[1] > value or entry[1] != entry[1]:
+            entry[1] = value
+    if op == "count":
+        return [(_group_labels(first, grouping, without), float(count)) for first, _, count in groups.values()]
+    if op == "group":
+        return [(_group_labels(first, grouping, without), 1.0) for first, _, _ in groups.values()]
+    return [(_group_labels(first, grouping, without), value) for first, value, _ in groups.values()]
+
+
+SIMPLE_OPS = frozenset({"sum", "max", "min", "count", "group"})
+"""Aggregations without a parameter or per-group state beyond one number (see :func:`_simple_aggregate`)."""
+
+
 def aggregate(
     op: str,
     vector: InstantVector,
@@ -135,6 +168,20 @@ def aggregate(
     param: float | str | None,
 ) -> InstantVector:
     """Apply aggregation ``op`` to ``vector`` grouped ``by``/``without`` the (sorted) ``grouping``."""
+    if op in SIMPLE_OPS:
+        return _simple_aggregate(op, vector, grouping, without)
+    return general_aggregate(op, vector, grouping, without, param)
+
+
+def general_aggregate(
+    op: str,
+    vector: InstantVector,
+    grouping: tuple[str, ...],
+    without: bool,
+    param: float | str | None,
+) -> InstantVector:
+    """:func:`aggregate` through one loop for every ``op`` (the reference the simple ones are checked
+    against)."""
     k = 0
     if op in ("topk", "bottomk"):
         assert isinstance(param, float)

@@ -19,27 +19,32 @@ InstantVector = list[tuple[Labels, float]]
 Signature = tuple[object, ...]
 
 
+_ARITH: dict[str, Callable[[float, float], float]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": gomath.div,
+    "^": gomath.pow_,
+    "%": gomath.mod,
+    "atan2": gotrig.atan2,
+}
+
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    ">": lambda a, b: a > b,
+    "<": lambda a, b: a < b,
+    ">=": lambda a, b: a >= b,
+    "<=": lambda a, b: a <= b,
+}
+
+
 def _arith(op: str) -> Callable[[float, float], float]:
-    return {
-        "+": lambda a, b: a + b,
-        "-": lambda a, b: a - b,
-        "*": lambda a, b: a * b,
-        "/": gomath.div,
-        "^": gomath.pow_,
-        "%": gomath.mod,
-        "atan2": gotrig.atan2,
-    }[op]
+    return _ARITH[op]
 
 
 def _compare(op: str) -> Callable[[float, float], bool]:
-    return {
-        "==": lambda a, b: a == b,
-        "!=": lambda a, b: a != b,
-        ">": lambda a, b: a > b,
-        "<": lambda a, b: a < b,
-        ">=": lambda a, b: a >= b,
-        "<=": lambda a, b: a <= b,
-    }[op]
+    return _COMPARE[op]
 
 
 def scalar_binop(op: str, lhs: float, rhs: float) -> float:

@@ -17,7 +17,8 @@ Contract:
   matches and the results of sub-expressions that several rules contain (the p50/p90/p99 rules of one
   histogram compute the same bucket rates). The rule engine calls :meth:`EvalCache.wrote` with each
   metric name a rule writes, which drops everything that read that name (and every selector without a
-  fixed name), so a later rule still sees an earlier rule's output of the same pass.
+  fixed name; selector matches only when the write created or removed series), so a later rule still
+  sees an earlier rule's output of the same pass.
 Results handed out from the cache are shared: callers must not mutate them (the evaluator never does).
 """
 
@@ -30,8 +31,9 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from watchdog.model import METRIC_NAME, is_stale
+from watchdog.model import METRIC_NAME, Labels, is_stale
 from watchdog.promql import nodes as n
+from watchdog.promql.labels import drop_name
 
 
 def _same(a: float, b: float) -> bool:
@@ -119,7 +121,8 @@ class CounterIndex:
         events = self._events.get(id(series))
         if events is None or events.ref() is not series:
             events = self._events_of(series)
-        if events.scanned_t != timestamps[-1] or not _same(values[-1], events.scanned_v):
+        newest = values[-1]
+        if events.scanned_t != timestamps[-1] or (newest != events.scanned_v and not _same(newest, events.scanned_v)):
             events.update(timestamps, values)
         stale = events.stale_t
         count = hi - lo
@@ -305,6 +308,8 @@ class Selections:
 
     def __init__(self) -> None:
         self._found: dict[tuple[Any, ...], list[Any]] = {}
+        # matchers -> (the selection, its series' label sets without the name), while that selection holds
+        self._unnamed: dict[tuple[Any, ...], tuple[list[Any], list[Labels]]] = {}
         self._by_name: dict[str | None, list[tuple[Any, ...]]] = {}
         self._generation: int | None = None
 
@@ -314,6 +319,7 @@ class Selections:
         if generation is None or generation != self._generation:
             self._found.clear()
             self._by_name.clear()
+            self._unnamed.clear()
 
     def end(self, store: Any) -> None:
         """End a pass: what is held matches the store as it is now."""
@@ -327,6 +333,15 @@ class Selections:
             fixed = [value for label, op, value in matchers if label == METRIC_NAME and op == "="]
             self._by_name.setdefault(fixed[0] if fixed else None, []).append(matchers)
         return found
+
+    def select_unnamed(self, store: Any, matchers: tuple[Any, ...]) -> tuple[list[Any], list[Labels]]:
+        """:meth:`select`, and each selected series' label set without ``__name__`` (what range functions
+        label their outputs with), worked out once per selection instead of at every evaluation."""
+        found = self.select(store, matchers)
+        held = self._unnamed.get(matchers)
+        if held is None or held[0] is not found:
+            held = self._unnamed[matchers] = (found, [drop_name(series.labels) for series in found])
+        return held
 
     def wrote(self, name: str) -> None:
         """Series named ``name`` may have been created: forget the selections that could match them."""
@@ -347,6 +362,19 @@ class EvalCache:
         self.selections = selections or Selections()
         self.results: dict[tuple[int, int], tuple[Any, int]] = {}  # (key, t) -> (result, samples held)
         self._reading: dict[str | None, list[tuple[int, int]]] = {}
+        self._derived: dict[tuple[int, Any], tuple[Any, Any]] = {}  # (id(value), fn) -> (value, fn(value))
+
+    def derived(self, value: Any, fn: Any) -> Any:
+        """``fn(value)``, computed once per pass for the same ``value`` object (results handed out in a
+        pass are never changed, so a shared sub-expression's result, such as the bucket rates the
+        p50, p90 and p99 of one histogram read, gives the same ``fn(value)`` every time)."""
+        key = (id(value), fn)
+        found = self._derived.get(key)
+        if found is not None and found[0] is value:
+            return found[1]
+        result = fn(value)
+        self._derived[key] = (value, result)  # holding ``value`` keeps its id from being reused
+        return result
 
     def remember(self, key: tuple[int, int], result: Any, peak: int) -> None:
         """Keep a shared sub-expression's result (and the samples its evaluation held at its peak)."""
@@ -355,9 +383,12 @@ class EvalCache:
         for name in reads if reads is not None else (None,):
             self._reading.setdefault(name, []).append(key)
 
-    def wrote(self, name: str) -> None:
-        """A rule wrote series named ``name``: forget what read it."""
-        self.selections.wrote(name)
+    def wrote(self, name: str, series_changed: bool = True) -> None:
+        """A rule wrote series named ``name``: forget what read it. With ``series_changed`` False (the
+        store's ``generation`` did not move: no series was created or removed) the selector matches
+        still hold and are kept; the shared results that read ``name`` are dropped either way."""
+        if series_changed:
+            self.selections.wrote(name)
         for reader in (name, None):
             for key in self._reading.pop(reader, ()):
                 self.results.pop(key, None)

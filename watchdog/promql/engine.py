@@ -79,19 +79,10 @@ def _without_stale(
 
 
 def _check_unique(vector: InstantVector) -> InstantVector:
-    duplicate = find_duplicate(labels for labels, _ in vector)
-    if duplicate is not None:
+    """``vector`` itself; an evaluation error when two of its samples have the same label set."""
+    if len(vector) > 1 and find_duplicate([labels for labels, _ in vector]) is not None:
         raise evaluation_error("vector cannot contain metrics with the same labelset")
     return vector
-
-
-def _one_name_selector(args: Sequence[n.Expr]) -> bool:
-    """Whether the range argument among ``args`` is a range selector with a ``__name__=`` matcher."""
-    for arg in args:
-        arg = n.unwrap_parens(arg)
-        if isinstance(arg, n.MatrixSelector):
-            return any(label == "__name__" and op == "=" for label, op, _ in arg.selector.matchers)
-    return False
 
 
 def absent_labels(expr: n.Expr) -> Labels:
@@ -172,6 +163,8 @@ class Evaluator:
         self.deadline = deadline.wall_deadline if isinstance(deadline, CpuBudget) else deadline
         self._selected: dict[tuple[Matcher, ...], list[Any]] = {}
         self._top_context = self._at_context
+        # id(node) -> key of the sub-expressions whose results the pass's cache shares (None: no sharing)
+        self._key_of = cache.plan.key_of if cache is not None and cache.plan is not None else None
 
     # --- dispatch -------------------------------------------------------------------------------
 
@@ -186,28 +179,27 @@ class Evaluator:
                 raise PromQLError("query timed out in expression evaluation", kind="timeout")
             self.deadline = self._budget.wall_deadline
         held = self._held
-        shared = self._shared_key(expr, t)
-        result = self._eval_node(expr, t) if shared is None else self._eval_shared(expr, t, shared)
-        if self.sample_limit is not None and expr.type != n.MATRIX:
+        key_of = self._key_of
+        key = None if key_of is None else key_of.get(id(expr))
+        if key is not None and t == self.query_ms and self._counts is None and self._at_context == self._top_context:
+            result = self._eval_shared(expr, t, (key, t))
+        else:
+            result = _DISPATCH[type(expr)](self, expr, t)
+        limit = self.sample_limit
+        if limit is not None and expr.type != n.MATRIX:
             # A node's inputs are freed once it has its output: what is held is what was held before
             # plus that output (range selectors and subqueries count their matrices as they build them).
+            held += len(result) if isinstance(result, list) else 1
             self._held = held
-            self._hold(len(result) if isinstance(result, list) else 1)
+            if held > self._peak:
+                self._peak = held
+            if held > limit:
+                raise TooManySamples(
+                    "query processing would load too many samples into memory in query execution")
         if self._counts is not None:
             produced = 1 if isinstance(result, float) else 0 if isinstance(result, str) else len(result)
             self._counts[id(expr)] = self._counts.get(id(expr), 0) + produced
         return result
-
-    def _shared_key(self, expr: n.Expr, t: int) -> tuple[int, int] | None:
-        """The cache key of ``expr`` at ``t`` when its result may be shared with other rules of the pass:
-        a sub-expression several rules contain, evaluated at the top level (not inside a subquery)."""
-        cache = self.cache
-        if cache is None or cache.plan is None:
-            return None
-        key = cache.plan.key_of.get(id(expr))
-        if key is None or t != self.query_ms or self._counts is not None or self._at_context != self._top_context:
-            return None
-        return key, t
 
     def _eval_shared(self, expr: n.Expr, t: int, key: tuple[int, int]) -> Any:
         """``expr`` from the pass's cache, or evaluated and cached. A hit holds, for ``sample_limit``, the
@@ -243,30 +235,20 @@ class Evaluator:
         return self.range_ms[1] if at.end else self.range_ms[0]
 
     def _eval_node(self, expr: n.Expr, t: int) -> Any:
-        if isinstance(expr, n.VectorSelector):
-            return self.instant_selector(expr, t)
-        if isinstance(expr, n.Binary):
-            return self.binary(expr, t)
-        if isinstance(expr, n.Call):
-            return self.call(expr, t)
-        if isinstance(expr, n.Aggregate):
-            return self.aggregate(expr, t)
-        if isinstance(expr, n.NumberLiteral):
-            return expr.value
-        if isinstance(expr, n.Paren):
-            return self.eval(expr.expr, t)
-        if isinstance(expr, n.Negate):
-            value = self.eval(expr.expr, t)
-            if isinstance(value, float):
-                return -value
-            return _check_unique([(drop_name(labels), -v) for labels, v in value])
-        if isinstance(expr, n.StringLiteral):
-            return expr.value
-        if isinstance(expr, n.MatrixSelector):
-            return self.range_selector(expr, t)
-        if isinstance(expr, n.Subquery):
-            return self.subquery(expr, t)
-        raise PromQLError(f"unsupported expression {type(expr).__name__}")  # pragma: no cover
+        """``expr`` evaluated by the method for its node type (no sharing, no accounting)."""
+        return _DISPATCH[type(expr)](self, expr, t)
+
+    def _literal(self, expr: n.NumberLiteral | n.StringLiteral, t: int) -> Any:
+        return expr.value
+
+    def _paren(self, expr: n.Paren, t: int) -> Any:
+        return self.eval(expr.expr, t)
+
+    def _negate(self, expr: n.Negate, t: int) -> Any:
+        value = self.eval(expr.expr, t)
+        if isinstance(value, float):
+            return -value
+        return _check_unique([(drop_name(labels), -v) for labels, v in value])
 
     # --- selectors ------------------------------------------------------------------------------
 
@@ -278,6 +260,13 @@ class Evaluator:
         if found is None:
             found = self._selected[matchers] = list(self.store.select(matchers))
         return found
+
+    def _series_unnamed(self, matchers: tuple[Matcher, ...]) -> tuple[list[Any], list[Labels]]:
+        """:meth:`_series` and each series' label set without ``__name__`` (kept with the selection)."""
+        if self.cache is not None:
+            return self.cache.selections.select_unnamed(self.store, matchers)
+        found = self._series(matchers)
+        return found, [drop_name(series.labels) for series in found]
 
     def _reference(self, at: n.At | None, offset_ms: int, t: int) -> int:
         """The time a selector or subquery looks back from.
@@ -391,16 +380,18 @@ class Evaluator:
         rhs_scalar = isinstance(rhs, float)
         if lhs_scalar and rhs_scalar:
             return binary.scalar_binop(expr.op, lhs, rhs)
-        if rhs_scalar:
-            return _check_unique(binary.vector_scalar_binop(expr.op, lhs, rhs, False, expr.return_bool))
-        if lhs_scalar:
-            return _check_unique(binary.vector_scalar_binop(expr.op, rhs, lhs, True, expr.return_bool))
+        if rhs_scalar or lhs_scalar:
+            vector, scalar = (rhs, lhs) if lhs_scalar else (lhs, rhs)
+            result = binary.vector_scalar_binop(expr.op, vector, scalar, lhs_scalar, expr.return_bool)
+            # A filtering comparison keeps a subset of its operand's samples, labels untouched: distinct.
+            filtered = expr.op in n.COMPARISON_OPS and not expr.return_bool
+            return result if filtered else _check_unique(result)
         assert expr.matching is not None
         if expr.op in n.SET_OPS:
-            result = binary.set_operation(expr.op, lhs, rhs, expr.matching)
-        else:
-            result = binary.vector_binop(expr.op, lhs, rhs, expr.matching, expr.return_bool)
-        return _check_unique(result)
+            # ``and``/``unless`` keep a subset of the left side; ``or`` adds right samples whose match
+            # group the left lacks, so never a label set the left has: distinct when both sides are.
+            return binary.set_operation(expr.op, lhs, rhs, expr.matching)
+        return _check_unique(binary.vector_binop(expr.op, lhs, rhs, expr.matching, expr.return_bool))
 
     def aggregate(self, expr: n.Aggregate, t: int) -> InstantVector:
         """Aggregation operators."""
@@ -418,7 +409,7 @@ class Evaluator:
         if name in functions.RANGE_FUNCTIONS:
             result = self._range_call(expr, t)
             # One output per series of one fixed-name selector: distinct without the name too.
-            return result if _one_name_selector(expr.args) else _check_unique(result)
+            return result if expr.over_one_name_selector else _check_unique(result)
         if name == "timestamp":
             arg = n.unwrap_parens(expr.args[0])
             if isinstance(arg, n.VectorSelector):
@@ -477,7 +468,8 @@ class Evaluator:
         if name == "label_join":
             return _check_unique(functions.label_join(args[0], args[1], args[2], args[3:]))
         if name == "histogram_quantile":
-            return _check_unique(functions.histogram_quantile(args[0], args[1]))
+            buckets = None if self.cache is None else self.cache.derived(args[1], functions.histogram_buckets)
+            return _check_unique(functions.histogram_quantile(args[0], args[1], buckets))
         if name in ("histogram_count", "histogram_sum", "histogram_fraction"):
             return []  # native histograms only; classic series are skipped, as in Prometheus
         if name in functions.DATE_FUNCTIONS:
@@ -489,32 +481,38 @@ class Evaluator:
         values, in the same order, as :meth:`range_selector` and the range function, without walking
         the window (other series kinds take that path)."""
         assert self.cache is not None and self.cache.counters is not None
-        counters = self.cache.counters
+        window_of = self.cache.counters.window
         is_counter, is_rate = COUNTER_FUNCTIONS[name]
         fn = functions.RANGE_FUNCTIONS[name]
-        limited = self.sample_limit is not None
+        extrapolate = functions.extrapolate
+        limit = self.sample_limit
         mint, maxt = context.range_start_ms, context.range_end_ms
         out: InstantVector = []
-        for series in self._series(source.selector.matchers):
+        append = out.append
+        selected, unnamed = self._series_unnamed(source.selector.matchers)
+        for series, labels in zip(selected, unnamed, strict=True):
             if getattr(series, "tail", None) is None:  # not a watchdog.store.Series
                 times, values = _window(series, mint, maxt)
-                if limited and len(times):
+                if limit is not None and len(times):
                     self._hold(len(times))
                 times, values = _without_stale(times, values)
                 result = fn(times, values, context) if times else None
-            else:
-                window = counters.window(series, mint, maxt, is_counter)
-                if window is None:
-                    continue
-                held, count, first_t, last_t, first_value, increase = window
-                if limited:
-                    self._hold(held)
-                if count < 2:
-                    continue
-                result = functions.extrapolate(increase, count, first_t, last_t, first_value, context,
-                                               is_counter, is_rate)
-            if result is not None:
-                out.append((drop_name(series.labels), result))
+                if result is not None:
+                    append((labels, result))
+                continue
+            window = window_of(series, mint, maxt, is_counter)
+            if window is None:
+                continue
+            held, count, first_t, last_t, first_value, increase = window
+            if limit is not None:  # self._hold(held), inlined: this loop runs once per series
+                self._held += held
+                if self._held > self._peak:
+                    self._peak = self._held
+                if self._held > limit:
+                    self._hold(0)
+            if count < 2:
+                continue
+            append((labels, extrapolate(increase, count, first_t, last_t, first_value, context, is_counter, is_rate)))
         return out
 
     def _indexed_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:
@@ -527,7 +525,8 @@ class Evaluator:
         limited = self.sample_limit is not None
         mint, maxt = context.range_start_ms, context.range_end_ms
         out: InstantVector = []
-        for series in self._series(source.selector.matchers):
+        selected, unnamed = self._series_unnamed(source.selector.matchers)
+        for series, labels in zip(selected, unnamed, strict=True):
             result: float | None
             if getattr(series, "tail", None) is None or (name == "count_over_time" and counters is None):
                 times, values = _window(series, mint, maxt)
@@ -551,21 +550,16 @@ class Evaluator:
                 times, values = _without_stale(times, values)
                 result = fn(times, values, context) if times else None
             if result is not None:
-                out.append((drop_name(series.labels), result))
+                out.append((labels, result))
         return out
 
     def _range_call(self, expr: n.Call, t: int) -> InstantVector:
         """A function with a range-vector argument, applied per series."""
         name = expr.name
-        matrix_index = 0
-        for index, arg in enumerate(expr.args):
-            if n.unwrap_parens(arg).type == n.MATRIX:
-                matrix_index = index
-                break
-        scalars = tuple(
+        matrix_index, source = expr.range_argument
+        scalars = () if len(expr.args) == 1 else tuple(
             float(self.eval(arg, t)) for i, arg in enumerate(expr.args) if i != matrix_index
         )
-        source = n.unwrap_parens(expr.args[matrix_index])
         if isinstance(source, n.MatrixSelector):
             vs = source.selector
             ref = self._reference(vs.at, vs.offset_ms, t)
@@ -597,6 +591,20 @@ class Evaluator:
                 out.append((labels if keep_name else drop_name(labels), result))
         return out
 
+
+_DISPATCH: dict[type, Any] = {
+    n.VectorSelector: Evaluator.instant_selector,
+    n.Binary: Evaluator.binary,
+    n.Call: Evaluator.call,
+    n.Aggregate: Evaluator.aggregate,
+    n.NumberLiteral: Evaluator._literal,
+    n.Paren: Evaluator._paren,
+    n.Negate: Evaluator._negate,
+    n.StringLiteral: Evaluator._literal,
+    n.MatrixSelector: Evaluator.range_selector,
+    n.Subquery: Evaluator.subquery,
+}
+"""The method that evaluates each node type (one dictionary lookup instead of a chain of type tests)."""
 
 COUNTER_FUNCTIONS = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
 """Range functions that need only the window's ends and counter resets: (is_counter, is_rate)."""

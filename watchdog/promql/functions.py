@@ -490,8 +490,14 @@ def label_join(vector: InstantVector, dst: str, separator: str, sources: Sequenc
     return out
 
 
-def histogram_quantile(q: float, vector: InstantVector) -> InstantVector:
-    """Classic-histogram quantile over ``le`` buckets grouped by all other labels (incl. the name)."""
+HistogramBuckets = list[tuple[Labels, "list[list[float]] | None"]]
+"""Each histogram of a vector of ``le`` buckets (labels without ``le`` and the name, in order of first
+appearance) with its buckets sorted, coalesced and made monotonic (None: no quantile can come of them)."""
+
+
+def histogram_buckets(vector: InstantVector) -> HistogramBuckets:
+    """What :func:`histogram_quantile` computes of ``vector`` before it looks at ``q`` (so the p50, p90
+    and p99 of the same buckets can share it)."""
     groups: dict[Labels, tuple[Labels, list[tuple[float, float]]]] = {}
     for labels, value in vector:
         key, upper = _split_le(labels)
@@ -501,7 +507,15 @@ def histogram_quantile(q: float, vector: InstantVector) -> InstantVector:
         if group is None:
             group = groups[key] = (drop_name(key), [])
         group[1].append((upper, value))
-    return [(labels, bucket_quantile(q, buckets)) for labels, buckets in groups.values()]
+    return [(labels, _prepared_buckets(buckets)) for labels, buckets in groups.values()]
+
+
+def histogram_quantile(q: float, vector: InstantVector, buckets: HistogramBuckets | None = None) -> InstantVector:
+    """Classic-histogram quantile over ``le`` buckets grouped by all other labels (incl. the name);
+    ``buckets`` is :func:`histogram_buckets` of ``vector`` when the caller has it already."""
+    if buckets is None:
+        buckets = histogram_buckets(vector)
+    return [(labels, _quantile_of_prepared(q, merged)) for labels, merged in buckets]
 
 
 @lru_cache(maxsize=MEMO_SIZE)
@@ -522,15 +536,18 @@ def _split_le(labels: Labels) -> tuple[Labels, float | None]:
 
 def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
     """Prometheus' ``bucketQuantile``: needs a +Inf bucket and two buckets; monotonicity is enforced."""
-    if math.isnan(q):
-        return math.nan
-    if q < 0:
-        return -math.inf
-    if q > 1:
-        return math.inf
+    if math.isnan(q) or q < 0 or q > 1:
+        return _quantile_of_prepared(q, None)
+    return _quantile_of_prepared(q, _prepared_buckets(buckets))
+
+
+def _prepared_buckets(buckets: list[tuple[float, float]]) -> list[list[float]] | None:
+    """``bucketQuantile``'s steps that do not depend on ``q``: buckets sorted by upper bound, coalesced,
+    made monotonic; None when it returns NaN for every ``q`` in [0, 1] (no +Inf bucket, fewer than two
+    buckets, no observations)."""
     ordered = sorted(buckets, key=lambda b: b[0])  # Go sorts by upper bound; ties keep no order
     if not (math.isinf(ordered[-1][0]) and ordered[-1][0] > 0):
-        return math.nan
+        return None
     # Coalesce buckets with the same upper bound.
     merged: list[list[float]] = []
     for upper, count in ordered:
@@ -545,11 +562,22 @@ def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
             highest = bucket[1]
         elif bucket[1] < highest:
             bucket[1] = highest
-    if len(merged) < 2:
+    if len(merged) < 2 or merged[-1][1] == 0:
+        return None
+    return merged
+
+
+def _quantile_of_prepared(q: float, merged: list[list[float]] | None) -> float:
+    """The rest of ``bucketQuantile`` over :func:`_prepared_buckets` (read, never changed)."""
+    if math.isnan(q):
+        return math.nan
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    if merged is None:
         return math.nan
     observations = merged[-1][1]
-    if observations == 0:
-        return math.nan
     rank = q * observations
     # Go's sort.Search (a binary search) over all but the last bucket for count >= rank; with NaN
     # counts the predicate is not monotonic, so the bisection itself decides.

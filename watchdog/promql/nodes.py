@@ -8,6 +8,7 @@ see through them, durations and timestamps are integer milliseconds, matchers ar
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, is_dataclass, replace
+from functools import cached_property
 from typing import Any, Union
 
 from watchdog.store import Matcher
@@ -85,6 +86,26 @@ class Call:
     name: str
     args: tuple[Expr, ...]
     type: str = VECTOR
+
+    @cached_property
+    def range_argument(self) -> tuple[int, Expr]:
+        """``(position, expression inside any parentheses)`` of the first range-vector argument (position
+        0 when there is none); worked out once per node, not at every evaluation."""
+        for index, arg in enumerate(self.args):
+            inner = unwrap_parens(arg)
+            if inner.type == MATRIX:
+                return index, inner
+        return 0, unwrap_parens(self.args[0]) if self.args else self
+
+    @cached_property
+    def over_one_name_selector(self) -> bool:
+        """Whether the range argument is a range selector with a ``__name__=`` matcher (its series, one
+        per output, are distinct even without their names)."""
+        for arg in self.args:
+            arg = unwrap_parens(arg)
+            if isinstance(arg, MatrixSelector):
+                return any(label == "__name__" and op == "=" for label, op, _ in arg.selector.matchers)
+        return False
 
 
 @dataclass(frozen=True)

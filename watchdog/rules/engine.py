@@ -41,6 +41,8 @@ from typing import Any
 from watchdog.model import METRIC_NAME, Alert, Labels, Sample, make_labels
 from watchdog.promql import CpuBudget, PromQLError, TooManySamples, evaluate, parse_query
 from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex, Selections, SharedPlan
+from watchdog.promql.engine import DEFAULT_SUBQUERY_STEP_MS, evaluate_expr
+from watchdog.promql.nodes import SCALAR, VECTOR
 from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Candidate
 from watchdog.rules.lanes import Lane, classify_groups
 from watchdog.rules.loader import AlertingRule, RecordingRule, RuleGroup, RuleSet
@@ -105,6 +107,50 @@ class _GroupRuntime:
     key: str
     lane: Lane
     alert_states: dict[int, AlertingRuleState] = field(default_factory=dict)
+    plans: list[_RulePlan] = field(default_factory=list)
+
+
+OUTPUT_MEMO_SLACK = 1024
+"""A recording rule's memo of output label sets is cleared once it holds this many more entries than
+twice the rule's last result (label churn cannot grow it without bound)."""
+
+
+class _RulePlan:
+    """What a rule's evaluation needs that does not change between evaluations, resolved once: its
+    query as the rule manager runs it, its store source, the names it writes, and (recording rules) a
+    memo from each result label set to the label set it is written under."""
+
+    __slots__ = ("expr", "extra_labels", "outputs", "record", "source", "stored", "written")
+
+    def __init__(self, rule: AlertingRule | RecordingRule, expr: Any, source: str) -> None:
+        self.expr = expr
+        self.source = source
+        self.written = _written_names(rule)
+        self.record = rule.record if isinstance(rule, RecordingRule) else ""
+        self.extra_labels = dict(rule.labels) if isinstance(rule, RecordingRule) else {}
+        self.outputs: dict[Labels, Labels] = {}
+        self.stored = -1
+        """Series the last store ingest of this rule's output kept (-1: none yet)."""
+
+    def output_labels(self, labels: Labels) -> Labels:
+        """The label set a recording rule writes the result ``labels`` under (memoised)."""
+        found = self.outputs.get(labels)
+        if found is None:
+            found = make_labels({**dict(labels), METRIC_NAME: self.record, **self.extra_labels})
+            self.outputs[labels] = found
+        return found
+
+
+def _raw_vector(expr: Any, raw: Any) -> list[tuple[Labels, float]]:
+    """The evaluator's internal result of ``expr`` as (labels, value) pairs, as :func:`vector_of` gives
+    them for the public result: a scalar becomes one sample with no labels; matrix and string results
+    raise :class:`RuleEvaluationError`."""
+    kind = expr.type
+    if kind == VECTOR:
+        return raw
+    if kind == SCALAR:
+        return [((), float(raw))]
+    raise RuleEvaluationError("rule result is not a vector or scalar")
 
 
 def vector_of(value: Any) -> list[tuple[Labels, float]]:
@@ -183,6 +229,7 @@ class RuleEngine:
             # would cost the alert a whole interval.
             hold_slack = group_interval_slack_ms if honour_group_intervals and group.interval_ms else 0
             for index, rule in enumerate(group.rules):
+                runtime.plans.append(_RulePlan(rule, self._rule_query(rule).expr, self._source(runtime, index)))
                 if isinstance(rule, AlertingRule):
                     for_ms = max(rule.for_ms - hold_slack, 1) if rule.for_ms else 0
                     runtime.alert_states[index] = AlertingRuleState(
@@ -280,6 +327,7 @@ class RuleEngine:
             return
         started = self.clock()
         stats = self.stats[runtime.key]
+        plans = runtime.plans
         for index, rule in enumerate(runtime.group.rules):
             self._deadline = None if self.rule_timeout_s is None else CpuBudget(self.rule_timeout_s)
             try:
@@ -298,16 +346,22 @@ class RuleEngine:
                 continue
             finally:
                 self._deadline = None
+            plan = plans[index]
+            generation = getattr(self.store, "generation", None)
             try:
-                self.store.ingest(self._source(runtime, index), samples, t_ms)
+                if samples or plan.stored != 0:  # an empty result after an empty one changes nothing
+                    plan.stored = -1
+                    plan.stored = self.store.ingest(plan.source, samples, t_ms)
             except SeriesQuotaExceeded as exc:  # a rule whose output would crowd out the others
                 self._record_failure(runtime, index, rule, t_ms, exc.reason, "quota")
                 continue
             finally:
                 if self._pass is not None:
-                    for name in _written_names(rule):
-                        self._pass.wrote(name)
-            self.last_failures.pop((runtime.key, index), None)
+                    changed = generation is None or generation != getattr(self.store, "generation", None)
+                    for name in plan.written:
+                        self._pass.wrote(name, changed)
+            if self.last_failures:
+                self.last_failures.pop((runtime.key, index), None)
         stats.evaluations_total += 1
         stats.last_duration_seconds = max(self.clock() - started, 0.0)
         stats.last_evaluation_ms = t_ms
@@ -349,26 +403,33 @@ class RuleEngine:
                         self.max_samples, self.sample_limit, cache=cache)
 
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
-        vector = vector_of(self._query(self._rule_query(rule), t_ms, self._pass))
-        if isinstance(rule, RecordingRule):
-            return self._recording_samples(rule, vector)
+        plan = runtime.plans[index]
+        expr = plan.expr
+        raw = evaluate_expr(expr, self.store, int(t_ms), self.lookback_ms,
+                            DEFAULT_SUBQUERY_STEP_MS if self.subquery_step_ms is None else self.subquery_step_ms,
+                            self._deadline, self.max_samples, self.sample_limit, cache=self._pass)
+        vector = _raw_vector(expr, raw)
+        if plan.record:
+            return self._recording_samples(plan, vector)
         assert isinstance(rule, AlertingRule)
         state = runtime.alert_states[index]
         candidates = [self._candidate(rule, labels, value, t_ms) for labels, value in vector]
         return state.step(t_ms, candidates)
 
     @staticmethod
-    def _recording_samples(rule: RecordingRule, vector: list[tuple[Labels, float]]) -> list[Sample]:
-        samples: list[Sample] = []
-        seen: set[Labels] = set()
-        for labels, value in vector:
-            merged = {**dict(labels), METRIC_NAME: rule.record, **rule.labels}
-            out = make_labels(merged)
-            if out in seen:
-                raise RuleEvaluationError(
-                    "vector contains metrics with the same labelset after applying rule labels")
-            seen.add(out)
-            samples.append(Sample(out, value))
+    def _recording_samples(plan: _RulePlan, vector: list[tuple[Labels, float]]) -> list[Sample]:
+        """The samples a recording rule writes; :class:`RuleEvaluationError` when two results get the
+        same label set."""
+        if not vector:
+            return []
+        outputs = plan.outputs
+        if len(outputs) > 2 * len(vector) + OUTPUT_MEMO_SLACK:
+            outputs.clear()
+        output_labels = plan.output_labels
+        samples = [Sample(output_labels(labels), value) for labels, value in vector]
+        if len(samples) > 1 and len({sample.labels for sample in samples}) != len(samples):
+            raise RuleEvaluationError(
+                "vector contains metrics with the same labelset after applying rule labels")
         return samples
 
     def _candidate(self, rule: AlertingRule, labels: Labels, value: float, t_ms: int) -> Candidate:

@@ -1,0 +1,168 @@
+"""Fast paths of the evaluator give what the general code gives.
+
+Results the evaluator returns without a duplicate-label-set check are distinct by construction.
+
+The evaluator skips Prometheus' "vector cannot contain metrics with the same labelset" check where it
+cannot fire: set operations (``and``/``unless`` keep a subset of the left side, ``or`` adds only right
+samples whose match group the left lacks) and filtering comparisons with a scalar (a subset of the
+operand, labels untouched), given distinct operands. Random vectors over a small label alphabet (so
+match groups collide often, ``__name__`` included) check that claim: a duplicate here means the check
+must come back. The simple aggregations' own loop is compared with the general one, bit for bit, and
+quantiles over shared histogram buckets with ``bucketQuantile`` in one piece.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+
+import pytest
+
+from watchdog.golang import gomath
+from watchdog.model import Labels, make_labels
+from watchdog.promql import aggregations, binary, functions
+from watchdog.promql import nodes as n
+from watchdog.promql.labels import find_duplicate
+
+NAMES = ("__name__", "a", "b", "c")
+
+
+def _vector(rng: random.Random) -> list[tuple[Labels, float]]:
+    """Up to 12 distinct label sets over NAMES, each value drawn from two or three choices."""
+    seen: dict[Labels, float] = {}
+    for _ in range(rng.randrange(13)):
+        labels = make_labels({name: rng.choice(["", "x", "y"] if name != "__name__" else ["m", "n"])
+                              for name in NAMES if rng.random() < 0.8})
+        seen[labels] = rng.choice([0.0, 1.0, 2.0, float("nan")])
+    return list(seen.items())
+
+
+def _matching(rng: random.Random) -> n.VectorMatching:
+    labels = tuple(sorted(rng.sample(NAMES[1:], rng.randrange(4))))
+    return n.VectorMatching(n.CARD_MANY_TO_MANY, rng.random() < 0.5, labels, ())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_set_operations_of_distinct_vectors_are_distinct(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(500):
+        lhs, rhs, matching = _vector(rng), _vector(rng), _matching(rng)
+        for op in ("and", "or", "unless"):
+            result = binary.set_operation(op, lhs, rhs, matching)
+            assert find_duplicate(labels for labels, _ in result) is None, (op, lhs, rhs, matching)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_filtering_comparisons_of_a_distinct_vector_are_distinct_subsets(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(500):
+        vector = _vector(rng)
+        for op in sorted(n.COMPARISON_OPS):
+            for scalar_on_left in (False, True):
+                result = binary.vector_scalar_binop(op, vector, 1.0, scalar_on_left, False)
+                assert find_duplicate(labels for labels, _ in result) is None
+                assert set(result) <= set(vector)
+
+
+def _bits(vector: list[tuple[Labels, float]]) -> list[tuple[Labels, bytes]]:
+    return [(labels, struct.pack("<d", value)) for labels, value in vector]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_simple_aggregations_match_the_general_loop_bit_for_bit(seed: int) -> None:
+    """``sum``/``max``/``min``/``count``/``group`` take a loop of their own: same groups, same order, same
+    bits (NaN, infinities and signed zeros included) as the loop every aggregation can take."""
+    rng = random.Random(seed)
+    values = [0.0, -0.0, 1.5, -2.25, 1e308, float("inf"), float("-inf"), float("nan"), 3.0]
+    for _ in range(400):
+        vector = [(labels, rng.choice(values)) for labels, _ in _vector(rng)]
+        grouping = tuple(sorted(rng.sample(NAMES[1:], rng.randrange(4))))
+        without = rng.random() < 0.5
+        for op in sorted(aggregations.SIMPLE_OPS):
+            assert _bits(aggregations.aggregate(op, vector, grouping, without, None)) == _bits(
+                aggregations.general_aggregate(op, vector, grouping, without, None)), (op, vector, grouping)
+
+
+def _bucket_quantile_in_one(q: float, buckets: list[tuple[float, float]]) -> float:
+    """Prometheus 2.42's ``bucketQuantile`` as one function (the evaluator splits it around ``q``)."""
+    if math.isnan(q):
+        return math.nan
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    ordered = sorted(buckets, key=lambda b: b[0])
+    if not (math.isinf(ordered[-1][0]) and ordered[-1][0] > 0):
+        return math.nan
+    merged: list[list[float]] = []
+    for upper, count in ordered:
+        if merged and merged[-1][0] == upper:
+            merged[-1][1] += count
+        else:
+            merged.append([upper, count])
+    highest = -math.inf
+    for bucket in merged:
+        if bucket[1] > highest:
+            highest = bucket[1]
+        elif bucket[1] < highest:
+            bucket[1] = highest
+    if len(merged) < 2:
+        return math.nan
+    observations = merged[-1][1]
+    if observations == 0:
+        return math.nan
+    rank = q * observations
+    low, high = 0, len(merged) - 1
+    while low < high:
+        middle = (low + high) // 2
+        if merged[middle][1] >= rank:
+            high = middle
+        else:
+            low = middle + 1
+    if low == len(merged) - 1:
+        return merged[-2][0]
+    if low == 0 and merged[0][0] <= 0:
+        return merged[0][0]
+    start, end, count = 0.0, merged[low][0], merged[low][1]
+    if low > 0:
+        start = merged[low - 1][0]
+        count -= merged[low - 1][1]
+        rank -= merged[low - 1][1]
+    return start + (end - start) * gomath.div(rank, count)
+
+
+def _histograms(rng: random.Random) -> list[tuple[Labels, float]]:
+    """Bucket series of a few histograms: random bounds (repeated, unparsable, +Inf or not), random
+    counts (NaN and zero included)."""
+    vector: dict[Labels, float] = {}
+    for histogram in range(rng.randrange(1, 4)):
+        for _ in range(rng.randrange(1, 7)):
+            le = rng.choice(["0", "-1", "0.5", "1", "1.0", "2.5", "+Inf", "Inf", "bad", "1e1"])
+            vector[make_labels({"__name__": "h_bucket", "h": str(histogram), "le": le,
+                                "x": rng.choice(["", "a"])})] = rng.choice(
+                [0.0, 1.0, 2.0, 5.0, 7.5, 10.0, float("nan")])
+    return list(vector.items())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_histogram_quantiles_sharing_their_buckets_match_one_pass_bucket_quantile(seed: int) -> None:
+    """p50, p90 and p99 of the same bucket vector share :func:`histogram_buckets`; each must be what
+    ``bucketQuantile`` in one piece gives, whatever order the quantiles are asked in."""
+    rng = random.Random(seed)
+    for _ in range(300):
+        vector = _histograms(rng)
+        shared = functions.histogram_buckets(vector)
+        for q in rng.sample([0.5, 0.9, 0.99, 0.0, 1.0, -0.5, 1.5, float("nan"), 0.25], 9):
+            got = functions.histogram_quantile(q, vector, shared)
+            groups: dict[Labels, list[tuple[float, float]]] = {}
+            for labels, value in vector:
+                le = dict(labels)["le"]
+                try:
+                    upper = float(le)
+                except ValueError:
+                    continue
+                key = tuple(pair for pair in labels if pair[0] not in ("le", "__name__"))
+                groups.setdefault(key, []).append((upper, value))
+            want = [(key, _bucket_quantile_in_one(q, buckets)) for key, buckets in groups.items()]
+            assert _bits(got) == _bits(want), (q, vector)
