@@ -121,7 +121,7 @@ if breakdown:
              ("store: sealed chunks", [s._chunks for s in all_series]),
              ("store: label sets", [s.labels for s in all_series]),
              ("store: Series objects", all_series),
-             ("store: indexes (by name, sources, owners, label values)", [vars(store)]),
+             *((f"store: {name}", [value]) for name, value in vars(store).items()),
              ("rules: evaluator caches (counter index, extrema, selections)",
               [agent.rule_engine._counters, agent.rule_engine._extrema, agent.rule_engine._selections,
                getattr(agent.rule_engine, "_pass", None)]),
@@ -133,8 +133,22 @@ if breakdown:
     for name, roots in parts:
         size = deep(*roots)
         python_total += size
-        print(f"breakdown {size / 2**20:7.2f} MB  {name}")
+        if size >= 50_000:
+            print(f"breakdown {size / 2**20:7.2f} MB  {name}")
     print(f"breakdown {python_total / 2**20:7.2f} MB  reachable from the agent in all")
+    kinds = {"f": 0, "i": 0, "h": 0, "b": 0}
+    for s in all_series:
+        values = s._head_v
+        if _array("d", _array("f", values)) == values:
+            kinds["f"] += len(values)
+        ints = [int(v) for v in values if v == v and abs(v) < 2**40]
+        if len(ints) == len(values) and _array("d", ints) == values:
+            for code, bound in (("b", 1 << 7), ("h", 1 << 15), ("i", 1 << 31)):
+                if all(-bound <= i < bound for i in ints):
+                    kinds[code] += len(values)
+                    break
+    print(f"breakdown head values: {sum(len(s._head_v) for s in all_series)} points; in series whose head "
+          f"values all fit float32: {kinds['f']}, int8 {kinds['b']}, int16 {kinds['h']}, int32 {kinds['i']}")
     class MallInfo2(ctypes.Structure):
         _fields_ = [(f, ctypes.c_size_t) for f in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]

@@ -84,6 +84,8 @@ _NONE = b"-"
 def encode_chunk(times: array, values: array) -> Chunk:
     """Seal ``times``/``values`` (same length, 1 to 65535 points) into the smallest exact chunk."""
     n = len(times)
+    if values.typecode != "d":
+        values = array("d", values)
     first_t, last_t, first_v = times[0], times[-1], values[0]
     raw = values.tobytes()
     deltas = list(map(sub, times[1:], times))
@@ -188,6 +190,24 @@ def forget_shared() -> None:
 
 
 _EMPTY_TIMES = array("q")
+_SINGLE = struct.Struct("f")
+_pack_single, _unpack_single = _SINGLE.pack, _SINGLE.unpack
+
+
+def _fits_single(value: float) -> bool:
+    """True when ``value`` is exactly a float32 (the sign of zero included; never a NaN)."""
+    try:
+        return bool(_unpack_single(_pack_single(value))[0] == value)
+    except OverflowError:
+        return False
+
+
+def _narrowed(values: array) -> array:
+    """``values`` as float32 when each is exactly one (else ``values`` itself)."""
+    if values.typecode == "f":
+        return values
+    single = array("f", values)
+    return single if array("d", single) == values else values
 
 
 class Series:
@@ -203,7 +223,10 @@ class Series:
     the first to append a new timestamp appends it in place, the others find it already there; a series
     whose timestamps part from the array's (it missed a collection, or seals or trims its head) moves to
     an array derived through :func:`_derive`, which the others doing the same join. So the head costs
-    about 8 bytes a point (the value) instead of 16.
+    about 8 bytes a point (the value) instead of 16, and 4 while every value in it is exactly a float32
+    (counters below 2**24, most gauges of NVML and the engines: ``_head_v`` is then an ``f`` array, read as
+    the same Python floats; it widens to ``d`` at the first value that is not, and narrows again when a
+    seal leaves only such values).
     """
 
     __slots__ = ("__weakref__", "_chunks", "_head_t", "_head_v", "_min_t", "_reach", "labels")
@@ -212,7 +235,7 @@ class Series:
         self.labels = labels
         self._chunks: list[Chunk] = []
         self._head_t = _EMPTY_TIMES  # shared, append-only: the head's timestamps are its first len(_head_v)
-        self._head_v = array("d")
+        self._head_v = array("f")  # float32 while every value is exactly one, else float64
         self._min_t = -(1 << 62)  # points before this are trimmed (inside the oldest chunk)
         self._reach = 0  # how far back from its newest point this series has been read (ms)
 
@@ -243,6 +266,8 @@ class Series:
             last = head_t[n - 1]
             if t_ms <= last:
                 if t_ms == last:
+                    if head_v.typecode == "f" and not _fits_single(value):
+                        head_v = self._head_v = array("d", head_v)
                     head_v[-1] = value
                 return
         elif self._chunks and t_ms <= chunk_bounds(self._chunks[-1])[1]:
@@ -254,12 +279,15 @@ class Series:
                 head_t.append(t_ms)  # the first of its array's series at t_ms
         elif head_t[n] != t_ms:
             head_t = self._head_t = _derive(head_t, 0, n, t_ms)
+        if head_v.typecode == "f" and not _fits_single(value):
+            head_v = self._head_v = array("d", head_v)
         head_v.append(value)
         n += 1
         if n >= CHUNK_POINTS + HEAD_POINTS and head_t[CHUNK_POINTS - 1] < t_ms - self._reach:
             self._chunks.append(encode_chunk(head_t[:CHUNK_POINTS], head_v[:CHUNK_POINTS]))
             self._head_t = _derive(head_t, CHUNK_POINTS, n)
             del head_v[:CHUNK_POINTS]
+            self._head_v = _narrowed(head_v)
             if len(self) > 2 * max_points:
                 self.trim_count(max_points)
 
@@ -359,7 +387,7 @@ class Series:
         del self._chunks[keep:]
         n = len(self._head_v)
         times.extend(self._head_t[:n])
-        values.extend(self._head_v)
+        values.extend(self._head_v.tolist() if self._head_v.typecode != "d" else self._head_v)
         if not self._chunks:  # the oldest chunk came back whole: drop what a trim had only hidden
             drop = bisect_left(times, self._min_t)
             del times[:drop], values[:drop]
@@ -370,7 +398,7 @@ class Series:
             times = found[1]
         else:
             _SHARED[key] = (self._head_t, times)
-        self._head_t, self._head_v = times, values
+        self._head_t, self._head_v = times, _narrowed(values)
 
     def point_at(self, t_ms: int) -> tuple[int, float] | None:
         """The newest point at or before ``t_ms``, or None."""

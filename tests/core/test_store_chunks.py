@@ -200,3 +200,33 @@ def test_shared_timestamps_keep_every_series_exact_under_gaps_trims_and_reads() 
         points = model[series.labels]
         assert list(series.timestamps) == [p[0] for p in points]
         assert _bits(list(series.values)) == _bits([p[1] for p in points])
+
+
+def test_head_values_are_float32_only_while_exact() -> None:
+    series = Series(metric("x"))
+    exact = [0.0, -0.0, 1.0, 0.5, 2.0**24, -3.25, math.inf, -math.inf, 3.4028234663852886e38]
+    inexact = [0.1, 2.0**24 + 1, 1e-50, 1e300, math.nan, STALE_NAN, 3.4028235677973366e38]
+    appended: list[float] = []
+    t = 0
+    for value in exact:
+        t += 1000
+        series.append(t, value, 10_000)
+        appended.append(value)
+    assert series.tail(t)[1].typecode == "f"  # (tail(t): the live head, reach unchanged)
+    for value in inexact:
+        narrow = Series(metric("y"))
+        narrow.append(1000, 1.0, 10_000)
+        narrow.append(1000, value, 10_000)  # a replaced point widens too
+        assert narrow.tail(0)[1].typecode == "d" and _bits([narrow.tail(0)[1][0]]) == _bits([value])
+        t += 1000
+        series.append(t, value, 10_000)
+        appended.append(value)
+    assert series.tail(t)[1].typecode == "d"
+    assert _bits(list(series.tail(t)[1])) == _bits(appended)
+    for value in range(2 * CHUNK_POINTS):  # once the inexact points are sealed, the head narrows again
+        t += 1000
+        series.append(t, float(value), 10_000)
+        appended.append(float(value))
+    assert series.tail(t)[1].typecode == "f"
+    assert _bits(list(series.values)) == _bits(appended)
+    assert _bits(series.window(0, t)[1]) == _bits(appended)
