@@ -488,7 +488,7 @@ class Store:
         self._label_values: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
         self._by_name: dict[str, dict[Labels, Series]] = {}
         self._count = 0
-        self._sources: dict[str, set[Labels]] = {}
+        self._sources: dict[str, tuple[Labels, ...]] = {}  # what each source's last collection stored
         self._owned: dict[str, set[Labels]] = {}
         self._owner: dict[Labels, str] = {}
         self._best_effort = 0
@@ -550,16 +550,14 @@ class Store:
                     raise SeriesQuotaExceeded(source, reason)
                 if self.quotas.label_values and not self.quotas.is_reserved(source):
                     over_limit, dropped = self._drop_label_value_churn(source, batch)
-            seen: set[Labels] = set()
-            for labels, value in batch.items():
-                if self.append(labels, t_ms, value, source):
-                    seen.add(labels)
-            for labels in self._sources.get(source, set()) - seen:
-                self.append(labels, t_ms, STALE_NAN, source)
-            self._sources[source] = seen
+            stored = tuple(labels for labels, value in batch.items() if self.append(labels, t_ms, value, source))
+            for labels in self._sources.get(source, ()):
+                if labels not in batch:
+                    self.append(labels, t_ms, STALE_NAN, source)
+            self._sources[source] = stored  # a tuple: a third of a set's memory
             if over_limit:
                 raise LabelValuesExceeded(source, over_limit, dropped)
-            return len(seen)
+            return len(stored)
 
     def _drop_label_value_churn(self, source: str, batch: dict[Labels, float]) -> tuple[str, int]:
         """Remove from ``batch`` the new series that would take a label of their metric past the
@@ -648,7 +646,8 @@ class Store:
                 if not bucket:
                     self._by_name.pop(metric_name(labels), None)
             self._disown(labels)
-        self._sources[source] = self._sources.get(source, set()) - set(doomed)
+        gone = set(doomed)
+        self._sources[source] = tuple(labels for labels in self._sources.get(source, ()) if labels not in gone)
 
     def _disown(self, labels: Labels) -> None:
         owner = self._owner.pop(labels, None)
@@ -731,8 +730,8 @@ class Store:
                 if not bucket:
                     del self._by_name[name]
             self._count -= removed
-            for source, labels_set in self._sources.items():
-                self._sources[source] = {lbl for lbl in labels_set if lbl in self._by_name.get(
-                    metric_name(lbl), {})}
+            for source, labels_set in self._sources.items() if removed else ():
+                self._sources[source] = tuple(lbl for lbl in labels_set if lbl in self._by_name.get(
+                    metric_name(lbl), {}))
             forget_shared()
         return removed
