@@ -57,6 +57,12 @@ WATCHED = (
     "watchdog_engine_probe_success",
     "engine:generation_tokens:rate1m",
     "watchdog_engine_process_restarts_total",
+    # the forecast's inputs and output, for looking into a run afterwards (scripts/real_engines/forecast_trace.py)
+    "engine:e2e_latency_seconds_count",
+    "engine:e2e_latency_seconds_sum",
+    "engine:requests_in_flight:littles_law_1m",
+    "engine:kv_demand_growth_ratio",
+    "engine:kv_exhaustion_eta_seconds",
 )
 
 
@@ -430,6 +436,53 @@ class Lane:
         self.events.append(verdict.note)
         self.outcomes.append(outcome)
 
+    def ramp(self) -> None:
+        """A long-context burst that builds up: clients join one by one over ``--ramp-s`` (real bursts ramp
+        over tens of seconds), each request 380 tokens once answered (an 80-token prompt in 1 block, growing to
+        3 with its 300 tokens out), so the 16-block pool holds 5 answered requests and preempts once 6-7 are in
+        flight. EngineKvExhaustionPredicted must show in the agent's ``/metrics`` before the first preemption,
+        at the agent's default 5 s engine scrape (the step burst can preempt within one scrape of its start:
+        no lead possible there). It runs after the prefix phases, as a ramp would hit an engine serving
+        steady traffic, and stops a scrape after the first preemption (it measures the lead, not the storm).
+
+        The shape comes from two runs. Run14 (`--only ramp`, a young agent: 200 + 300 tokens, 4 blocks, the
+        pool holding 4): the surge test warned at 16.2 s (4 in flight), the first preemption showed at 22.8 s,
+        a lead of one scrape. Run15 (after the burst: 200 + 150 tokens): each request took well under a
+        second, the clients spent much of their time between requests, and the scrapes read 0, 0, 0, 4, 5 in
+        flight: a step to the surge test (r 0.84), and the burst's 16 in flight in the last 5 minutes hid the
+        jump from the capacity branch; the first preemption came at 25.2 s, unwarned."""
+        a = self.args
+        name = "EngineKvExhaustionPredicted"
+        outcome = Outcome("ramped long-context burst", (name,), (), a.ramp_s + 30)
+        spec = LoadSpec(concurrency=a.ramp_clients, prompt_tokens=80, max_tokens=300, duration_s=a.ramp_s + 30,
+                        seed=11, ramp_s=a.ramp_s)
+        if name in self.monitor.active_before(time.time()):
+            outcome.failures.append(f"{name} was already active before the ramp (the lane could not settle)")
+        before = [p.values["engine:preemptions_total"] for p in self.monitor.polls
+                  if "engine:preemptions_total" in p.values]
+        base = before[-1] if before else 0.0
+        start = time.time()
+        thread, stop, out = self.background_load(spec)
+        wait_until(lambda: any(p.values.get("engine:preemptions_total", base) > base
+                               for p in self.monitor.window(start, time.time())), a.ramp_s + 30)
+        time.sleep(6)
+        stop.set()
+        thread.join(timeout=90)
+        end = time.time()
+        # Seen as soon as a scrape shows 1 request in flight: every scrape of a ramp comes before its peak.
+        verdict = forecast_verdict(self.monitor.window(start - 5, end), start, 2)
+        if verdict.warned is not None:
+            outcome.fired[name] = round(verdict.warned, 1)
+        if "no preemption seen" in verdict.note:
+            outcome.failures.append("no preemption: the ramp never outgrew the pool, so no lead to measure")
+        elif "lead" not in verdict.note:
+            outcome.failures.append(f"{name} did not show before the first preemption")
+        outcome.notes.append(verdict.note.replace("burst:", "ramp:", 1))
+        if out:
+            outcome.notes.append(f"load: {out[0].summary()}")
+        self.events.append(outcome.notes[0])
+        self.outcomes.append(outcome)
+
     def retry(self, burst_thread: threading.Thread, burst_stop: threading.Event, burst_out: list[LoadResult]) -> None:
         """The overloaded clients now time out and retry: EngineRetryStorm."""
         a = self.args
@@ -636,18 +689,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=16, help="KV pool size in 128-token blocks")
     parser.add_argument("--burst-clients", type=int, default=16)
     parser.add_argument("--client-timeout-s", type=float, default=6.0)
+    parser.add_argument("--ramp-clients", type=int, default=12)
+    parser.add_argument("--ramp-s", type=float, default=60.0, help="the ramped burst's clients join over this time")
     parser.add_argument("--steady-s", type=float, default=75.0)
     parser.add_argument("--prefix-s", type=float, default=240.0, help="longest wait for the thrashing alert")
     parser.add_argument("--engine-scrape-interval", type=float, default=None,
                         help="the agent's engine_scrape_interval_seconds (default: the agent's own default, 5)")
     parser.add_argument("--capture", action="store_true",
                         help=f"also copy the captured pages (WORKDIR/captured/) into {FIXTURES.relative_to(REPO)}/")
-    parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix burst kill")
+    parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix ramp burst kill")
     args = parser.parse_args(argv)
     lane = Lane(args)
     began = time.time()
     groups: dict[str, Callable[[], None]] = {
         "prefix": lane.prefix_scenarios,
+        "ramp": lane.ramp,
         "burst": lane.burst,
         "kill": lane.kill_restart_freeze,
     }

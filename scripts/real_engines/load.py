@@ -5,13 +5,16 @@ Prompts are token ids, so prompt length and shared prefixes are exact: ``prefix=
 request the same first ``prefix_tokens`` ids, ``prefix="unique"`` a fresh random prefix per request.
 ``ignore_eos`` makes every answer exactly ``max_tokens`` long. With ``client_timeout_s`` a request that
 outlives it is closed (the engine aborts it) and the client sends the next at once: clients that time
-out and retry.
+out and retry. With ``ramp_s`` the clients join one by one, evenly over that time (a burst that builds up,
+as real ones do), each with its own prompts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -35,6 +38,7 @@ class LoadSpec:
     prefix_tokens: int = 0
     client_timeout_s: float | None = None
     seed: int = 1
+    ramp_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -71,12 +75,37 @@ def prompts(spec: LoadSpec, vocab: int) -> Iterator[tuple[int, ...]]:
 
 
 def run_load(base_url: str, model: str, vocab: int, spec: LoadSpec, stop: threading.Event | None = None) -> LoadResult:
-    """Run *spec* against *base_url* until its duration ends (or *stop* is set); requests in flight finish."""
+    """Run *spec* against *base_url* until its duration ends (or *stop* is set); requests in flight finish.
+    With ``spec.ramp_s``, client ``i`` (of ``concurrency``) joins ``i * ramp_s / concurrency`` seconds in and
+    sends ``prompts()`` of seed ``spec.seed + i``; the duration counts from the first client's start."""
     timeout = spec.client_timeout_s if spec.client_timeout_s else spec.duration_s + 30.0
     client = OpenAIClient(base_url, read_timeout=timeout, total_timeout=timeout)
-    requests = (
-        CompletionRequest(prompt=ids, max_tokens=spec.max_tokens, model=model, prompt_tokens=len(ids))
-        for ids in prompts(spec, vocab)
-    )
-    run = run_closed_loop(client, requests, spec.concurrency, spec.duration_s, stop=stop)
-    return LoadResult(run.results)
+
+    def requests(phase: LoadSpec) -> Iterator[CompletionRequest]:
+        return (CompletionRequest(prompt=ids, max_tokens=phase.max_tokens, model=model, prompt_tokens=len(ids))
+                for ids in prompts(phase, vocab))
+
+    if not spec.ramp_s:
+        return LoadResult(run_closed_loop(client, requests(spec), spec.concurrency, spec.duration_s, stop=stop).results)
+    results: list[RequestResult] = []
+    lock = threading.Lock()
+    began = time.monotonic()
+    quit_early = stop if stop is not None else threading.Event()
+
+    def join(i: int) -> None:
+        offset = i * spec.ramp_s / spec.concurrency
+        if quit_early.wait(offset) or offset >= spec.duration_s:
+            return
+        phase = dataclasses.replace(spec, seed=spec.seed + i)
+        run = run_closed_loop(client, requests(phase), 1, spec.duration_s - (time.monotonic() - began),
+                              stop=quit_early)
+        with lock:
+            results.extend(run.results)
+
+    threads = [threading.Thread(target=join, args=(i,), name=f"ramp-{i}", daemon=True)
+               for i in range(spec.concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return LoadResult(tuple(results))

@@ -10,6 +10,7 @@ import pytest
 
 from watchdog.demo.diurnal import DiurnalTraffic, ForecastReplay, diurnal_samples, replay_forecast
 from watchdog.demo.harness import ScenarioResult, run_scenario
+from watchdog.promtool.runner import run_test_file
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = [str(ROOT / "rules" / "engines.yaml")]
@@ -49,3 +50,12 @@ def test_long_context_bomb_is_predicted_before_the_first_preemption() -> None:
     assert ALERT in result.pending, result.pending
     # The surge driver warns 3 samples into the burst (7 s), the first preemption comes at 12 s.
     assert result.seen["preempted"] - result.pending[ALERT] >= 5, (result.pending, result.seen)
+
+
+@pytest.mark.parametrize("name", ["forecast_steps.yaml", "forecast_real.yaml"])
+def test_forecast_rule_tests_pass_under_our_evaluator(name: str) -> None:
+    """The 5-second step shapes and lane run13's real 1-second trace (a false positive of the old arrivals
+    driver). scripts/test runs every rules/tests file under promtool; tests/rules/test_issue15_rules.py runs
+    the other forecast files under ours."""
+    result = run_test_file(str(ROOT / "rules" / "tests" / name))
+    assert result.ok, "\n".join(result.errors)[-6000:]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from scripts.real_engines.forecast_trace import access_counts, compress
 from scripts.real_engines.lane import Outcome, Poll, copy_fixtures, forecast_verdict, out_of_order, page_values, table
 from scripts.real_engines.load import LoadSpec, prompts, run_load
 from scripts.real_engines.processes import parse_log_line
@@ -154,6 +155,22 @@ def test_background_load_ends_on_its_stop_event(server: int) -> None:
     assert time.monotonic() - began < 5 and result.results
 
 
+def test_ramped_clients_join_one_by_one(server: int) -> None:
+    # 3 clients over 0.9 s: client i joins 0.3 i s in and sends back to back (each request streams ~0.15 s).
+    result = run_load(f"http://127.0.0.1:{server}", "tiny", 500,
+                      LoadSpec(concurrency=3, prompt_tokens=8, max_tokens=3, duration_s=1.2, ramp_s=0.9))
+    assert result.results and all(r.ok for r in result.results), result.summary()
+    first = min(r.sent_at for r in result.results)
+
+    def in_flight(t: float) -> int:
+        return sum(r.sent_at - first <= t < r.sent_at - first + r.e2e for r in result.results)
+
+    grid = [i / 100 for i in range(150)]
+    assert max(in_flight(t) for t in grid if t < 0.25) == 1  # one client alone at first
+    assert max(in_flight(t) for t in grid) == 3  # all three once the ramp is done
+    assert max(r.sent_at for r in result.results) - first <= 1.3  # the duration counts from the first start
+
+
 def test_capture_copies_pages_into_the_fixtures_only_when_asked(tmp_path: Path) -> None:
     captured, fixtures = tmp_path / "captured", tmp_path / "fixtures"
     captured.mkdir()
@@ -171,3 +188,18 @@ def test_table_lists_fired_alerts_and_failures() -> None:
     assert "A 20.0s, B 30.0s" in text
     assert "| ok" in text and "| FAIL" in text
     assert "steady: FAIL: C fired but must stay silent" in text
+
+
+def test_forecast_trace_writes_promtool_notation_and_counts_requests_between_stats_lines(tmp_path: Path) -> None:
+    assert compress([None, 1.0, 2.0, 3.0, 5.0, 5.0, None, None, 0.5]) == "_ 1+1x2 5 5 _x2 0.5"
+    assert compress([4.0, 4.0, 4.0, 3.0, 2.0, 1.0]) == "4+0x2 3-1x2"
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join([
+        "(APIServer pid=1) INFO 12-02 01:22:43 [loggers.py:335] Engine 000: Avg prompt throughput: 0.0 tokens/s",
+        '(APIServer pid=1) INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK',
+        '(APIServer pid=1) INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK',
+        '(APIServer pid=1) INFO:     127.0.0.1:5 - "GET /metrics HTTP/1.1" 200 OK',
+        "(APIServer pid=1) INFO 12-02 01:22:53 [loggers.py:335] Engine 000: Avg prompt throughput: 9.0 tokens/s",
+    ]) + "\n")
+    (start, end, count), = access_counts(log, 2026)
+    assert (end - start, count) == (10.0, 2)

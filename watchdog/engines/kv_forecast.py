@@ -30,7 +30,8 @@ SURGE_MIN_RISE = 1.25
 # ... and a rise over that minimum of more than this many standard deviations of a Poisson count at it
 # (sqrt of the minimum, at least 1): small counts jitter by more than 25 %.
 SURGE_MIN_SIGMAS = 3
-# A trend must hold in both halves of its window: each half's slope at least this share of the whole's.
+# A trend must hold in both halves of its window: each half's slope at least this share of the whole's, and at
+# most its inverse (a line: 1 in both halves).
 HALF_SLOPE_SHARE = 0.5
 # The capacity branch (see demand_rules): requests in flight at least this many times their 5-minute
 # average (a jump), and at the recent mean request length more than the pool holds.
@@ -57,13 +58,18 @@ def trend_driver(series: str, level_floor: str, driver: str, min_span_seconds: i
 
     A step is not a trend: a level that jumped once (idle to steady load) in the middle of the window has
     a correlation of up to 0.87 with time (``sqrt(3 p (1 - p))`` for a step at fraction ``p``), enough to pass
-    the test above. So the slope of each half of the window must also be at least :data:`HALF_SLOPE_SHARE`
-    of the whole window's (a line rises in both halves; a step lies flat in at least one), and the earlier
-    half must hold ``MIN_SAMPLES // 2`` samples: an agent started less than 2.5 minutes ago sees no trend
-    (a step in its short history passes the correlation test, and a 1-minute window filling after a step
-    from idle is a 1-minute ramp: in lane run8 a trend fired 50 s into the varied-prefix phase, 2 minutes
-    after the agent started, ETA 33 s, with the in-flight count flat at 2 clients; most likely the arrivals
-    driver). Young agents and steps have the surge and capacity tests."""
+    the test above. A line rises at the same rate in both halves of its window; a step lies flat in one and
+    rises steeply in the other. So the slope of each half must lie between :data:`HALF_SLOPE_SHARE` and
+    ``1 / HALF_SLOPE_SHARE`` times the whole window's, and the earlier half must hold ``MIN_SAMPLES // 2``
+    samples: an agent started less than 2.5 minutes ago sees no trend (a step in its short history passes
+    the correlation test, and a 1-minute window filling after a step from idle is a 1-minute ramp: in lane
+    run8 a trend fired 50 s into the varied-prefix phase, 2 minutes after the agent started, ETA 33 s, with
+    the in-flight count flat at 2 clients). The upper bound matters where the flat half is not flat: in
+    lane run13 (1 s scrapes) the earlier half held the ramp from idle to the steady load (the arrivals'
+    1-minute window filling: 0 to 24 requests/s), the later half a mild rise (24 to 30/s), whose slope
+    (0.06/s²) passed as 0.58 of the whole window's (0.10/s², 0.37/s² in the earlier half), and the
+    forecast extrapolated the whole window's growth, mostly the step's. Young agents and steps have the
+    surge and capacity tests."""
     times = f"{series}:timestamp_seconds"
     whole = f"deriv({series}[5m])"
     parts = [
@@ -76,8 +82,9 @@ def trend_driver(series: str, level_floor: str, driver: str, min_span_seconds: i
         parts += [f"and {ON}",
                   f"max_over_time({times}[5m]) - min_over_time({times}[5m]) >= {min_span_seconds}"]
     parts += [f"and {ON} count_over_time({series}[2m30s] offset 2m30s) >= {MIN_SAMPLES // 2}",
-              f"unless {ON} deriv({series}[2m30s]) / {ON} {whole} < {HALF_SLOPE_SHARE}",
-              f"unless {ON} deriv({series}[2m30s] offset 2m30s) / {ON} {whole} < {HALF_SLOPE_SHARE}"]
+              *(f"unless {ON} deriv({series}[2m30s]{offset}) / {ON} {whole} {op} {bound:g}"
+                for offset in ("", " offset 2m30s")
+                for op, bound in (("<", HALF_SLOPE_SHARE), (">", 1 / HALF_SLOPE_SHARE)))]
     return {"record": "engine:kv_demand_growth_ratio:deriv5m", "expr": "\n".join(parts),
             "labels": {"driver": driver}}
 
@@ -144,13 +151,20 @@ def forecast_rules() -> list[dict[str, Any]]:
     """The forecast's recording rules and ``EngineKvExhaustionPredicted``, in evaluation order."""
     bucket_p90 = "histogram_quantile(0.9, {sched} (rate(engine:request_{kind}_tokens_bucket[1m])))"
     return [
-        # Requests per second, measured at completion (engines export no arrival counter; in steady state
-        # the two are equal, and a growing arrival rate shows here one request latency later). The
-        # least-squares slope of the counter, not rate(): rate() over a window still filling (agent or
-        # engine just started) ramps up for a whole window and would read as growing traffic. A counter
-        # reset reads as 0 here.
-        {"record": "engine:request_rate:deriv1m",
-         "expr": f"{SCHED} (clamp_min(deriv(engine:e2e_latency_seconds_count[1m]), 0))"},
+        # The arrivals driver's series: requests in flight by Little's law over the last minute, L = λW, the
+        # arrival rate (measured at completion: engines export no arrival counter; in steady state the two
+        # are equal, and a growing arrival rate shows here one request latency later) times the mean time a
+        # request stays: the seconds of latency completed per second, the slope of the E2E latency sum. KV
+        # demand is the requests held, not the requests per second: a completion rate that rises because each
+        # request is served faster (the engine got its cores back; a closed loop of clients then sends more)
+        # holds no more requests. Lane run13 (1 s scrapes): completions rose 24 -> 30/s in 2.5 minutes
+        # (0.24 %/s) while the requests in flight fell (-0.4 +- 0.2 %/s) and KV usage held; the completion
+        # rate's trend fired the forecast (ETA 71-107 s), no preemption followed. Arrivals that rise at a steady
+        # latency raise L as much as the rate. The least-squares slope of the counter, not rate(): rate() over a
+        # window still filling (agent or engine just started) ramps up for a whole window and would read as
+        # growing traffic. A counter reset reads as 0 here.
+        {"record": "engine:requests_in_flight:littles_law_1m",
+         "expr": f"{SCHED} (clamp_min(deriv(engine:e2e_latency_seconds_sum[1m]), 0))"},
         # P90 tokens per request (prompt P90 + generation P90: an upper bound of the P90 of their sum), from
         # the token histograms, not the mean: a few long requests fill the pool long before the mean moves.
         # Only from 30 or more requests in the window: the P90 of fewer jumps between bucket boundaries.
@@ -160,22 +174,22 @@ def forecast_rules() -> list[dict[str, Any]]:
                   + f"\n  > 0\n)\nand {SCHED} (increase(engine:request_prompt_tokens_count[1m])) >= 30")},
         # Each driver's sample times, for the trend test (the standard deviation of the times).
         *({"record": f"{series}:timestamp_seconds", "expr": f"timestamp({series})"}
-          for series in ("engine:requests_in_flight", "engine:request_rate:deriv1m",
+          for series in ("engine:requests_in_flight", "engine:requests_in_flight:littles_law_1m",
                          "engine:request_tokens:p90_1m")),
         # Relative growth per second of each driver of KV demand. Arrivals and P90 length are 1-minute
         # windows: they count only over 2 minutes or more of samples.
         trend_driver("engine:requests_in_flight", "clamp_min(engine:requests_in_flight, 1)", "in_flight"),
-        trend_driver("engine:request_rate:deriv1m", "clamp_min(engine:request_rate:deriv1m, 0.1)", "arrivals",
-                     120),
+        trend_driver("engine:requests_in_flight:littles_law_1m",
+                     "clamp_min(engine:requests_in_flight:littles_law_1m, 1)", "arrivals", 120),
         trend_driver("engine:request_tokens:p90_1m", "engine:request_tokens:p90_1m", "p90_length", 120),
         *(surge_driver(window, shorter)
           for window, shorter in zip(SURGE_WINDOWS, (None, *SURGE_WINDOWS[:-1]), strict=True)),
         *demand_rules(),
         # KV demand ~ requests in flight x tokens per request, so its relative growth is the sum of the two
-        # relative growths. Requests in flight follow the arrival rate (Little's law), but a scheduler at its
-        # max_num_seqs cap or a queue still filling can hide a rising arrival rate for a while: the larger of
-        # the two counts (or the surge, if larger). A driver without a trend (or without data: no token
-        # histograms) adds 0.
+        # relative growths. The requests in flight count twice: as sampled (in_flight) and by Little's law over
+        # a minute (arrivals: every request that completed, so a slow rise that the samples' jitter hides
+        # shows there); the larger of the two counts (or the surge, if larger). A driver without a trend (or
+        # without data: no token histograms) adds 0.
         {"record": "engine:kv_demand_growth_ratio",
          "expr": ("sum without (driver) (\n"
                   "  max without (driver, window) (\n"
