@@ -2,7 +2,7 @@
 """Resident memory of the agent with its store full, on simulated time, for one or more checkouts side by side.
 
     .venv/bin/python benchmarks/memory.py [--size 8x8] [--seconds 1200] [--retention 900] [--step 1]
-                                          [--tree NAME=PATH]... [--env NAME:VAR=VALUE]... [--trace 15]
+                                          [--tree NAME=PATH]... [--env NAME:VAR=VALUE]... [--trace 15] [--breakdown]
 
 Each checkout runs in its own process the real pipeline of the daemon's tick (the engines of
 ``benchmarks/simnode.py`` scraped over loopback HTTP, each scrape a new step; the fake NVML of the demo;
@@ -14,6 +14,10 @@ RSS (``/proc/self/status``) every ``--every`` ticks, the series and points held 
 memory per stored point beyond the first report, and at the end the RSS that glibc's ``malloc_trim(0)``
 gives back (heap memory freed but still held: fragmentation). ``--trace N`` also prints the N largest
 allocation sites (tracemalloc, by line) at the end: slower, for finding where memory goes.
+``--breakdown`` prints, at the end, the size of the objects reachable from each part of the agent (the
+store's head arrays, sealed chunks, label sets, ``Series`` objects and each index; the evaluator's caches;
+the rule engine; the collectors; the exporter), each object counted once in that order, how many head
+values would fit float32 and small integers, and glibc's ``mallinfo2`` (in use, free but held).
 
 ``--step S`` advances the simulated clock S seconds per tick (the agent still believes in its 1 s tick):
 ``--seconds 86400 --step 10`` is a simulated day in 8 640 ticks, for what grows with time rather than with
