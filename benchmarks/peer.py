@@ -12,11 +12,12 @@ One run starts, on loopback only:
 - each agent (default: this tree; ``--agent main=/tmp/main-export`` adds another checkout, so "before" and
   "after" run side by side in one run): the daemon ``inference-watchdog run`` builds (``Agent`` +
   ``serve``: scheduler, exporter, signals), with the fake NVML injected as the demo does, the full default
-  rule pack, the default settings, a 1 s tick and the given retention; its exporter is scraped every 15 s
-  (Prometheus' default interval), with gzip, by this process;
+  rule pack of its own checkout, the default settings, a 1 s tick and the given retention; its exporter
+  is scraped every 15 s (Prometheus' default interval), with gzip, by this process;
 - ``/usr/bin/prometheus``: the same engine endpoints plus the GPU page scraped every 1 s, the agent's
-  whole rule set (``inference-watchdog rules render``: rule files plus the rules generated from config)
-  evaluated every 1 s, ``--storage.tsdb.retention.time`` = the retention.
+  whole rule set (``inference-watchdog rules render`` of the last ``--agent``, the newest by convention:
+  rule files plus the rules generated from config) evaluated every 1 s (a group's own ``interval:``
+  honoured), ``--storage.tsdb.retention.time`` = the retention.
 
 After the warm-up it samples every process's CPU (utime+stime of ``/proc/PID/stat``, all threads) and
 RSS (``/proc/PID/status``) for the measured minutes and prints CPU milliseconds per second, RSS (mean,
@@ -109,16 +110,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def agent_config(workdir: Path, name: str, ports: list[int], retention: float,
+def agent_config(workdir: Path, name: str, tree: Path, ports: list[int], retention: float,
                  extra: dict[str, Any]) -> Path:
-    """The agent's config file: default settings plus what the benchmark's node differs in."""
+    """The agent's config file: default settings plus what the benchmark's node differs in; the rule
+    pack is that of the agent's own checkout (``tree``), so a checkout is measured with its own rules."""
     (workdir / "kmsg.log").touch()
     doc: dict[str, Any] = {
         "node": "peer-node",
         "tick_interval_seconds": 1,
         "retention_seconds": retention,
         "state_dir": str(workdir / f"state-{name}"),
-        "rules": {"paths": [str(ROOT / "rules" / "*.yaml")]},
+        "rules": {"paths": [str(tree / "rules" / "*.yaml")]},
         "engines": [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{port}/metrics", "kind": "vllm"}
                     for i, port in enumerate(ports)],
         "kmsg": {"source": str(workdir / "kmsg.log")},
@@ -166,17 +168,17 @@ def run_size(gpus: int, engines: int, args: argparse.Namespace, agents: list[tup
     extra = json.loads(args.agent_extra) if args.agent_extra else {}
     try:
         for name, tree in agents:
-            config = agent_config(workdir, name, engine_ports, args.retention, extra)
+            config = agent_config(workdir, name, tree, engine_ports, args.retention, extra)
             port = free_port()
             log = (workdir / f"agent-{name}.log").open("wb")
             popen = subprocess.Popen([sys.executable, "-c", AGENT, str(config), f"127.0.0.1:{port}", str(gpus)],
                                      stdout=log, stderr=subprocess.STDOUT, env=env_for(tree), cwd=workdir)
             procs.append(Proc(f"agent {name}", popen, url=f"http://127.0.0.1:{port}/metrics"))
         rules = workdir / "rules.yaml"
-        first_config = workdir / f"agent-{agents[0][0]}.yaml"
+        rules_config = workdir / f"agent-{agents[-1][0]}.yaml"
         rules.write_bytes(subprocess.run([sys.executable, "-m", "watchdog", "rules", "render", "--config",
-                                          str(first_config)], check=True, capture_output=True,
-                                         env=env_for(agents[0][1])).stdout)
+                                          str(rules_config)], check=True, capture_output=True,
+                                         env=env_for(agents[-1][1])).stdout)
         prom_dir = workdir / f"prometheus-{gpus}x{engines}"
         shutil.rmtree(prom_dir, ignore_errors=True)
         prom_log = (workdir / "prometheus.log").open("wb")

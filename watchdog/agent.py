@@ -198,6 +198,7 @@ class Agent:
                         extra={"rules_paths": list(settings.rules.paths)})
         return RuleEngine(ruleset, self.store, restored_state=restored,
                           rule_timeout_s=settings.rules.rule_timeout_seconds, honour_group_intervals=True,
+                          group_interval_slack_ms=int(settings.tick_interval_seconds * 500),
                           sample_limit=settings.rules.max_samples)
 
     def _build_runbooks(self, settings: Settings) -> RunbookManager:

@@ -38,8 +38,10 @@ def value(samples: Iterable[Sample], name: str, **labels: str) -> float:
 
 
 def collector_for(profile: str) -> tuple[FakeNvml, NvmlCollector]:
+    """A fake NVML and a collector whose tick clock is the fake's simulated time (as in the agent, where
+    the fake's time and the tick both follow the agent's clock)."""
     fake = FakeNvml.from_profile(profile)
-    return fake, NvmlCollector(fake)
+    return fake, NvmlCollector(fake, counters_clock=lambda: fake.now)
 
 
 @pytest.mark.parametrize("profile", profile_names())
@@ -276,3 +278,34 @@ def test_the_fake_is_not_a_config_key() -> None:
     """Fakes stay out of production: only an injected context brings the fake NVML."""
     with pytest.raises(ConfigError, match="fake_profile"):
         settings_of("collectors: {nvml: {fake_profile: h100-sxm-8}}")
+
+
+def test_counters_are_read_every_counters_interval_while_losses_show_at_every_call() -> None:
+    """NVLink, corrected-ECC and row-remap counters are read every ``counters_interval_seconds`` (5) of tick
+    time and reported as last read in between; a lost GPU, uncorrectable ECC errors and the fast series
+    show at the very next call."""
+    fake, collector = collector_for("h100-sxm-8")
+    collector.collect()  # t=0: everything read
+    fake.schedule([
+        {"at_seconds": 1, "gpu": 2, "fault": "nvlink_crc_burst", "params": {"link": 7, "count": 500}},
+        {"at_seconds": 1, "gpu": 3, "fault": "ecc_uncorrectable", "params": {"count": 2}},
+        {"at_seconds": 1, "gpu": 5, "fault": "thermal_throttle"},
+        {"at_seconds": 2, "gpu": 6, "fault": "gpu_lost"},
+    ])
+    fake.set_time(1)
+    fields = fake.calls["nvmlDeviceGetFieldValues"]
+    s = collector.collect()
+    assert fake.calls["nvmlDeviceGetFieldValues"] - fields == 8  # the every-call fields, one call per GPU
+    assert value(s, "watchdog_gpu_nvlink_errors_total", gpu="2", link="7", type="crc_flit") == 0.0  # as read at 0
+    assert value(s, "watchdog_gpu_remapped_rows", gpu="3", kind="uncorrectable") == 0.0  # as read at 0
+    assert value(s, "watchdog_gpu_ecc_errors_total", gpu="3", type="uncorrected", scope="volatile") == 2.0
+    assert len(select(s, "watchdog_gpu_nvlink_up")) == 8 * 18  # still every series, no gap
+    assert value(s, "watchdog_gpu_temperature_celsius", gpu="5") >= 90.0  # every call
+    fake.set_time(2)
+    s = collector.collect()
+    assert value(s, "watchdog_gpu_lost", gpu="6") == 1.0  # the lost-GPU path does not wait for counters
+    assert not select(s, "watchdog_gpu_nvlink_up", gpu="6")
+    fake.set_time(5)
+    s = collector.collect()
+    assert value(s, "watchdog_gpu_nvlink_errors_total", gpu="2", link="7", type="crc_flit") == 500.0
+    assert value(s, "watchdog_gpu_remapped_rows", gpu="3", kind="uncorrectable") == 2.0

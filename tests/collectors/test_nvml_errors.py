@@ -157,15 +157,25 @@ def test_one_bad_gpu_among_eight_does_not_lose_the_others(fake: FakeNvml) -> Non
 def test_field_values_unavailable_falls_back_to_dedicated_calls(fake: FakeNvml) -> None:
     via_fields = NvmlCollector(FakeNvml.from_profile("h100-sxm-8")).collect()
     fake.fail("nvmlDeviceGetFieldValues", F.NVML_ERROR_FUNCTION_NOT_FOUND)
-    collector = NvmlCollector(fake)
+    clock = Clock()
+    collector = NvmlCollector(fake, counters_clock=clock)
     direct = collector.collect()
-    for name in ("watchdog_gpu_ecc_errors_total", "watchdog_gpu_remapped_rows",
-                 "watchdog_gpu_pcie_replays_total", "watchdog_gpu_energy_joules_total",
-                 "watchdog_gpu_nvlink_errors_total", "watchdog_gpu_nvlink_up"):
+    names = ("watchdog_gpu_ecc_errors_total", "watchdog_gpu_remapped_rows", "watchdog_gpu_pcie_replays_total",
+             "watchdog_gpu_energy_joules_total", "watchdog_gpu_nvlink_errors_total", "watchdog_gpu_nvlink_up")
+    for name in names:
         assert len(select(direct, name)) == len(select(via_fields, name)) > 0, name
     fake.calls.clear()
-    collector.collect()
+    clock.now += 1  # within counters_interval_seconds (5): the counters are reported as last read
+    again = collector.collect()
     assert fake.calls["nvmlDeviceGetFieldValues"] == 0  # learnt: not asked again this session
+    assert fake.calls["nvmlDeviceGetNvLinkErrorCounter"] == fake.calls["nvmlDeviceGetRemappedRows"] == 0
+    assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 8  # read at every call
+    assert fake.calls["nvmlDeviceGetTotalEccErrors"] == 8 * 2  # uncorrectable, volatile and aggregate
+    for name in names:
+        assert len(select(again, name)) == len(select(direct, name)), name
+    fake.calls.clear()
+    clock.now += 4  # the interval has passed
+    collector.collect()
     assert fake.calls["nvmlDeviceGetNvLinkErrorCounter"] == 8 * 18 * 3  # no crc_data on Hopper
 
 

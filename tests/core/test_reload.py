@@ -83,6 +83,8 @@ SECTIONS: list[tuple[str, Callable[[Node], Callable[[dict[str, Any]], None]], Ca
     ("rules", lambda n: _set("rules.paths", [str(n.tmp / "rules-b.yaml")]),
      lambda n: [g.name for g in n.agent.rule_engine.ruleset.groups] == ["b"]),
     ("collectors", lambda n: _set("collectors.host.enabled", True), lambda n: "host" in n.collectors()),
+    ("collectors.nvml", lambda n: _set("collectors.nvml.counters_interval_seconds", 2),
+     lambda n: [getattr(c, "counters_interval_seconds", None) for c in n.agent.collectors if c.name == "nvml"] == [2]),
     ("kmsg", lambda n: _set("kmsg", {"enabled": True, "source": str(n.tmp / "kmsg.log")}),
      lambda n: "kmsg" in n.collectors()),
     ("engines", lambda n: _set("engines", [{"job": "vllm", "url": "http://127.0.0.1:9/metrics"}]),

@@ -34,7 +34,8 @@ STEPS = 120  # 30 minutes of 15-second samples
 ALERTS = ISSUE_5_ALERTS
 RULE_FILES = ("../engines.yaml", "../gpu.yaml", "../host.yaml", "../serving-slo.yaml", "../serving.yaml",
               "../tp.yaml")
-GROUP_ORDER = ("engines", "gpu-events", "gpu-health", "host", "engine-slo-default", "engine-alerts", "tp")
+GROUP_ORDER = ("engines", "gpu-events", "gpu-health", "host-events", "host", "engine-slo-default", "engine-alerts",
+               "tp")
 VLLM = 'job="vllm-llama70b",instance="127.0.0.1:8000"'
 SGLANG = 'job="sglang-qwen",instance="127.0.0.1:30000"'
 PCI = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")

@@ -20,6 +20,9 @@ def _group(name: str, *exprs: str, record: str | None = None) -> str:
 @pytest.mark.parametrize(("groups", "lanes"), [
     ([_group("g", "watchdog_gpu_lost == 1")], [Lane.FAULT]),
     ([_group("k", "increase(watchdog_kernel_oom_kills_total[5m])")], [Lane.FAULT]),
+    # the host's series: CPU contention must not wait behind engine work on a starved host
+    ([_group("h", "sum(rate(watchdog_host_cpu_seconds_total[2m])) and on() engine:requests_running")],
+     [Lane.FAULT]),
     ([_group("e", "sum by (job) (vllm:num_requests_running)")], [Lane.ENGINE]),
     ([_group("any", '{__name__=~"vllm:.*"}')], [Lane.FAULT]),  # could read anything
     ([_group("const", "vector(1)")], [Lane.FAULT]),  # reads nothing: cheap, every tick

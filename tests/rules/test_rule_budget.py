@@ -113,17 +113,47 @@ groups:
     assert list(slow.window(0, 11_000)[0]) == [0, 5000, 10_000]
 
 
-def test_promtool_unit_tests_ignore_group_intervals() -> None:
-    """promtool 2.42 evaluates every group at every evaluation_interval step; so does our runner."""
-    text = """
+SLOW_GROUP = """
 groups:
   - name: slow
     interval: 5s
     rules:
       - record: slow
-        expr: vector(1)
+        expr: vector(time())
 """
-    engine = RuleEngine(load_rule_text(text, "g.yaml"), Store())
+
+
+def test_group_interval_slack_keeps_a_jittered_tick_on_its_interval() -> None:
+    """Tick times come from the wall clock and jitter: a 5 s group must run every fifth 1 s tick, not slip
+    to the sixth whenever a tick starts a few milliseconds earlier than the one it is measured from."""
+    ticks = [k * 1000 + (30 if k == 0 else 2) for k in range(16)]  # the first tick started late
+    for slack, expected in ((0, [30, 6002, 11_002]), (500, [30, 5002, 10_002, 15_002])):
+        store = Store()
+        engine = RuleEngine(load_rule_text(SLOW_GROUP, "g.yaml"), store, honour_group_intervals=True,
+                            group_interval_slack_ms=slack)
+        for t in ticks:
+            engine.evaluate(t)
+        (slow,) = store.select([("__name__", "=", "slow")])
+        assert list(slow.window(0, 20_000)[0]) == expected
+
+
+def test_a_group_on_its_interval_meets_its_hold_despite_jitter() -> None:
+    """A 10 s hold in a 5 s group, the condition true from the first (late) tick: the alert fires at the
+    evaluation about 10 s later, not at the one after it because that tick started 28 ms early."""
+    text = SLOW_GROUP + """      - alert: Held
+        expr: vector(1)
+        for: 10s
+"""
+    ticks = [k * 1000 + (30 if k == 0 else 2) for k in range(16)]  # evaluated at 30, 5002, 10002, 15002
+    engine = RuleEngine(load_rule_text(text, "g.yaml"), Store(), honour_group_intervals=True,
+                        group_interval_slack_ms=500)
+    firing = [t for t in ticks if any(a.state.value == "firing" for a in engine.evaluate(t))]
+    assert firing[0] == 10_002  # 9 972 ms after it became active: within the half-tick slack of 10 s
+
+
+def test_promtool_unit_tests_ignore_group_intervals() -> None:
+    """promtool 2.42 evaluates every group at every evaluation_interval step; so does our runner."""
+    engine = RuleEngine(load_rule_text(SLOW_GROUP, "g.yaml"), Store())
     for t in range(0, 3000, 1000):
         engine.evaluate(t)
     assert engine.stats["slow"].evaluations_total == 3

@@ -22,6 +22,14 @@ Contract:
 - Calls are batched: the ECC, row-remap, replay, energy, HBM-temperature, recovery-action and NVLink
   values of one GPU come from one ``nvmlDeviceGetFieldValues`` call (8 GPUs × 18 links: 8 calls), and
   static attributes (name, thresholds, max clocks, max PCIe link) are read once per ``static_refresh``.
+- The counters (NVLink states and error counters, PCIe replays, ECC mode and corrected counts, remapped
+  rows and their pending/failed flags: :data:`~watchdog.collectors.nvml_fields.COUNTER_SCALAR_SLOTS` and
+  the NVLink slots) are read every ``counters_interval_seconds`` of tick time (``counters_clock``, the agent's
+  clock), not every call; in between, each GPU's last counter values are reported again as they were
+  read. A GPU's first read after NVML (re)initialised or after it was lost reads them at once. Whether a
+  GPU is lost (``GPU_IS_LOST``/``RESET_REQUIRED`` on any call), its recovery action, uncorrectable ECC
+  counts, utilization, memory, temperatures, power, clocks, clock events and PCIe link are read at
+  every call.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.collectors import nvml_fields as F
-from watchdog.collectors.base import Collector, CollectorContext, NoData, Worker
+from watchdog.collectors.base import DUE_SLACK_SECONDS, Collector, CollectorContext, NoData, Worker
 from watchdog.config.settings import NvmlSettings, Settings, section_settings
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric
 
@@ -47,6 +55,9 @@ log = logging.getLogger(__name__)
 
 #: Memo key of the field-values call as a whole (a driver without it answers FUNCTION_NOT_FOUND).
 FIELD_VALUES_MEMO: tuple[str, ...] = ("nvmlDeviceGetFieldValues",)
+
+#: Field-slot keys read at every call; every other slot is a counter.
+FAST_KEYS = frozenset(slot.key for slot in F.FAST_SCALAR_SLOTS)
 
 
 class NvmlUnavailable(Exception):
@@ -264,14 +275,16 @@ class FieldPlanner:
     A slot whose candidates are all unsupported is dropped; a slot answered by one candidate keeps only
     that one. Pure bookkeeping; the caller makes the NVML calls. Once every slot of a plan has settled
     (the usual tick), the requests and the slot each answer belongs to are remembered for that slots
-    tuple (pass the same object each tick) until a choice changes, so a steady tick plans nothing anew.
+    tuple (pass the same objects each tick; a few are kept) until a choice changes, so a steady tick
+    plans nothing anew.
     """
 
     def __init__(self) -> None:
         self.chosen: dict[tuple[Any, ...], F.FieldRequest | None] = {}
         self._version = 0  # bumped whenever a choice changes
-        self._plan: tuple[tuple[F.FieldSlot, ...], int, list[F.FieldRequest],
-                          list[tuple[tuple[Any, ...], F.FieldRequest]] | None] | None = None
+        # per slots tuple (by identity: the every-call and the counters plan): (slots, version, plan)
+        self._plans: dict[int, tuple[tuple[F.FieldSlot, ...], int, list[F.FieldRequest],
+                                     list[tuple[tuple[Any, ...], F.FieldRequest]] | None]] = {}
 
     def _choose(self, key: tuple[Any, ...], request: F.FieldRequest | None) -> None:
         if key not in self.chosen or self.chosen[key] != request:
@@ -281,7 +294,7 @@ class FieldPlanner:
     def _planned(self, slots: Sequence[F.FieldSlot]) -> tuple[list[F.FieldRequest],
                                                               list[tuple[tuple[Any, ...], F.FieldRequest]] | None]:
         """(requests, the (slot key, chosen request) pairs when every slot has settled, else None)."""
-        plan = self._plan
+        plan = self._plans.get(id(slots))
         if plan is not None and plan[0] is slots and plan[1] == self._version:
             return plan[2], plan[3]
         out: dict[F.FieldRequest, None] = {}
@@ -298,7 +311,9 @@ class FieldPlanner:
                 pairs = None
         requests = list(out)
         if isinstance(slots, tuple):
-            self._plan = (slots, self._version, requests, pairs)
+            if len(self._plans) >= 8:  # a GPU uses two or three slot tuples; never grow without bound
+                self._plans.clear()
+            self._plans[id(slots)] = (slots, self._version, requests, pairs)
         return requests, pairs
 
     def requests(self, slots: Sequence[F.FieldSlot]) -> list[F.FieldRequest]:
@@ -355,18 +370,23 @@ class NvmlCollector:
 
     def __init__(self, nvml: Any = None, settings: NvmlSettings | None = None, *, name: str = "nvml",
                  backoff_initial_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                 counters_clock: Callable[[], float] | None = None,
                  import_module: Callable[[], Any] = import_pynvml) -> None:
-        """``settings`` default to the schema's ``collectors.nvml`` defaults."""
+        """``settings`` default to the schema's ``collectors.nvml`` defaults. ``clock`` (seconds) paces
+        init backoff and static re-reads; ``counters_clock`` (default ``clock``; the agent passes its
+        tick clock) paces the counter reads."""
         settings = settings or section_settings(NvmlSettings, "collectors.nvml")
         self.name = name
         self.timeout_seconds = settings.timeout_seconds
         self.nvlink = settings.nvlink
         self.processes = settings.processes
         self.static_refresh_seconds = settings.static_refresh_seconds
+        self.counters_interval_seconds = settings.counters_interval_seconds
         self.backoff_initial_seconds = backoff_initial_seconds
         self.backoff_max_seconds = settings.init_backoff_max_seconds
         self._nvml = nvml
         self._clock = clock
+        self._counters_clock = counters_clock or clock
         self._import_module = import_module
         self._up = False
         self._backoff = 0.0
@@ -378,6 +398,7 @@ class NvmlCollector:
         self._unsupported: dict[int, set[tuple[Any, ...]]] = defaultdict(set)
         self._planners: dict[int, FieldPlanner] = defaultdict(FieldPlanner)
         self._slot_plans: dict[int, tuple[F.FieldSlot, ...]] = {}
+        self._counters: dict[int, tuple[float, dict[tuple[Any, ...], float]]] = {}  # GPU -> (read at, values)
         self._errors: Counter[tuple[int, str, str]] = Counter()
         self._errors_lock = threading.Lock()
         self._gone: dict[int, int] = {}
@@ -423,6 +444,7 @@ class NvmlCollector:
         self._static.clear()
         self._unsupported.clear()
         self._planners.clear()
+        self._counters.clear()
         self._driver_version = ""
         try:
             self._driver_version = _text(nvml.nvmlSystemGetDriverVersion())
@@ -583,6 +605,7 @@ class NvmlCollector:
         self._static.pop(index, None)
         self._unsupported.pop(index, None)
         self._planners.pop(index, None)
+        self._counters.pop(index, None)
         uuid = self._identity.get(index, ("", "", "", ""))[1]
         sink = SampleSink(index, uuid)
         sink.add("watchdog_gpu_lost", 1.0)
@@ -729,7 +752,10 @@ class NvmlCollector:
         return answers
 
     def _read_fields(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> None:
-        slots = self._slots(info.link_count)
+        now = self._counters_clock()
+        counters = self._counters.get(calls.index)
+        full = counters is None or not self._counters_fresh(counters[0], now)
+        slots = self._slots(info.link_count) if full else F.FAST_SCALAR_SLOTS
         values: dict[tuple[Any, ...], float] = {}
         answers = None
         if FIELD_VALUES_MEMO not in calls.unsupported:
@@ -739,13 +765,25 @@ class NvmlCollector:
                 values, failed = planner.resolve(slots, answers)
                 for fid, scope in failed:
                     calls.count_error(f"nvmlDeviceGetFieldValues[{fid}]", answers[(fid, scope)][0])
-                self._legacy_nvlink(calls, handle, info, values, planner)
+                if full:
+                    self._legacy_nvlink(calls, handle, info, values, planner)
         if answers is None:
-            values = self._direct_values(calls, handle, info)
+            values = self._direct_values(calls, handle, info, full)
+        if full:
+            self._counters[calls.index] = (now, {key: value for key, value in values.items()
+                                                 if key not in FAST_KEYS})
+        elif counters is not None:
+            values.update(counters[1])
         self._emit_fields(values, sink)
 
+    def _counters_fresh(self, read_at: float, now: float) -> bool:
+        """Whether counters read at ``read_at`` are still to be reported as they are at ``now``."""
+        every = self.counters_interval_seconds
+        return every > 0 and read_at <= now < read_at + every - DUE_SLACK_SECONDS
+
     def _slots(self, link_count: int) -> tuple[F.FieldSlot, ...]:
-        """The field slots read every tick, one tuple per link count (the planner remembers its plan for it)."""
+        """Every field slot (the counters' included), one tuple per link count (the planner remembers its
+        plan for each)."""
         if not self.nvlink:
             return F.SCALAR_SLOTS
         slots = self._slot_plans.get(link_count)
@@ -780,8 +818,10 @@ class NvmlCollector:
         return tuple(("nvlink", link, kind) for link in range(link_count)
                      for kind in ("state", *F.NVLINK_LEGACY_COUNTERS))
 
-    def _direct_values(self, calls: GpuCalls, handle: Any, info: StaticInfo) -> dict[tuple[Any, ...], float]:
-        """The field-slot values through the dedicated calls, for drivers without field values."""
+    def _direct_values(self, calls: GpuCalls, handle: Any, info: StaticInfo,
+                       counters: bool) -> dict[tuple[Any, ...], float]:
+        """The field-slot values through the dedicated calls, for drivers without field values (the
+        counters only when ``counters``)."""
         values: dict[tuple[Any, ...], float] = {}
 
         def put(key: tuple[Any, ...], value: Any) -> None:
@@ -789,15 +829,19 @@ class NvmlCollector:
                 values[key] = float(value)
 
         put(("energy_mj",), calls.call("power", "nvmlDeviceGetTotalEnergyConsumption", handle))
+        for kind, error_type in (("corrected", F.NVML_MEMORY_ERROR_TYPE_CORRECTED),
+                                 ("uncorrected", F.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
+            if kind == "corrected" and not counters:
+                continue
+            for scope, counter in (("volatile", F.NVML_VOLATILE_ECC), ("aggregate", F.NVML_AGGREGATE_ECC)):
+                put(("ecc", kind, scope), calls.call("ecc", "nvmlDeviceGetTotalEccErrors", handle,
+                                                     error_type, counter))
+        if not counters:
+            return values
         put(("pcie_replays",), calls.call("pcie", "nvmlDeviceGetPcieReplayCounter", handle))
         mode = calls.call("ecc", "nvmlDeviceGetEccMode", handle)
         if mode is not None:
             put(("ecc_mode",), mode[0])
-        for kind, error_type in (("corrected", F.NVML_MEMORY_ERROR_TYPE_CORRECTED),
-                                 ("uncorrected", F.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
-            for scope, counter in (("volatile", F.NVML_VOLATILE_ECC), ("aggregate", F.NVML_AGGREGATE_ECC)):
-                put(("ecc", kind, scope), calls.call("ecc", "nvmlDeviceGetTotalEccErrors", handle,
-                                                     error_type, counter))
         rows = calls.call("ecc", "nvmlDeviceGetRemappedRows", handle)
         if rows is not None:
             put(("remapped", "correctable"), rows[0])
@@ -863,4 +907,4 @@ def nvml_collectors(settings: Settings, context: CollectorContext) -> list[Colle
     section = settings.collectors.nvml
     if not section.enabled:
         return []
-    return [NvmlCollector(context.nvml, section)]
+    return [NvmlCollector(context.nvml, section, counters_clock=context.clock)]

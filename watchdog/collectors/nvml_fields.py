@@ -222,22 +222,33 @@ class FieldSlot:
     candidates: tuple[FieldRequest, ...]
 
 
-#: Per-GPU scalar slots read through ``nvmlDeviceGetFieldValues`` every tick.
-SCALAR_SLOTS: tuple[FieldSlot, ...] = (
+#: Per-GPU scalar slots read through ``nvmlDeviceGetFieldValues`` every tick: values that move with
+#: load (HBM temperature, energy), the driver's recovery action (part of the lost-GPU path) and the
+#: uncorrectable ECC counts (GpuEccUncorrectable pages without a hold).
+FAST_SCALAR_SLOTS: tuple[FieldSlot, ...] = (
     FieldSlot(("memory_temperature",), ((NVML_FI_DEV_MEMORY_TEMP, 0),)),
     FieldSlot(("energy_mj",), ((NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, 0),)),
+    FieldSlot(("ecc", "uncorrected", "volatile"), ((NVML_FI_DEV_ECC_DBE_VOL_TOTAL, 0),)),
+    FieldSlot(("ecc", "uncorrected", "aggregate"), ((NVML_FI_DEV_ECC_DBE_AGG_TOTAL, 0),)),
+    FieldSlot(("recovery_action",), ((NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 0),)),
+)
+
+#: Per-GPU scalar slots read every ``collectors.nvml.counters_interval_seconds``: error counters and
+#: memory-health states that the rules read over minutes-long windows or behind holds (corrected ECC
+#: errors are not alerted on).
+COUNTER_SCALAR_SLOTS: tuple[FieldSlot, ...] = (
     FieldSlot(("pcie_replays",), ((NVML_FI_DEV_PCIE_REPLAY_COUNTER, 0),)),
     FieldSlot(("ecc_mode",), ((NVML_FI_DEV_ECC_CURRENT, 0),)),
     FieldSlot(("ecc", "corrected", "volatile"), ((NVML_FI_DEV_ECC_SBE_VOL_TOTAL, 0),)),
-    FieldSlot(("ecc", "uncorrected", "volatile"), ((NVML_FI_DEV_ECC_DBE_VOL_TOTAL, 0),)),
     FieldSlot(("ecc", "corrected", "aggregate"), ((NVML_FI_DEV_ECC_SBE_AGG_TOTAL, 0),)),
-    FieldSlot(("ecc", "uncorrected", "aggregate"), ((NVML_FI_DEV_ECC_DBE_AGG_TOTAL, 0),)),
     FieldSlot(("remapped", "correctable"), ((NVML_FI_DEV_REMAPPED_COR, 0),)),
     FieldSlot(("remapped", "uncorrectable"), ((NVML_FI_DEV_REMAPPED_UNC, 0),)),
     FieldSlot(("remap_pending",), ((NVML_FI_DEV_REMAPPED_PENDING, 0),)),
     FieldSlot(("remap_failed",), ((NVML_FI_DEV_REMAPPED_FAILURE, 0),)),
-    FieldSlot(("recovery_action",), ((NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 0),)),
 )
+
+#: Every per-GPU scalar slot read through ``nvmlDeviceGetFieldValues``.
+SCALAR_SLOTS: tuple[FieldSlot, ...] = FAST_SCALAR_SLOTS + COUNTER_SCALAR_SLOTS
 
 #: Read once per GPU (static): how many NVLinks it has.
 LINK_COUNT_SLOT = FieldSlot(("nvlink_count",), ((NVML_FI_DEV_NVLINK_LINK_COUNT, 0),))

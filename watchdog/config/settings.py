@@ -72,6 +72,7 @@ class NvmlSettings:
     timeout_seconds: float
     nvlink: bool
     processes: bool
+    counters_interval_seconds: float
     static_refresh_seconds: float
     init_backoff_max_seconds: float
     expected_gpus: int | None

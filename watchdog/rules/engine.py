@@ -14,8 +14,10 @@ Contract:
   ``samples`` (it would have held more than ``sample_limit`` samples in memory at once, Prometheus'
   ``--query.max-samples``, and was stopped), ``quota`` or ``internal`` (a bug of ours).
 - With ``honour_group_intervals`` (the agent), a group with its own ``interval:`` is evaluated only when
-  that interval has passed since its last evaluation; otherwise (promtool's unit tests, which ignore
-  group intervals) every group runs at every ``evaluate`` call.
+  that interval, less ``group_interval_slack_ms``, has passed since its last evaluation (the agent passes
+  half a tick, so that tick-time jitter does not push a 5 s group to 6 s; its alerts' ``for`` holds are
+  met within the same slack, so that jitter does not cost them a whole interval either); otherwise
+  (promtool's unit tests, which ignore group intervals) every group runs at every ``evaluate`` call.
 - ``lane`` (the agent) evaluates only the groups of one :class:`~watchdog.rules.lanes.Lane` (the fault
   path every tick, engine groups when new engine data arrived); without it every group runs. With a
   ``deadline`` (``time.monotonic()``), a lane stops between groups once it has passed and the groups not
@@ -144,6 +146,7 @@ class RuleEngine:
         logger: logging.Logger | None = None,
         rule_timeout_s: float | None = None,
         honour_group_intervals: bool = False,
+        group_interval_slack_ms: int = 0,
         max_samples: int | None = None,
         sample_limit: int | None = None,
     ) -> None:
@@ -157,6 +160,7 @@ class RuleEngine:
         self.log = logger or log
         self.rule_timeout_s = rule_timeout_s
         self.honour_group_intervals = honour_group_intervals
+        self.group_interval_slack_ms = group_interval_slack_ms
         self.max_samples = max_samples
         self.sample_limit = sample_limit
         self._deadline: CpuBudget | None = None  # the current rule's time budget
@@ -175,10 +179,14 @@ class RuleEngine:
         for group, lane in zip(ruleset.groups, classify_groups(ruleset.groups), strict=True):
             key = group.name if names.count(group.name) == 1 else f"{group.file}:{group.name}"
             runtime = _GroupRuntime(group, key, lane)
+            # A group on its own interval meets its holds within the same slack, or one jittered tick
+            # would cost the alert a whole interval.
+            hold_slack = group_interval_slack_ms if honour_group_intervals and group.interval_ms else 0
             for index, rule in enumerate(group.rules):
                 if isinstance(rule, AlertingRule):
+                    for_ms = max(rule.for_ms - hold_slack, 1) if rule.for_ms else 0
                     runtime.alert_states[index] = AlertingRuleState(
-                        rule.alert, rule.labels, rule.for_ms, rule.keep_firing_for_ms, group.name, rule.expr)
+                        rule.alert, rule.labels, for_ms, rule.keep_firing_for_ms, group.name, rule.expr)
             self._groups.append(runtime)
         self.stats: dict[str, GroupStats] = {
             rt.key: GroupStats(rt.group.name, len(rt.group.rules)) for rt in self._groups}
@@ -265,7 +273,7 @@ class RuleEngine:
         last = self.stats[runtime.key].last_evaluation_ms
         if not self.honour_group_intervals or not interval or last is None:
             return True
-        return t_ms - last >= interval or t_ms < last
+        return t_ms - last >= interval - self.group_interval_slack_ms or t_ms < last
 
     def _evaluate_group(self, runtime: _GroupRuntime, t_ms: int) -> None:
         if not self._due(runtime, t_ms):

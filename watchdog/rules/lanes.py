@@ -3,7 +3,7 @@
 Contract: :func:`classify_groups` returns one :class:`Lane` per group, in group order.
 
 - :attr:`Lane.FAULT`: the group reads, directly or through recorded series of other groups, a series of
-  the fault path (NVML, the kernel log, GPU presence: names starting with one of
+  the fault path (NVML, the kernel log, GPU presence, the host: names starting with one of
   :data:`FAULT_PATH_PREFIXES`), or a selector with no fixed metric name (it could read anything), or no
   series at all (``vector(1)``: cheap, and a heartbeat should not wait). The agent evaluates these
   every tick, ahead of engine scraping.
@@ -24,8 +24,10 @@ from watchdog.model import METRIC_NAME
 from watchdog.promql import nodes as n
 from watchdog.rules.loader import RecordingRule, RuleGroup
 
-FAULT_PATH_PREFIXES = ("watchdog_gpu_", "watchdog_kernel_", "watchdog_kmsg_")
-"""Series names the fault-path collectors (NVML, kernel log, GPU presence) produce."""
+FAULT_PATH_PREFIXES = ("watchdog_gpu_", "watchdog_kernel_", "watchdog_kmsg_", "watchdog_host_")
+"""Series names the fault-path collectors (NVML, kernel log, GPU presence, host) produce. The host's are
+here so that its CPU-contention rules are not deferred with the engine work exactly when the host's
+cores are starved."""
 
 
 class Lane(str, enum.Enum):
