@@ -2,7 +2,7 @@
 """Resident memory of the agent with its store full, on simulated time, for one or more checkouts side by side.
 
     .venv/bin/python benchmarks/memory.py [--size 8x8] [--seconds 1200] [--retention 900] [--step 1]
-                                          [--tree NAME=PATH]... [--env NAME:VAR=VALUE]... [--trace 15]
+                                          [--tree NAME=PATH]... [--env NAME:VAR=VALUE]... [--trace 15] [--breakdown]
 
 Each checkout runs in its own process the real pipeline of the daemon's tick (the engines of
 ``benchmarks/simnode.py`` scraped over loopback HTTP, each scrape a new step; the fake NVML of the demo;
@@ -14,6 +14,10 @@ RSS (``/proc/self/status``) every ``--every`` ticks, the series and points held 
 memory per stored point beyond the first report, and at the end the RSS that glibc's ``malloc_trim(0)``
 gives back (heap memory freed but still held: fragmentation). ``--trace N`` also prints the N largest
 allocation sites (tracemalloc, by line) at the end: slower, for finding where memory goes.
+``--breakdown`` prints, at the end, the size of the objects reachable from each part of the agent (the
+store's head arrays, sealed chunks, label sets, ``Series`` objects and each index; the evaluator's caches;
+the rule engine; the collectors; the exporter), each object counted once in that order, how many head
+values would fit float32 and small integers, and glibc's ``mallinfo2`` (in use, free but held).
 
 ``--step S`` advances the simulated clock S seconds per tick (the agent still believes in its 1 s tick):
 ``--seconds 86400 --step 10`` is a simulated day in 8 640 ticks, for what grows with time rather than with
@@ -38,6 +42,7 @@ import yaml
 gpus, ports, seconds, retention, every, trace, step = (int(sys.argv[1]), [int(p) for p in sys.argv[2].split(",")],
                                                        int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]),
                                                        int(sys.argv[6]), float(sys.argv[8]))
+breakdown = sys.argv[9] == "1"
 if trace:
     tracemalloc.start(1)
 from watchdog.agent import Agent
@@ -98,6 +103,66 @@ if storage:
 before_trim = rss()
 ctypes.CDLL("libc.so.6").malloc_trim(0)
 print(f"malloc_trim(0): RSS {before_trim:.1f} -> {rss():.1f} MB (heap freed but held: {before_trim - rss():.1f} MB)")
+if breakdown:
+    import types
+    from array import array as _array
+    skip = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+            types.CodeType, types.FrameType)
+    seen = {id(agent), id(exporter), id(agent.store)}
+    def deep(*roots):
+        total, stack = 0, list(roots)
+        while stack:
+            obj = stack.pop()
+            if id(obj) in seen or isinstance(obj, skip):
+                continue
+            seen.add(id(obj))
+            total += sys.getsizeof(obj)
+            stack.extend(gc.get_referents(obj))
+        return total
+    store = agent.store
+    all_series = store.all_series()
+    parts = [("store: point arrays (uncompressed head)", [a for s in all_series for a in (s._head_t, s._head_v)]),
+             ("store: sealed chunks", [s._chunks for s in all_series]),
+             ("store: label sets", [s.labels for s in all_series]),
+             ("store: Series objects", all_series),
+             *((f"store: {name}", [value]) for name, value in vars(store).items()),
+             ("rules: evaluator caches (counter index, extrema, selections)",
+              [agent.rule_engine._counters, agent.rule_engine._extrema, agent.rule_engine._selections,
+               getattr(agent.rule_engine, "_pass", None)]),
+             ("rules: engine (rule set, plans, state)", [vars(agent.rule_engine)]),
+             ("collectors (scrape caches, parsers)", [agent.collectors, agent.runner]),
+             ("exporter (page cache)", [vars(exporter)]),
+             ("agent: rest", [vars(agent)])]
+    python_total = 0
+    for name, roots in parts:
+        size = deep(*roots)
+        python_total += size
+        if size >= 50_000:
+            print(f"breakdown {size / 2**20:7.2f} MB  {name}")
+    print(f"breakdown {python_total / 2**20:7.2f} MB  reachable from the agent in all")
+    kinds = {"f": 0, "i": 0, "h": 0, "b": 0}
+    for s in all_series:
+        values = s._head_v
+        if _array("d", _array("f", values)) == values:
+            kinds["f"] += len(values)
+        ints = [int(v) for v in values if v == v and abs(v) < 2**40]
+        if len(ints) == len(values) and _array("d", ints) == values:
+            for code, bound in (("b", 1 << 7), ("h", 1 << 15), ("i", 1 << 31)):
+                if all(-bound <= i < bound for i in ints):
+                    kinds[code] += len(values)
+                    break
+    print(f"breakdown head values: {sum(len(s._head_v) for s in all_series)} points; in series whose head "
+          f"values all fit float32: {kinds['f']}, int8 {kinds['b']}, int16 {kinds['h']}, int32 {kinds['i']}")
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(f, ctypes.c_size_t) for f in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                    "fsmblks", "uordblks", "fordblks", "keepcost")]
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = MallInfo2
+    info = libc.mallinfo2()
+    print(f"breakdown malloc: {info.uordblks / 2**20:.1f} MB in use, {info.fordblks / 2**20:.1f} MB free but held "
+          f"(fragmentation), {info.hblkhd / 2**20:.1f} MB in mmap'd blocks")
+    if trace:
+        print(f"breakdown tracemalloc: {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MB traced")
 if trace:
     for stat in tracemalloc.take_snapshot().statistics("lineno")[:trace]:
         print(f"  {stat.size / 2**20:8.2f} MB  {stat.count:>9} blocks  {stat.traceback[0]}")
@@ -118,6 +183,8 @@ def main() -> int:
     parser.add_argument("--env", action="append", default=[], metavar="NAME:VAR=VALUE",
                         help="an environment variable for one checkout's process (repeatable)")
     parser.add_argument("--trace", type=int, default=0, help="print the N largest allocation sites")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="print the sizes of the store's, evaluator's, collectors' and exporter's objects")
     args = parser.parse_args()
     gpus, engines = (int(x) for x in args.size.lower().split("x"))
     trees = [(spec.partition("=")[0], Path(spec.partition("=")[2]).resolve()) for spec in args.tree or []]
@@ -136,7 +203,8 @@ def main() -> int:
                 with out.open("w") as handle:
                     child = subprocess.Popen([sys.executable, "-c", CHILD, str(gpus), ",".join(map(str, ports)),
                                               str(args.seconds), str(args.retention), str(args.every),
-                                              str(args.trace), str(tree), str(args.step)],
+                                              str(args.trace), str(tree), str(args.step),
+                                              "1" if args.breakdown else "0"],
                                              stdout=handle, stderr=subprocess.STDOUT,
                                              env={**env_for(tree), **extra_env.get(name, {})},
                                              cwd=outdir)  # not this checkout: `-c` imports from the cwd first

@@ -84,6 +84,8 @@ _NONE = b"-"
 def encode_chunk(times: array, values: array) -> Chunk:
     """Seal ``times``/``values`` (same length, 1 to 65535 points) into the smallest exact chunk."""
     n = len(times)
+    if values.typecode != "d":
+        values = array("d", values)
     first_t, last_t, first_v = times[0], times[-1], values[0]
     raw = values.tobytes()
     deltas = list(map(sub, times[1:], times))
@@ -159,12 +161,72 @@ def decode_chunk(chunk: Chunk) -> tuple[list[int], list[float]]:
     return decoded_t, encoded.tolist()
 
 
+_SHARED: dict[tuple[int, int, int, int], tuple[array, array]] = {}
+"""Timestamp arrays derived during one collection, so that series with the same timestamps share one array
+(see :class:`Series`): key (id of the array derived from, first index, end index, appended timestamp or -1)."""
+_SHARED_CAP = 50_000
+
+
+def _derive(times: array, start: int, end: int, then: int = -1) -> array:
+    """``times[start:end]`` (plus ``then`` unless -1) as a new append-only array, or the one already derived
+    the same way from the same array, still held in :data:`_SHARED` (arrays are only ever appended to, so
+    its first ``end - start`` (+ 1) entries are the same)."""
+    key = (id(times), start, end, then)
+    found = _SHARED.get(key)
+    if found is not None and found[0] is times:
+        return found[1]
+    derived = times[start:end]
+    if then != -1:
+        derived.append(then)
+    if len(_SHARED) >= _SHARED_CAP:
+        _SHARED.clear()
+    _SHARED[key] = (times, derived)
+    return derived
+
+
+def forget_shared() -> None:
+    """Drop :data:`_SHARED` (the store calls it at each collection: arrays derived by then are shared)."""
+    _SHARED.clear()
+
+
+_EMPTY_TIMES = array("q")
+_SINGLE = struct.Struct("f")
+_pack_single, _unpack_single = _SINGLE.pack, _SINGLE.unpack
+
+
+def _fits_single(value: float) -> bool:
+    """True when ``value`` is exactly a float32 (the sign of zero included; never a NaN)."""
+    try:
+        return bool(_unpack_single(_pack_single(value))[0] == value)
+    except OverflowError:
+        return False
+
+
+def _narrowed(values: array) -> array:
+    """``values`` as float32 when each is exactly one (else ``values`` itself)."""
+    if values.typecode == "f":
+        return values
+    single = array("f", values)
+    return single if array("d", single) == values else values
+
+
 class Series:
     """One series' points, oldest first: sealed chunks (compressed, exact) then an uncompressed head.
 
     About 2-5 bytes a point in the sealed chunks for regular ticks (delta timestamps; constant, integer
     delta, float32-exact or double values per chunk) instead of 16. Readers use :meth:`window` and
     :meth:`point_at`; the head (at least the newest :data:`HEAD_POINTS`) is served without decoding.
+
+    The head's timestamps are shared between series: ``_head_t`` is an append-only array of which the
+    series' head is the first ``len(_head_v)`` entries (the invariant every method keeps). Series appended
+    at the same timestamps (one source's series, every collection at the tick's time) hold one array:
+    the first to append a new timestamp appends it in place, the others find it already there; a series
+    whose timestamps part from the array's (it missed a collection, or seals or trims its head) moves to
+    an array derived through :func:`_derive`, which the others doing the same join. So the head costs
+    about 8 bytes a point (the value) instead of 16, and 4 while every value in it is exactly a float32
+    (counters below 2**24, most gauges of NVML and the engines: ``_head_v`` is then an ``f`` array, read as
+    the same Python floats; it widens to ``d`` at the first value that is not, and narrows again when a
+    seal leaves only such values).
     """
 
     __slots__ = ("__weakref__", "_chunks", "_head_t", "_head_v", "_min_t", "_reach", "labels")
@@ -172,18 +234,18 @@ class Series:
     def __init__(self, labels: Labels) -> None:
         self.labels = labels
         self._chunks: list[Chunk] = []
-        self._head_t = array("q")
-        self._head_v = array("d")
+        self._head_t = _EMPTY_TIMES  # shared, append-only: the head's timestamps are its first len(_head_v)
+        self._head_v = array("f")  # float32 while every value is exactly one, else float64
         self._min_t = -(1 << 62)  # points before this are trimmed (inside the oldest chunk)
         self._reach = 0  # how far back from its newest point this series has been read (ms)
 
     def __len__(self) -> int:
         """Points held (a partly trimmed oldest chunk counts whole)."""
-        return len(self._head_t) + sum(chunk_len(chunk) for chunk in self._chunks)
+        return len(self._head_v) + sum(chunk_len(chunk) for chunk in self._chunks)
 
     def storage(self) -> tuple[int, int, int]:
         """(uncompressed points, sealed points, bytes of the sealed chunks): what the memory benchmark reports."""
-        return (len(self._head_t), sum(chunk_len(chunk) for chunk in self._chunks),
+        return (len(self._head_v), sum(chunk_len(chunk) for chunk in self._chunks),
                 sum(len(chunk) for chunk in self._chunks))
 
     @property
@@ -198,23 +260,41 @@ class Series:
 
     def append(self, t_ms: int, value: float, max_points: int) -> None:
         """Append a point; an out-of-order or duplicate timestamp replaces/ignores like Prometheus."""
-        head_t = self._head_t
-        if head_t:
-            last = head_t[-1]
+        head_t, head_v = self._head_t, self._head_v
+        n = len(head_v)
+        if n:
+            last = head_t[n - 1]
             if t_ms <= last:
                 if t_ms == last:
-                    self._head_v[-1] = value
+                    if head_v.typecode == "f" and not _fits_single(value):
+                        head_v = self._head_v = array("d", head_v)
+                    head_v[-1] = value
                 return
         elif self._chunks and t_ms <= chunk_bounds(self._chunks[-1])[1]:
             return  # never after a trim of the whole head: chunks end before the head
-        head_t.append(t_ms)
-        self._head_v.append(value)
-        if len(head_t) >= CHUNK_POINTS + HEAD_POINTS and head_t[CHUNK_POINTS - 1] < t_ms - self._reach:
-            self._chunks.append(encode_chunk(head_t[:CHUNK_POINTS], self._head_v[:CHUNK_POINTS]))
-            del head_t[:CHUNK_POINTS]
-            del self._head_v[:CHUNK_POINTS]
+        if len(head_t) == n:
+            if head_t is _EMPTY_TIMES:
+                head_t = self._head_t = _derive(head_t, 0, 0, t_ms)
+            else:
+                head_t.append(t_ms)  # the first of its array's series at t_ms
+        elif head_t[n] != t_ms:
+            head_t = self._head_t = _derive(head_t, 0, n, t_ms)
+        if head_v.typecode == "f" and not _fits_single(value):
+            head_v = self._head_v = array("d", head_v)
+        head_v.append(value)
+        n += 1
+        if n >= CHUNK_POINTS + HEAD_POINTS and head_t[CHUNK_POINTS - 1] < t_ms - self._reach:
+            self._chunks.append(encode_chunk(head_t[:CHUNK_POINTS], head_v[:CHUNK_POINTS]))
+            self._head_t = _derive(head_t, CHUNK_POINTS, n)
+            del head_v[:CHUNK_POINTS]
+            self._head_v = _narrowed(head_v)
             if len(self) > 2 * max_points:
                 self.trim_count(max_points)
+
+    def _drop_head(self, drop: int) -> None:
+        """Drop the oldest ``drop`` points of the head."""
+        self._head_t = _derive(self._head_t, drop, len(self._head_v))
+        del self._head_v[:drop]
 
     def trim_count(self, keep: int) -> None:
         """Keep only the newest ``keep`` points."""
@@ -227,8 +307,7 @@ class Series:
             times, _ = decode_chunk(self._chunks[0])
             self._min_t = max(self._min_t, times[drop])
         else:
-            del self._head_t[:drop]
-            del self._head_v[:drop]
+            self._drop_head(drop)
 
     def trim_before(self, min_t_ms: int) -> None:
         """Drop points older than ``min_t_ms``."""
@@ -237,10 +316,9 @@ class Series:
         if self._chunks:
             self._min_t = max(self._min_t, min_t_ms)
             return
-        drop = bisect_left(self._head_t, min_t_ms)
+        drop = bisect_left(self._head_t, min_t_ms, 0, len(self._head_v))
         if drop:
-            del self._head_t[:drop]
-            del self._head_v[:drop]
+            self._drop_head(drop)
 
     def window(self, mint_ms: int, maxt_ms: int) -> tuple[list[int], list[float]]:
         """Points with ``mint_ms <= t <= maxt_ms`` (both ends closed), oldest first."""
@@ -252,13 +330,15 @@ class Series:
         (the evaluator's hot path), else lists. Read-only for the caller."""
         mint_ms = max(mint_ms, self._min_t)
         head_t = self._head_t
-        if head_t and head_t[-1] - mint_ms > self._reach and maxt_ms >= head_t[-1] - NEAR_NOW_MS:
-            self._reach = head_t[-1] - mint_ms  # a window ending near now: keep this much uncompressed
+        n = len(self._head_v)
+        if n and head_t[n - 1] - mint_ms > self._reach and maxt_ms >= head_t[n - 1] - NEAR_NOW_MS:
+            self._reach = head_t[n - 1] - mint_ms  # a window ending near now: keep this much uncompressed
             self._unseal(mint_ms)
             head_t = self._head_t
-        if (head_t and head_t[0] <= mint_ms) or not self._chunks:
-            lo = bisect_left(head_t, mint_ms)
-            hi = bisect_right(head_t, maxt_ms, lo)
+            n = len(self._head_v)
+        if (n and head_t[0] <= mint_ms) or not self._chunks:
+            lo = bisect_left(head_t, mint_ms, 0, n)
+            hi = bisect_right(head_t, maxt_ms, lo, n)
             return head_t[lo:hi], self._head_v[lo:hi]
         times: list[int] = []
         values: list[float] = []
@@ -271,8 +351,8 @@ class Series:
             chunk_t, chunk_v = decode_chunk(chunk)
             times += chunk_t
             values += chunk_v
-        if not head_t or head_t[0] <= maxt_ms:
-            times += head_t
+        if not n or head_t[0] <= maxt_ms:
+            times += head_t[:n]
             values += self._head_v
         lo = bisect_left(times, mint_ms)
         hi = bisect_right(times, maxt_ms, lo)
@@ -280,13 +360,16 @@ class Series:
 
     def tail(self, mint_ms: int) -> tuple[array, array]:
         """The uncompressed arrays (timestamps, values) of the newest points, holding every point at or
-        after ``mint_ms`` (unsealed if needed; the series' reach grows to cover it). Live arrays: read
-        them at once, never write them."""
+        after ``mint_ms`` (unsealed if needed; the series' reach grows to cover it). Live arrays of the same
+        length: read them at once, never write them (the timestamps may be shared with other series)."""
+        n = len(self._head_v)
         head_t = self._head_t
-        if head_t and head_t[-1] - mint_ms > self._reach:
-            self._reach = head_t[-1] - mint_ms
-        if self._chunks and (not head_t or head_t[0] > mint_ms):
+        if n and head_t[n - 1] - mint_ms > self._reach:
+            self._reach = head_t[n - 1] - mint_ms
+        if self._chunks and (not n or head_t[0] > mint_ms):
             self._unseal(mint_ms)
+        if len(self._head_t) != len(self._head_v):
+            self._head_t = _derive(self._head_t, 0, len(self._head_v))
         return self._head_t, self._head_v
 
     def _unseal(self, mint_ms: int) -> None:
@@ -302,18 +385,27 @@ class Series:
             times.extend(chunk_t)
             values.extend(chunk_v)
         del self._chunks[keep:]
-        times.extend(self._head_t)
-        values.extend(self._head_v)
+        n = len(self._head_v)
+        times.extend(self._head_t[:n])
+        values.extend(self._head_v.tolist() if self._head_v.typecode != "d" else self._head_v)
         if not self._chunks:  # the oldest chunk came back whole: drop what a trim had only hidden
             drop = bisect_left(times, self._min_t)
             del times[:drop], values[:drop]
-        self._head_t, self._head_v = times, values
+        # series of one array unsealing the same points at once share the result
+        key = (id(self._head_t), -len(times), n, times[0] if times else -1)
+        found = _SHARED.get(key)
+        if found is not None and found[0] is self._head_t and found[1][:len(times)] == times:
+            times = found[1]
+        else:
+            _SHARED[key] = (self._head_t, times)
+        self._head_t, self._head_v = times, _narrowed(values)
 
     def point_at(self, t_ms: int) -> tuple[int, float] | None:
         """The newest point at or before ``t_ms``, or None."""
         head_t = self._head_t
-        if head_t and head_t[0] <= t_ms:
-            index = bisect_right(head_t, t_ms) - 1
+        n = len(self._head_v)
+        if n and head_t[0] <= t_ms:
+            index = bisect_right(head_t, t_ms, 0, n) - 1
             return head_t[index], self._head_v[index]
         for chunk in reversed(self._chunks):
             if chunk_bounds(chunk)[0] <= t_ms:
@@ -324,8 +416,9 @@ class Series:
 
     def latest(self) -> tuple[int, float] | None:
         """The newest point, or None."""
-        if self._head_t:
-            return self._head_t[-1], self._head_v[-1]
+        head_v = self._head_v
+        if head_v:
+            return self._head_t[len(head_v) - 1], head_v[-1]
         if self._chunks:
             times, values = decode_chunk(self._chunks[-1])
             return times[-1], values[-1]
@@ -395,7 +488,7 @@ class Store:
         self._label_values: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
         self._by_name: dict[str, dict[Labels, Series]] = {}
         self._count = 0
-        self._sources: dict[str, set[Labels]] = {}
+        self._sources: dict[str, tuple[Labels, ...]] = {}  # what each source's last collection stored
         self._owned: dict[str, set[Labels]] = {}
         self._owner: dict[Labels, str] = {}
         self._best_effort = 0
@@ -435,6 +528,15 @@ class Store:
         the few series that report such a failure (``up 0``).
         """
         with self._lock:
+            forget_shared()
+            try:
+                return self._ingest(source, samples, t_ms, bypass_quota)
+            finally:
+                forget_shared()
+
+    def _ingest(self, source: str, samples: Iterable[Sample], t_ms: int, bypass_quota: bool) -> int:
+        """:meth:`ingest` itself (which frees the timestamp arrays its series moved away from)."""
+        with self._lock:
             batch: dict[Labels, float] = {}
             for sample in samples:
                 batch[sample.labels] = sample.value
@@ -448,16 +550,14 @@ class Store:
                     raise SeriesQuotaExceeded(source, reason)
                 if self.quotas.label_values and not self.quotas.is_reserved(source):
                     over_limit, dropped = self._drop_label_value_churn(source, batch)
-            seen: set[Labels] = set()
-            for labels, value in batch.items():
-                if self.append(labels, t_ms, value, source):
-                    seen.add(labels)
-            for labels in self._sources.get(source, set()) - seen:
-                self.append(labels, t_ms, STALE_NAN, source)
-            self._sources[source] = seen
+            stored = tuple(labels for labels, value in batch.items() if self.append(labels, t_ms, value, source))
+            for labels in self._sources.get(source, ()):
+                if labels not in batch:
+                    self.append(labels, t_ms, STALE_NAN, source)
+            self._sources[source] = stored  # a tuple: a third of a set's memory
             if over_limit:
                 raise LabelValuesExceeded(source, over_limit, dropped)
-            return len(seen)
+            return len(stored)
 
     def _drop_label_value_churn(self, source: str, batch: dict[Labels, float]) -> tuple[str, int]:
         """Remove from ``batch`` the new series that would take a label of their metric past the
@@ -546,7 +646,8 @@ class Store:
                 if not bucket:
                     self._by_name.pop(metric_name(labels), None)
             self._disown(labels)
-        self._sources[source] = self._sources.get(source, set()) - set(doomed)
+        gone = set(doomed)
+        self._sources[source] = tuple(labels for labels in self._sources.get(source, ()) if labels not in gone)
 
     def _disown(self, labels: Labels) -> None:
         owner = self._owner.pop(labels, None)
@@ -613,6 +714,7 @@ class Store:
         removed = 0
         min_t = now_ms - self.retention_ms
         with self._lock:
+            forget_shared()
             for name in list(self._by_name):
                 bucket = self._by_name[name]
                 for labels in list(bucket):
@@ -628,7 +730,8 @@ class Store:
                 if not bucket:
                     del self._by_name[name]
             self._count -= removed
-            for source, labels_set in self._sources.items():
-                self._sources[source] = {lbl for lbl in labels_set if lbl in self._by_name.get(
-                    metric_name(lbl), {})}
+            for source, labels_set in self._sources.items() if removed else ():
+                self._sources[source] = tuple(lbl for lbl in labels_set if lbl in self._by_name.get(
+                    metric_name(lbl), {}))
+            forget_shared()
         return removed

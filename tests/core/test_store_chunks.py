@@ -10,7 +10,7 @@ from bisect import bisect_left, bisect_right
 
 import pytest
 
-from watchdog.model import STALE_NAN, metric
+from watchdog.model import STALE_NAN, Sample, metric
 from watchdog.store import CHUNK_POINTS, HEAD_POINTS, Series, Store, decode_chunk, encode_chunk
 
 
@@ -123,3 +123,110 @@ def test_tail_holds_every_point_since_mint_uncompressed_and_later_reads_need_no_
         series.append(i * 1000, float(i), max_points=10_000)
     assert series.tail(i * 1000 - 300_000)[0][0] <= i * 1000 - 300_000
     assert series.storage()[0] <= 300 + CHUNK_POINTS + HEAD_POINTS + 1
+
+
+def test_series_collected_together_share_their_head_timestamps() -> None:
+    store = Store(retention_ms=900_000, max_points=960)
+    for i in range(400):
+        samples = [Sample(metric("gpu_temp", gpu=str(g)), float(i + g)) for g in range(8)]
+        store.ingest("collector:nvml", samples, 1_800_000_000_000 + 1000 * i)
+        for series in store.select([("__name__", "=", "gpu_temp")]):
+            if series.labels[1][1] in "0123":  # half of them read back over 5 minutes: a longer head
+                series.tail(1_800_000_000_000 + 1000 * i - 300_000)
+    heads = {id(series.tail(0)[0]) for series in store.all_series()}
+    assert len(heads) == 2  # one array for the series read back, one for the others
+    for series in store.all_series():
+        gpu = int(series.labels[1][1])
+        assert list(series.values) == [float(i + gpu) for i in range(400)]
+
+
+def test_shared_timestamps_keep_every_series_exact_under_gaps_trims_and_reads() -> None:
+    """Series part from and join shared timestamp arrays at random (gaps, staleness, out-of-order points,
+    seals, unseals, trims); each must read back exactly what a plain list of its points holds."""
+    rng = random.Random(16)
+    retention = 400_000
+    store = Store(retention_ms=retention, max_points=10_000)
+    names = [metric("x", k=str(k)) for k in range(10)]
+    model: dict[tuple[tuple[str, str], ...], list[tuple[int, float]]] = {labels: [] for labels in names}
+
+    def add(labels: tuple[tuple[str, str], ...], t_ms: int, value: float) -> None:
+        points = model[labels]
+        if points and t_ms <= points[-1][0]:
+            if t_ms == points[-1][0]:
+                points[-1] = (t_ms, value)
+            return
+        points.append((t_ms, value))
+
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    t = 1_800_000_000_000
+    for step in range(900):
+        t += rng.choice([1000, 1000, 1000, 1000, 1001, 3000])
+        present = [labels for labels in names if rng.random() < (0.98 if step % 200 < 150 else 0.5)]
+        batch = [Sample(labels, rng.choice([float(step), rng.random(), 1.0])) for labels in present]
+        store.ingest("a", batch, t)
+        for sample in batch:
+            add(sample.labels, t, sample.value)
+        for labels in seen - set(present):
+            add(labels, t, STALE_NAN)
+        seen = set(present)
+        if rng.random() < 0.05:
+            labels = rng.choice(names)
+            late = t - rng.choice([0, 1000])
+            store.append(labels, late, 42.0, "a")
+            add(labels, late, 42.0)
+        if step % 37 == 0:
+            store.gc(t)
+            held = {series.labels for series in store.all_series()}
+            for labels in names:
+                model[labels] = [p for p in model[labels] if p[0] >= t - retention] if labels in held else []
+        for labels in rng.sample(names, 4):
+            series = next(iter(store.select([("k", "=", labels[1][1])])), None)
+            if series is None:
+                continue
+            points = model[labels]
+            mint = t - rng.choice([5_000, 60_000, 150_000, 300_000])
+            times, values = series.tail(mint)
+            assert len(times) == len(values)
+            start = len(points) - len(times)
+            assert list(times) == [p[0] for p in points[start:]]
+            assert _bits(list(values)) == _bits([p[1] for p in points[start:]])
+            lo = rng.randrange(points[0][0] - 5000, t + 1000)
+            hi = lo + rng.randrange(400_000)
+            window_t, window_v = series.window(lo, hi)
+            expect = [p for p in points if lo <= p[0] <= hi]
+            assert window_t == [p[0] for p in expect]
+            assert _bits(window_v) == _bits([p[1] for p in expect])
+    for series in store.all_series():
+        points = model[series.labels]
+        assert list(series.timestamps) == [p[0] for p in points]
+        assert _bits(list(series.values)) == _bits([p[1] for p in points])
+
+
+def test_head_values_are_float32_only_while_exact() -> None:
+    series = Series(metric("x"))
+    exact = [0.0, -0.0, 1.0, 0.5, 2.0**24, -3.25, math.inf, -math.inf, 3.4028234663852886e38]
+    inexact = [0.1, 2.0**24 + 1, 1e-50, 1e300, math.nan, STALE_NAN, 3.4028235677973366e38]
+    appended: list[float] = []
+    t = 0
+    for value in exact:
+        t += 1000
+        series.append(t, value, 10_000)
+        appended.append(value)
+    assert series.tail(t)[1].typecode == "f"  # (tail(t): the live head, reach unchanged)
+    for value in inexact:
+        narrow = Series(metric("y"))
+        narrow.append(1000, 1.0, 10_000)
+        narrow.append(1000, value, 10_000)  # a replaced point widens too
+        assert narrow.tail(0)[1].typecode == "d" and _bits([narrow.tail(0)[1][0]]) == _bits([value])
+        t += 1000
+        series.append(t, value, 10_000)
+        appended.append(value)
+    assert series.tail(t)[1].typecode == "d"
+    assert _bits(list(series.tail(t)[1])) == _bits(appended)
+    for value in range(2 * CHUNK_POINTS):  # once the inexact points are sealed, the head narrows again
+        t += 1000
+        series.append(t, float(value), 10_000)
+        appended.append(float(value))
+    assert series.tail(t)[1].typecode == "f"
+    assert _bits(list(series.values)) == _bits(appended)
+    assert _bits(series.window(0, t)[1]) == _bits(appended)
