@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/memory.py [--size 8x8] [--seconds 1200] [--retention 900] [--step 1]
                                           [--tree NAME=PATH]... [--env NAME:VAR=VALUE]... [--trace 15] [--breakdown]
+                                          [--diff TICK]
 
 Each checkout runs in its own process the real pipeline of the daemon's tick (the engines of
 ``benchmarks/simnode.py`` scraped over loopback HTTP, each scrape a new step; the fake NVML of the demo;
@@ -24,6 +25,13 @@ values would fit float32 and small integers, and glibc's ``mallinfo2`` (in use, 
 ticks (state database, alert history, caches keyed by time); the store then holds a tenth of the GPU
 points of a 1 s tick. ``--env NAME:VAR=VALUE`` sets an environment variable for one checkout's process
 (``--tree this=. --tree arena2=. --env arena2:MALLOC_ARENA_MAX=2`` measures glibc's arena limit).
+
+Each report also prints glibc's heap in use and free but held (``mallinfo2``) and the blocks Python has
+allocated (``sys.getallocatedblocks``): RSS that grows while these two are flat and the free part grows is
+fragmentation, not a Python structure. ``--diff TICK`` counts the garbage-collected objects by type at TICK
+and at the end and prints the largest changes (cheap; tracemalloc with tracebacks over thousands of ticks
+is several times slower than the run itself). ``MEMORY_BENCH_TRIM_EVERY=N`` in a checkout's environment
+(``--env trim:MEMORY_BENCH_TRIM_EVERY=60``) calls ``malloc_trim(0)`` every N ticks and prints its cost.
 """
 
 from __future__ import annotations
@@ -37,14 +45,25 @@ from pathlib import Path
 from simnode import ROOT, env_for, start_simulator
 
 CHILD = r"""
-import ctypes, gc, sys, tempfile, threading, time, tracemalloc
+import ctypes, gc, os, sys, tempfile, threading, time, tracemalloc
 import yaml
 gpus, ports, seconds, retention, every, trace, step = (int(sys.argv[1]), [int(p) for p in sys.argv[2].split(",")],
                                                        int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]),
                                                        int(sys.argv[6]), float(sys.argv[8]))
 breakdown = sys.argv[9] == "1"
+diff_at = int(sys.argv[10])
 if trace:
     tracemalloc.start(1)
+diff_from = None
+trim_every = int(os.environ.get("MEMORY_BENCH_TRIM_EVERY", "0"))
+trim_seconds = 0.0
+
+def type_counts():
+    counts = {}
+    for obj in gc.get_objects():
+        name = type(obj).__qualname__
+        counts[name] = counts.get(name, 0) + 1
+    return counts
 from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_config_text
@@ -52,6 +71,12 @@ from watchdog.config.settings import settings_from_config
 from watchdog.exporter.server import exporter_for_store
 from watchdog.fakes.gpu_model import load_profile
 from watchdog.fakes.pynvml import FakeNvml
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(f, ctypes.c_size_t) for f in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = MallInfo2
 
 def rss():
     for line in open("/proc/self/status"):
@@ -85,6 +110,13 @@ for tick in range(1, ticks + 1):
     agent.tick()
     if tick % max(1, round(15 / step)) == 0:
         exporter.render_metrics()
+    if trim_every and tick % trim_every == 0:
+        trim_started = time.perf_counter()
+        libc.malloc_trim(0)
+        trim_seconds += time.perf_counter() - trim_started
+    if diff_at and tick == diff_at:
+        gc.collect()
+        diff_from = (type_counts(), sys.getallocatedblocks())
     if tick % every == 0 or tick == ticks:
         gc.collect()
         points = sum(len(s) for s in agent.store.all_series()) if hasattr(agent.store.all_series()[0], "__len__") \
@@ -94,7 +126,11 @@ for tick in range(1, ticks + 1):
         per_point = (mb - first[0]) * 2**20 / (points - first[1]) if points > first[1] else float("nan")
         print(f"tick {tick:>6}  t+{tick * step / 3600:5.2f} h  RSS {mb:7.1f} MB  series {len(agent.store):>6}  "
               f"points {points:>9}  {per_point:6.1f} B/point since tick {every}  threads {threading.active_count()}  "
-              f"cpu {time.process_time() - started:7.1f} s", flush=True)
+              f"cpu {time.process_time() - started:7.1f} s  heap {libc.mallinfo2().uordblks / 2**20:5.1f} in use "
+              f"{libc.mallinfo2().fordblks / 2**20:5.1f} free  blocks {sys.getallocatedblocks()}", flush=True)
+if trim_every:
+    print(f"malloc_trim(0) every {trim_every} ticks: {ticks // trim_every} calls, {trim_seconds * 1000:.1f} ms in all "
+          f"({trim_seconds * 1000 / max(1, ticks // trim_every):.2f} ms a call)")
 storage = [s.storage() for s in agent.store.all_series()] if hasattr(agent.store.all_series()[0], "storage") else []
 if storage:
     head, sealed, sealed_bytes = (sum(x) for x in zip(*storage))
@@ -153,11 +189,6 @@ if breakdown:
                     break
     print(f"breakdown head values: {sum(len(s._head_v) for s in all_series)} points; in series whose head "
           f"values all fit float32: {kinds['f']}, int8 {kinds['b']}, int16 {kinds['h']}, int32 {kinds['i']}")
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(f, ctypes.c_size_t) for f in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                    "fsmblks", "uordblks", "fordblks", "keepcost")]
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = MallInfo2
     info = libc.mallinfo2()
     print(f"breakdown malloc: {info.uordblks / 2**20:.1f} MB in use, {info.fordblks / 2**20:.1f} MB free but held "
           f"(fragmentation), {info.hblkhd / 2**20:.1f} MB in mmap'd blocks")
@@ -166,6 +197,15 @@ if breakdown:
 if trace:
     for stat in tracemalloc.take_snapshot().statistics("lineno")[:trace]:
         print(f"  {stat.size / 2**20:8.2f} MB  {stat.count:>9} blocks  {stat.traceback[0]}")
+if diff_from is not None:
+    gc.collect()
+    later = type_counts()
+    print(f"diff: tick {diff_at} -> {ticks}: Python allocated blocks {diff_from[1]} -> {sys.getallocatedblocks()}; "
+          "gc-tracked objects by type, largest changes:")
+    changes = sorted(((later.get(k, 0) - diff_from[0].get(k, 0), k) for k in set(later) | set(diff_from[0])),
+                     key=lambda c: -abs(c[0]))
+    for change, name in changes[:15]:
+        print(f"  {change:+9}  {name}  ({later.get(name, 0)})")
 agent.close(timeout_seconds=1)
 """
 
@@ -185,6 +225,8 @@ def main() -> int:
     parser.add_argument("--trace", type=int, default=0, help="print the N largest allocation sites")
     parser.add_argument("--breakdown", action="store_true",
                         help="print the sizes of the store's, evaluator's, collectors' and exporter's objects")
+    parser.add_argument("--diff", type=int, default=0, metavar="TICK",
+                        help="count gc-tracked objects by type at TICK and at the end; print what grew")
     args = parser.parse_args()
     gpus, engines = (int(x) for x in args.size.lower().split("x"))
     trees = [(spec.partition("=")[0], Path(spec.partition("=")[2]).resolve()) for spec in args.tree or []]
@@ -204,7 +246,7 @@ def main() -> int:
                     child = subprocess.Popen([sys.executable, "-c", CHILD, str(gpus), ",".join(map(str, ports)),
                                               str(args.seconds), str(args.retention), str(args.every),
                                               str(args.trace), str(tree), str(args.step),
-                                              "1" if args.breakdown else "0"],
+                                              "1" if args.breakdown else "0", str(args.diff)],
                                              stdout=handle, stderr=subprocess.STDOUT,
                                              env={**env_for(tree), **extra_env.get(name, {})},
                                              cwd=outdir)  # not this checkout: `-c` imports from the cwd first
