@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,7 +71,7 @@ def compress(values: list[float | None]) -> str:
             i += n
             continue
         n = 0
-        step = None
+        step: float | None = None
         while i + n + 1 < len(values) and values[i + n + 1] is not None:
             d = round(values[i + n + 1] - values[i + n], 6)  # type: ignore[operator]
             if step is None:
@@ -78,11 +79,11 @@ def compress(values: list[float | None]) -> str:
             elif d != step:
                 break
             n += 1
-        if n < 2:
+        if n < 2 or step is None:
             out.append(_num(v))
             i += 1
             continue
-        out.append(f"{_num(v)}{'+' if step >= 0 else '-'}{_num(abs(step))}x{n}")  # type: ignore[operator]
+        out.append(f"{_num(v)}{'+' if step >= 0 else '-'}{_num(abs(step))}x{n}")
         i += n + 1
     return " ".join(out)
 
@@ -124,9 +125,9 @@ def rebuild(polls: Path, log: Path, start: float, end: float, load: tuple[float,
         probe_done.append(probes_total)
         latency.append(round(integral, 3))
     series: dict[str, list[float | None]] = {
-        f"vllm:num_requests_running{{{LABELS}}}": running,  # type: ignore[dict-item]
-        f"vllm:num_requests_waiting{{{LABELS}}}": waiting,  # type: ignore[dict-item]
-        f"vllm:kv_cache_usage_perc{{{LABELS}}}": kv,  # type: ignore[dict-item]
+        f"vllm:num_requests_running{{{LABELS}}}": running,
+        f"vllm:num_requests_waiting{{{LABELS}}}": waiting,
+        f"vllm:kv_cache_usage_perc{{{LABELS}}}": kv,
         f"vllm:e2e_request_latency_seconds_count{{{LABELS}}}": [a + b for a, b in zip(load_done, probe_done,
                                                                                          strict=True)],
         f"vllm:e2e_request_latency_seconds_sum{{{LABELS}}}": latency,  # type: ignore[dict-item]
@@ -138,10 +139,9 @@ def rebuild(polls: Path, log: Path, start: float, end: float, load: tuple[float,
         done = list(zip(load_done, probe_done, strict=True))
         series[f"{name}_count{{{LABELS}}}"] = [a + b for a, b in done]
         series[f"{name}_sum{{{LABELS}}}"] = [length * a + probe_length * b for a, b in done]
-        for le in (*TOKEN_BUCKETS, "+Inf"):
-            series[f'{name}_bucket{{{LABELS},le="{le}"}}'] = [
-                (a if le == "+Inf" or length <= le else 0) + (b if le == "+Inf" or probe_length <= le else 0)
-                for a, b in done]
+        for le in (*TOKEN_BUCKETS, math.inf):
+            series[f'{name}_bucket{{{LABELS},le="{"+Inf" if le == math.inf else le}"}}'] = [
+                (a if length <= le else 0) + (b if probe_length <= le else 0) for a, b in done]
     series[f"watchdog_engine_kv_cache_blocks{{{ENGINE_LABELS}}}"] = [16.0] * n
     series[f"watchdog_engine_kv_cache_block_size_tokens{{{ENGINE_LABELS}}}"] = [128.0] * n
     return series
