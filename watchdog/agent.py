@@ -33,6 +33,7 @@ from watchdog.collectors.health import Problem, assess, health_samples
 from watchdog.collectors.registry import build_collectors
 from watchdog.config import load_settings
 from watchdog.config.settings import Settings, settings_document
+from watchdog.infra.heap import heap_trimmer
 from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState, Sample, metric
 from watchdog.notify.dispatcher import dispatcher_for
@@ -50,6 +51,8 @@ from watchdog.store import SeriesQuotas, Store
 log = logging.getLogger(__name__)
 
 GC_EVERY_TICKS = 30
+TRIM_EVERY_TICKS = 60
+"""Every this many ticks, after the store's gc, freed heap goes back to the kernel (``infra/heap.py``)."""
 COMPONENT_METRICS_EVERY_TICKS = 5
 """The rule engine's, runbooks' and notifiers' self-metrics (and build and runbook info) are stored every
 this many ticks (a scrape sees them at most this many seconds old); the loop's own and health every tick."""
@@ -173,6 +176,8 @@ class Agent:
         self.before_tick: list[Callable[[float], None]] = []
         self.after_tick: list[Callable[[], None]] = []
         self.history_fired: list[Alert] = []
+        self.trim_heap: Callable[[], bool] | None = heap_trimmer()
+        """Called every :data:`TRIM_EVERY_TICKS` ticks; ``None`` without glibc (or to turn it off)."""
         self.rule_engine = self._build_rule_engine(settings, restored=self.rule_state.load())
         self.runbooks = self._build_runbooks(settings)
         self._runbook_links: RunbookLinks | None = None
@@ -260,6 +265,8 @@ class Agent:
             self.stats.ticks_total += 1
             if self.stats.ticks_total % GC_EVERY_TICKS == 0:
                 self._stage("gc", lambda: self.store.gc(now_ms))
+            if self.trim_heap is not None and self.stats.ticks_total % TRIM_EVERY_TICKS == 0:
+                self._stage("trim_heap", self.trim_heap)
             self.stats.last_duration_seconds = time.monotonic() - started
             checkpoints.append(("finish", time.monotonic()))
             self._note_overran_stage(started, interval, checkpoints)
