@@ -201,7 +201,7 @@ class RuleEngine:
         self.external_labels = dict(external_labels or {})
         self.external_url = external_url
         self.lookback_ms = lookback_ms
-        self.subquery_step_ms = subquery_step_ms
+        self.subquery_step_ms = DEFAULT_SUBQUERY_STEP_MS if subquery_step_ms is None else subquery_step_ms
         self.clock = clock
         self.log = logger or log
         self.rule_timeout_s = rule_timeout_s
@@ -395,18 +395,14 @@ class RuleEngine:
             found = self._rule_queries[id(rule)] = Query(rule.query.text, as_rule_manager_runs_it(rule.query.expr))
         return found
 
-    def _query(self, query: Any, t_ms: int, cache: EvalCache | None = None) -> Any:
-        if self.subquery_step_ms is None:
-            return evaluate(query, self.store, t_ms, self.lookback_ms, deadline=self._deadline,
-                            max_samples=self.max_samples, sample_limit=self.sample_limit, cache=cache)
+    def _query(self, query: Any, t_ms: int) -> Any:
         return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, self._deadline,
-                        self.max_samples, self.sample_limit, cache=cache)
+                        self.max_samples, self.sample_limit)
 
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
         plan = runtime.plans[index]
         expr = plan.expr
-        raw = evaluate_expr(expr, self.store, int(t_ms), self.lookback_ms,
-                            DEFAULT_SUBQUERY_STEP_MS if self.subquery_step_ms is None else self.subquery_step_ms,
+        raw = evaluate_expr(expr, self.store, int(t_ms), self.lookback_ms, self.subquery_step_ms,
                             self._deadline, self.max_samples, self.sample_limit, cache=self._pass)
         vector = _raw_vector(expr, raw)
         if plan.record:
