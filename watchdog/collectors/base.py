@@ -56,6 +56,12 @@ DUE_SLACK_SECONDS = 0.25
 """An ``interval_seconds`` collector is due this much early (tick jitter must not skip a whole tick)."""
 
 
+def not_yet_due(last: float, now: float, every: float) -> bool:
+    """Whether work done at ``last`` (seconds of tick time) every ``every`` seconds is not due again at
+    ``now``: due :data:`DUE_SLACK_SECONDS` early, and at once when the clock went back."""
+    return last <= now < last + every - DUE_SLACK_SECONDS
+
+
 class NoData(Exception):
     """Raised by a collector when its subject is absent here (no driver, no kmsg): quiet, not a failure."""
 
@@ -205,8 +211,8 @@ class CollectorRunner:
         if every <= 0 or not self.honour_intervals:
             return True
         last = self._last_called.get(collector.name)
-        if last is not None and last <= now < last + every - DUE_SLACK_SECONDS:
-            return False  # (a clock that went back: due now)
+        if last is not None and not_yet_due(last, now, every):
+            return False
         self._last_called[collector.name] = now
         return True
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.collectors import nvml_fields as F
-from watchdog.collectors.base import DUE_SLACK_SECONDS, Collector, CollectorContext, NoData, Worker
+from watchdog.collectors.base import Collector, CollectorContext, NoData, Worker, not_yet_due
 from watchdog.config.settings import NvmlSettings, Settings, section_settings
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric
 
@@ -779,7 +779,7 @@ class NvmlCollector:
     def _counters_fresh(self, read_at: float, now: float) -> bool:
         """Whether counters read at ``read_at`` are still to be reported as they are at ``now``."""
         every = self.counters_interval_seconds
-        return every > 0 and read_at <= now < read_at + every - DUE_SLACK_SECONDS
+        return every > 0 and not_yet_due(read_at, now, every)
 
     def _slots(self, link_count: int) -> tuple[F.FieldSlot, ...]:
         """Every field slot (the counters' included), one tuple per link count (the planner remembers its
