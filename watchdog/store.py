@@ -535,29 +535,29 @@ class Store:
                 forget_shared()
 
     def _ingest(self, source: str, samples: Iterable[Sample], t_ms: int, bypass_quota: bool) -> int:
-        """:meth:`ingest` itself (which frees the timestamp arrays its series moved away from)."""
-        with self._lock:
-            batch: dict[Labels, float] = {}
-            for sample in samples:
-                batch[sample.labels] = sample.value
-            over_limit = ""
-            dropped = 0
-            if self._enforce_quotas and not bypass_quota:
-                reason = self._admit(source, batch)
-                if reason:
-                    self.quota_rejections_total += 1
-                    self.ingest(source, (), t_ms, bypass_quota=True)
-                    raise SeriesQuotaExceeded(source, reason)
-                if self.quotas.label_values and not self.quotas.is_reserved(source):
-                    over_limit, dropped = self._drop_label_value_churn(source, batch)
-            stored = tuple(labels for labels, value in batch.items() if self.append(labels, t_ms, value, source))
-            for labels in self._sources.get(source, ()):
-                if labels not in batch:
-                    self.append(labels, t_ms, STALE_NAN, source)
-            self._sources[source] = stored  # a tuple: a third of a set's memory
-            if over_limit:
-                raise LabelValuesExceeded(source, over_limit, dropped)
-            return len(stored)
+        """:meth:`ingest` itself, under its lock (which frees the timestamp arrays its series moved away
+        from)."""
+        batch: dict[Labels, float] = {}
+        for sample in samples:
+            batch[sample.labels] = sample.value
+        over_limit = ""
+        dropped = 0
+        if self._enforce_quotas and not bypass_quota:
+            reason = self._admit(source, batch)
+            if reason:
+                self.quota_rejections_total += 1
+                self.ingest(source, (), t_ms, bypass_quota=True)
+                raise SeriesQuotaExceeded(source, reason)
+            if self.quotas.label_values and not self.quotas.is_reserved(source):
+                over_limit, dropped = self._drop_label_value_churn(source, batch)
+        stored = tuple(labels for labels, value in batch.items() if self.append(labels, t_ms, value, source))
+        for labels in self._sources.get(source, ()):
+            if labels not in batch:
+                self.append(labels, t_ms, STALE_NAN, source)
+        self._sources[source] = stored  # a tuple: a third of a set's memory
+        if over_limit:
+            raise LabelValuesExceeded(source, over_limit, dropped)
+        return len(stored)
 
     def _drop_label_value_churn(self, source: str, batch: dict[Labels, float]) -> tuple[str, int]:
         """Remove from ``batch`` the new series that would take a label of their metric past the
