@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from watchdog.model import Labels, is_stale
@@ -138,9 +138,12 @@ class Evaluator:
         sample_limit: int | None = None,
         range_ms: tuple[int, int] | None = None,
         cache: EvalCache | None = None,
+        empty: Mapping[int, int] | None = None,
     ) -> None:
         self.store = store
         self.cache = cache
+        # id(node) -> samples held at its peak, for the nodes known to evaluate to [] (watchdog.promql.prune)
+        self._empty = empty
         self._peak = 0  # the most samples held at once so far (with ``sample_limit``)
         self.max_samples = max_samples
         # The agent's memory guard (Prometheus' --query.max-samples): samples held at once, counted
@@ -174,6 +177,14 @@ class Evaluator:
         Past ``deadline`` (``time.monotonic()``; or a :class:`CpuBudget` spent), raises
         :class:`PromQLError` with ``kind="timeout"``; every node and every subquery step checks it.
         """
+        empty = self._empty
+        if empty is not None:
+            peak = empty.get(id(expr))
+            if peak is not None:  # known to give [] without an error: charge what it would have held
+                if peak and self.sample_limit is not None:
+                    self._hold(peak)
+                    self._held -= peak
+                return []
         if self.deadline is not None and time.monotonic() > self.deadline:
             if self._budget is None or self._budget.spent():
                 raise PromQLError("query timed out in expression evaluation", kind="timeout")
@@ -623,6 +634,7 @@ def evaluate_expr(
     sample_limit: int | None = None,
     range_ms: tuple[int, int] | None = None,
     cache: EvalCache | None = None,
+    empty: Mapping[int, int] | None = None,
 ) -> Any:
     """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``.
     ``deadline`` (a ``time.monotonic()`` instant, or a :class:`~watchdog.promql.budget.CpuBudget`) stops it
@@ -630,7 +642,9 @@ def evaluate_expr(
     ``max_samples`` models promtool's accounting inside subqueries (``rules test``); ``sample_limit``
     bounds the samples held at once anywhere (:class:`TooManySamples`); ``range_ms`` is the
     ``(start, end)`` of a range query that ``t_ms`` is one step of (``@ start()``/``@ end()``);
-    ``cache`` (:mod:`watchdog.promql.cache`) lets a rule engine's pass reuse work between rules."""
+    ``cache`` (:mod:`watchdog.promql.cache`) lets a rule engine's pass reuse work between rules; ``empty``
+    (:func:`watchdog.promql.prune.empty_nodes` of ``expr`` against ``store`` as it is) names the nodes
+    known to evaluate to ``[]``, answered without walking them (the same results)."""
     return Evaluator(store, t_ms, lookback_ms, subquery_step_ms, deadline, max_samples, sample_limit,
-                     range_ms, cache).eval(expr, t_ms)
+                     range_ms, cache, empty).eval(expr, t_ms)
 

@@ -43,6 +43,7 @@ from watchdog.promql import CpuBudget, PromQLError, TooManySamples, evaluate, pa
 from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex, Selections, SharedPlan
 from watchdog.promql.engine import DEFAULT_SUBQUERY_STEP_MS, evaluate_expr
 from watchdog.promql.nodes import SCALAR, VECTOR
+from watchdog.promql.prune import EmptyNodes
 from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Candidate
 from watchdog.rules.lanes import Lane, classify_groups
 from watchdog.rules.loader import AlertingRule, RecordingRule, RuleGroup, RuleSet
@@ -120,10 +121,12 @@ class _RulePlan:
     query as the rule manager runs it, its store source, the names it writes, and (recording rules) a
     memo from each result label set to the label set it is written under."""
 
-    __slots__ = ("expr", "extra_labels", "outputs", "record", "source", "stored", "written")
+    __slots__ = ("empty", "expr", "extra_labels", "outputs", "record", "source", "stored", "written")
 
     def __init__(self, rule: AlertingRule | RecordingRule, expr: Any, source: str) -> None:
         self.expr = expr
+        self.empty = EmptyNodes(expr)
+        """Which of its nodes evaluate to [] against the store as it is (selectors matching nothing)."""
         self.source = source
         self.written = _written_names(rule)
         self.record = rule.record if isinstance(rule, RecordingRule) else ""
@@ -347,19 +350,19 @@ class RuleEngine:
             finally:
                 self._deadline = None
             plan = plans[index]
-            generation = getattr(self.store, "generation", None)
-            try:
-                if samples or plan.stored != 0:  # an empty result after an empty one changes nothing
+            if samples or plan.stored != 0:  # an empty result after an empty one changes nothing
+                generation = getattr(self.store, "generation", None)
+                try:
                     plan.stored = -1
                     plan.stored = self.store.ingest(plan.source, samples, t_ms)
-            except SeriesQuotaExceeded as exc:  # a rule whose output would crowd out the others
-                self._record_failure(runtime, index, rule, t_ms, exc.reason, "quota")
-                continue
-            finally:
-                if self._pass is not None:
-                    changed = generation is None or generation != getattr(self.store, "generation", None)
-                    for name in plan.written:
-                        self._pass.wrote(name, changed)
+                except SeriesQuotaExceeded as exc:  # a rule whose output would crowd out the others
+                    self._record_failure(runtime, index, rule, t_ms, exc.reason, "quota")
+                    continue
+                finally:
+                    if self._pass is not None:
+                        changed = generation is None or generation != getattr(self.store, "generation", None)
+                        for name in plan.written:
+                            self._pass.wrote(name, changed)
             if self.last_failures:
                 self.last_failures.pop((runtime.key, index), None)
         stats.evaluations_total += 1
@@ -402,8 +405,14 @@ class RuleEngine:
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
         plan = runtime.plans[index]
         expr = plan.expr
-        raw = evaluate_expr(expr, self.store, int(t_ms), self.lookback_ms, self.subquery_step_ms,
-                            self._deadline, self.max_samples, self.sample_limit, cache=self._pass)
+        cache = self._pass
+        empty = None if cache is None else plan.empty.current(self.store, cache.selections.select)
+        peak = None if empty is None else empty.get(id(expr))
+        if peak is not None and (self.sample_limit is None or peak <= self.sample_limit):
+            raw: Any = []  # the whole query is known to give [] (what evaluating it would return)
+        else:
+            raw = evaluate_expr(expr, self.store, int(t_ms), self.lookback_ms, self.subquery_step_ms,
+                                self._deadline, self.max_samples, self.sample_limit, cache=cache, empty=empty)
         vector = _raw_vector(expr, raw)
         if plan.record:
             return self._recording_samples(plan, vector)

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Where the daemon's CPU goes beyond its ticks: the same agent as a daemon, ticking in real time, and
+ticking back to back on a simulated clock, side by side, per thread.
+
+    .venv/bin/python benchmarks/daemon_gap.py [--size 1x1] [--seconds 60] [--warmup 30]
+
+Three child processes run at once against one simulated node (``simnode.py``: vLLM V1 endpoints whose
+values move, fake NVML), each with ``peer.py``'s agent config (default settings, the whole rule pack,
+the kernel-log collector on a file, the process collector, the log notifier, 1 s ticks):
+
+- ``daemon``: the agent as ``peer.py`` runs it (``serve``: scheduler, exporter, signals), its exporter
+  scraped every 15 s with gzip;
+- ``realtime``: ``Agent.tick()`` every wall-clock second from a plain loop (no scheduler, no exporter),
+  engines scraped in the background as in the daemon;
+- ``simulated``: ``Agent.tick()`` back to back on a simulated clock advanced 1 s a tick, engine scrapes
+  waited for (as ``steady.py`` and ``rule_cost.py`` measure); as many ticks warm up and are measured
+  as the others have seconds, so that every store holds as much.
+
+After the warm-up each child samples the CPU of its threads (``pthread_getcpuclockid``: each thread's
+own CPU clock, named by ``threading``) and of the whole process over ``--seconds`` of wall time;
+printed per second of agent time (simulated ticks: per tick), per thread name (collector workers by
+collector; threads that ended meanwhile, such as the exporter's per-request threads, together). The difference
+between ``daemon`` and ``realtime`` is the daemon's own machinery; between ``realtime`` and
+``simulated``, what ticking once a second costs over ticking back to back (caches cold after a second
+of idle, background scrapes, timing); the machine is shared, so read the columns of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+sys.path.insert(0, str(HERE.parent))
+
+from peer import EXPORTER_SCRAPE_SECONDS, agent_config, free_port  # noqa: E402
+from simnode import ROOT, env_for, start_simulator  # noqa: E402
+
+CHILD = r"""
+import json, logging, os, re, sys, threading, time
+from watchdog.agent import Agent
+from watchdog.collectors.base import CollectorContext
+from watchdog.config import load_settings
+from watchdog.fakes.gpu_model import load_profile
+from watchdog.fakes.pynvml import FakeNvml
+
+mode, config, listen, gpus, warmup, seconds = (sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]),
+                                               float(sys.argv[5]), float(sys.argv[6]))
+logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+profile = load_profile("h100-sxm-8")
+profile["gpus"] = profile["gpus"][:gpus]
+nvml = FakeNvml(profile)
+for i in range(gpus):
+    nvml.set_load(i, 90.0)
+settings = load_settings(config)
+now = [time.time()]
+simulated = mode == "simulated"
+agent = Agent(settings, config_path=config, context=CollectorContext(nvml=nvml),
+              **({"clock": lambda: now[0], "background_scrapes": False} if simulated else {}))
+
+def cpu():
+    out = {}
+    for thread in threading.enumerate():
+        try:
+            out[thread.native_id] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except (OSError, TypeError):  # the thread ended meanwhile
+            continue
+    return out
+
+def names():
+    return {t.native_id: re.sub(r"-\d+$|^Thread-\d+ ", "", t.name) for t in threading.enumerate()}
+
+def report(start, end, ticks, wall):
+    t0, t1 = start[0], end[0]
+    per = {}
+    labels = names()
+    for tid, value in end[1].items():
+        label = labels.get(tid, "(unnamed)")
+        per[label] = per.get(label, 0.0) + value - start[1].get(tid, 0.0)
+    live = sum(per.values())
+    per["(threads gone)"] = (end[2] - start[2]) - live
+    print(json.dumps({"mode": mode, "wall": t1 - t0, "ticks": ticks, "cpu": end[2] - start[2], "threads": per}))
+
+def snap():
+    return (time.monotonic(), cpu(), time.process_time())
+
+if mode == "daemon":
+    from watchdog.daemon.serve import serve
+    def measure():
+        time.sleep(warmup)
+        start, ticks0 = snap(), agent.stats.ticks_total
+        time.sleep(seconds)
+        report(start, snap(), agent.stats.ticks_total - ticks0, seconds)
+        sys.stdout.flush()
+        os.kill(os.getpid(), 15)
+    threading.Thread(target=measure, name="bench", daemon=True).start()
+    sys.exit(serve(agent, listen))
+done = 0  # ticks so far: as many warm up and are measured as the daemon's seconds
+start = None
+ticks = 0
+due = time.monotonic()
+while True:
+    if simulated:
+        now[0] += 1.0
+    else:
+        wait = due - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        due += 1.0
+    agent.tick()
+    done += 1
+    if start is None and done >= warmup:
+        start, ticks = snap(), 0
+    elif start is not None:
+        ticks += 1
+        if ticks >= seconds:
+            break
+report(start, snap(), ticks, seconds)
+agent.close(timeout_seconds=1)
+"""
+
+MODES = ("daemon", "realtime", "simulated")
+
+
+def main() -> int:
+    """Run the three children side by side and print the per-thread table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="1x1", help="GPUsxengines")
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured wall seconds")
+    parser.add_argument("--warmup", type=float, default=30.0)
+    parser.add_argument("--tree", default=str(ROOT), help="the checkout to run")
+    args = parser.parse_args()
+    gpus, engines = (int(x) for x in args.size.split("x"))
+    tree = Path(args.tree).resolve()
+    sim, _, ports = start_simulator(gpus, engines)
+    results = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            workdir = Path(tmp)
+            children = {}
+            for mode in MODES:
+                config = agent_config(workdir, mode, tree, ports, 900, {})
+                listen = f"127.0.0.1:{free_port()}"
+                children[mode] = (subprocess.Popen(
+                    [sys.executable, "-c", CHILD, mode, str(config), listen, str(gpus), str(args.warmup),
+                     str(args.seconds)], stdout=subprocess.PIPE, text=True, env=env_for(tree), cwd=workdir), listen)
+            url = f"http://{children['daemon'][1]}/metrics"
+            end = time.monotonic() + args.warmup + args.seconds + 5
+            next_scrape = time.monotonic() + EXPORTER_SCRAPE_SECONDS
+            while time.monotonic() < end and children["daemon"][0].poll() is None:
+                if time.monotonic() >= next_scrape:
+                    next_scrape += EXPORTER_SCRAPE_SECONDS
+                    try:
+                        request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+                        with urllib.request.urlopen(request, timeout=10) as response:
+                            response.read()
+                    except OSError as exc:
+                        print(f"exporter scrape failed: {exc}", file=sys.stderr)
+                time.sleep(0.2)
+            for mode, (proc, _) in children.items():
+                out, _ = proc.communicate(timeout=args.seconds * 20 + 120)
+                lines = [line for line in out.splitlines() if line.startswith("{")]
+                if not lines:
+                    raise SystemExit(f"{mode} printed no result (exit {proc.returncode})")
+                results[mode] = json.loads(lines[-1])
+    finally:
+        sim.kill()
+        sim.wait()
+    per = {mode: r["cpu"] / (r["ticks"] if mode == "simulated" else r["wall"]) * 1000 for mode, r in results.items()}
+    print(f"{args.size}: CPU ms per second of agent time (simulated: per tick), {args.seconds:g} s after "
+          f"{args.warmup:g} s of warm-up; tree {tree}")
+    print(f"{'thread':<34}" + "".join(f" {m:>10}" for m in MODES))
+    print(f"{'whole process':<34}" + "".join(f" {per[m]:10.2f}" for m in MODES))
+    labels = sorted({label for r in results.values() for label in r["threads"]},
+                    key=lambda label: -max(r["threads"].get(label, 0.0) for r in results.values()))
+    for label in labels:
+        cells = []
+        for mode in MODES:
+            r = results[mode]
+            value = r["threads"].get(label)
+            scale = r["ticks"] if mode == "simulated" else r["wall"]
+            cells.append(f" {value / scale * 1000:10.2f}" if value is not None else f" {'':>10}")
+        print(f"{label:<34}" + "".join(cells))
+    print("ticks measured: " + ", ".join(f"{m} {results[m]['ticks']}" for m in MODES))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
