@@ -240,6 +240,8 @@ class RuleEngine:
             self._groups.append(runtime)
         self.stats: dict[str, GroupStats] = {
             rt.key: GroupStats(rt.group.name, len(rt.group.rules)) for rt in self._groups}
+        self._alert_states = [rt.alert_states[index] for rt in self._groups for index in sorted(rt.alert_states)]
+        """Every alerting rule's state, in rule order (what :meth:`alerts` and :meth:`export_state` walk)."""
         if restored_state:
             self._restore(restored_state)
 
@@ -284,9 +286,9 @@ class RuleEngine:
     def alerts(self) -> list[Alert]:
         """Every pending, firing and recently resolved alert, in rule order."""
         out: list[Alert] = []
-        for runtime in self._groups:
-            for index in sorted(runtime.alert_states):
-                out.extend(runtime.alert_states[index].alerts())
+        for state in self._alert_states:
+            if state.active:
+                out.extend(state.alerts())
         return out
 
     def failures_at(self, t_ms: int) -> list[RuleFailure]:
@@ -472,9 +474,9 @@ class RuleEngine:
     def export_state(self) -> list[dict[str, Any]]:
         """Every held alert as plain data, for :class:`RuleEngine` ``restored_state=`` after a restart."""
         out: list[dict[str, Any]] = []
-        for runtime in self._groups:
-            for index in sorted(runtime.alert_states):
-                out.extend(runtime.alert_states[index].export())
+        for state in self._alert_states:
+            if state.active:
+                out.extend(state.export())
         return out
 
     def _restore(self, entries: Iterable[Mapping[str, Any]]) -> None:
