@@ -135,6 +135,10 @@ class TickStats:
     """CPU seconds (this thread) each stage took in the last tick, summed over its runs (absent: not run)."""
 
 
+_metric = functools.lru_cache(maxsize=1024)(metric)
+"""``metric()`` for the loop's own series, stored every tick: their few label sets are built once."""
+
+
 class Agent:
     """The whole per-node pipeline. Construct, then call :meth:`tick` on a schedule (see scheduler)."""
 
@@ -436,26 +440,26 @@ class Agent:
         """The loop's own series, health included: stored every tick."""
         s = self.stats
         out = [
-            Sample(metric("watchdog_ticks_total"), float(s.ticks_total)),
-            Sample(metric("watchdog_tick_duration_seconds"), s.last_duration_seconds),
-            Sample(metric("watchdog_store_series"), float(len(self.store))),
-            Sample(metric("watchdog_store_dropped_series_total"), float(self.store.dropped_series_total)),
-            Sample(metric("watchdog_store_evicted_series_total"), float(self.store.evicted_series_total)),
-            Sample(metric("watchdog_store_quota_rejections_total"), float(self.store.quota_rejections_total)),
-            Sample(metric("watchdog_store_label_value_drops_total"), float(self.store.label_value_drops_total)),
-            Sample(metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
-            Sample(metric("watchdog_clock_steps_total", direction="backward"), float(s.clock_steps_total)),
-            Sample(metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
+            Sample(_metric("watchdog_ticks_total"), float(s.ticks_total)),
+            Sample(_metric("watchdog_tick_duration_seconds"), s.last_duration_seconds),
+            Sample(_metric("watchdog_store_series"), float(len(self.store))),
+            Sample(_metric("watchdog_store_dropped_series_total"), float(self.store.dropped_series_total)),
+            Sample(_metric("watchdog_store_evicted_series_total"), float(self.store.evicted_series_total)),
+            Sample(_metric("watchdog_store_quota_rejections_total"), float(self.store.quota_rejections_total)),
+            Sample(_metric("watchdog_store_label_value_drops_total"), float(self.store.label_value_drops_total)),
+            Sample(_metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
+            Sample(_metric("watchdog_clock_steps_total", direction="backward"), float(s.clock_steps_total)),
+            Sample(_metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
             *health_samples(self.health),
         ]
         for kind in sorted({"corrupt", "write", *self.db.errors}):
-            out.append(Sample(metric("watchdog_state_errors_total", kind=kind), float(self.db.errors[kind])))
+            out.append(Sample(_metric("watchdog_state_errors_total", kind=kind), float(self.db.errors[kind])))
         for stage in TICK_STAGES:
-            out.append(Sample(metric("watchdog_tick_overruns_total", stage=stage), float(s.overruns.get(stage, 0))))
+            out.append(Sample(_metric("watchdog_tick_overruns_total", stage=stage), float(s.overruns.get(stage, 0))))
         for stage in DEFERRABLE_STAGES:
-            out.append(Sample(metric("watchdog_tick_deferred_total", stage=stage), float(s.deferred.get(stage, 0))))
+            out.append(Sample(_metric("watchdog_tick_deferred_total", stage=stage), float(s.deferred.get(stage, 0))))
         for stage, count in sorted(s.stage_failures.items()):
-            out.append(Sample(metric("watchdog_tick_stage_failures_total", stage=stage), float(count)))
+            out.append(Sample(_metric("watchdog_tick_stage_failures_total", stage=stage), float(count)))
         return out
 
     # -- reload and shutdown ------------------------------------------------------------------------

@@ -240,6 +240,7 @@ class RuleEngine:
             self._groups.append(runtime)
         self.stats: dict[str, GroupStats] = {
             rt.key: GroupStats(rt.group.name, len(rt.group.rules)) for rt in self._groups}
+        self._self_labels: dict[tuple[str, str, str], Labels] = {}  # (name, group, reason) -> label set
         self._alert_states = [rt.alert_states[index] for rt in self._groups for index in sorted(rt.alert_states)]
         """Every alerting rule's state, in rule order (what :meth:`alerts` and :meth:`export_state` walk)."""
         if restored_state:
@@ -508,9 +509,15 @@ class RuleEngine:
         """The engine's own series for the exporter (per group: rules, evaluations, failures,
         last duration and last evaluation time)."""
         out: list[Sample] = []
+        labels = self._self_labels
 
-        def add(name: str, group: str, value: float, **extra: str) -> None:
-            out.append(Sample(make_labels({METRIC_NAME: name, "rule_group": group, **extra}), value))
+        def add(name: str, group: str, value: float, reason: str = "") -> None:
+            key = (name, group, reason)
+            found = labels.get(key)
+            if found is None:
+                extra = {"reason": reason} if reason else {}
+                found = labels[key] = make_labels({METRIC_NAME: name, "rule_group": group, **extra})
+            out.append(Sample(found, value))
 
         for stats in self.stats.values():
             last = math.nan if stats.last_evaluation_ms is None else stats.last_evaluation_ms / 1000.0
