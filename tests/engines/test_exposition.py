@@ -34,6 +34,23 @@ def test_every_fixture_parses_like_prometheus_client(path: Path) -> None:
     clear_cache()  # cold and warm parses agree
     again = [(labels, value) for labels, value, _ in parse_exposition(text)]
     assert again == ours
+    assert [(labels, value) for labels, value, _ in parse_exposition(text)] == ours  # warm (module cache)
+    cache: dict[str, tuple[tuple[str, str], ...]] = {}
+    for _ in range(2):  # a caller's own cache, cold then warm, with _created samples dropped
+        dropped = [(labels, value) for labels, value, _ in parse_exposition(text, drop_created=True, cache=cache)]
+        assert dropped == [(labels, value) for labels, value in ours
+                           if not _is_created(labels, text)], path.name
+
+
+def _is_created(labels: tuple[tuple[str, str], ...], text: str) -> bool:
+    """A ``<family>_created`` sample of a counter/histogram/summary family the text declares."""
+    name = dict(labels)["__name__"]
+    if not name.endswith("_created"):
+        return False
+    types = parse_types(text)
+    base = name[: -len("_created")]
+    return any(types.get(family) in ("counter", "histogram", "summary", "gaugehistogram")
+               for family in (base, base + "_total"))
 
 
 def test_created_samples_of_prometheus_client_counters_and_histograms_are_dropped() -> None:
