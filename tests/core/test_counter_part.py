@@ -4,14 +4,17 @@ when the last read was stored again at every tick (how the agent stored them bef
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from tests.support.agents import make_agent
 from watchdog.agent import Agent, build_runner
 from watchdog.collectors.base import CollectorRunner, ingest_results
 from watchdog.collectors.nvml import COUNTERS_PART, NvmlCollector
+from watchdog.exporter.api import QueryAPI
 from watchdog.exporter.collector import StoreCollector
 from watchdog.fakes.pynvml import FakeNvml, load_profile
 from watchdog.model import Labels, Sample, is_stale
@@ -45,6 +48,13 @@ def gpu_agent(tmp_path: Path, nvml: FakeNvml, now: list[float]) -> Agent:
     return agent
 
 
+def query(api: QueryAPI, expr: str) -> list[str]:
+    """The values ``/api/v1/query`` answers for ``expr`` now."""
+    response = api.handle("GET", "/api/v1/query", urlencode({"query": expr}))
+    assert response.code == 200, response.body
+    return [sample["value"][1] for sample in json.loads(response.body)["data"]["result"]]
+
+
 class StoredEveryTick:
     """The NVML collector as the agent stored it before: the counters as last read, in its own collection,
     at every call."""
@@ -66,6 +76,8 @@ def test_counters_are_stored_when_read_never_stale_between_and_exported_at_every
     now = [START]
     agent = gpu_agent(tmp_path, nvml, now)
     exporter = StoreCollector(agent.store, clock=lambda: now[0])
+    api = QueryAPI(agent.store, clock=lambda: now[0])
+    selector = 'watchdog_gpu_nvlink_errors_total{gpu="1",link="3",type="replay"}'
     nvml.schedule([{"at_seconds": 12, "gpu": 1, "fault": "gpu_lost"}])
     for step in range(12):
         now[0] = START + step
@@ -73,6 +85,8 @@ def test_counters_are_stored_when_read_never_stale_between_and_exported_at_every
         stored = [(labels, value) for labels, _, value in agent.store.latest_values(int(now[0] * 1000))]
         assert only(stored, COUNTER) == [0.0], step  # every tick: present, not stale
         assert only(exporter.samples(), COUNTER) == [0.0], step
+        assert query(api, selector) == ["0"], step
+    assert query(api, f"rate({selector}[10s])") == ["0"]  # a point every 5 s: two or more in 10 s
     (counter,) = agent.store.select([("__name__", "=", COUNTER["__name__"]), ("gpu", "=", "1"), ("link", "=", "3"),
                                     ("type", "=", "replay")])
     assert [t // 1000 - START for t in counter.timestamps] == [0, 5, 10]  # read at 0, 5 and 10 only
