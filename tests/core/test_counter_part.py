@@ -121,27 +121,32 @@ def test_a_failed_call_empties_the_parts_and_a_hung_one_holds_them() -> None:
 
 
 def run(agent: Agent, nvml: FakeNvml, now: list[float], seconds: int) -> list[set[tuple[Any, ...]]]:
-    """Tick once a second; per tick, the alerts the agent reports (name, GPU, link, state)."""
+    """Tick once a second; per tick, the alerts the agent reports (name, state, labels)."""
     out = []
     for step in range(seconds):
         now[0] = START + step
         if step >= 20:
             nvml.set(0, pcie_replays=3 * (step - 20))  # 180 a minute
-        out.append({(a.labels.get("alertname"), a.labels.get("gpu"), a.labels.get("link"), a.state.value)
-                    for a in agent.tick()})
+        out.append({(a.labels["alertname"], a.state.value, *sorted(a.labels.items())) for a in agent.tick()})
     return out
 
 
 def test_gpu_rules_alert_exactly_as_when_counters_were_stored_every_tick(tmp_path: Path) -> None:
+    """Every held GPU alert over the counters (and over the static series stored with them: max PCIe link,
+    thermal thresholds), tick for tick: pending, firing and resolved at the same ticks."""
     faults = [
         {"at_seconds": 20, "gpu": 0, "fault": "nvlink_down", "params": {"link": 4}, "duration_seconds": 80},
         {"at_seconds": 25, "gpu": 1, "fault": "row_remap_pending"},
+        {"at_seconds": 30, "gpu": 0, "fault": "pcie_downtrain", "params": {"generation": 3, "width": 8}},
+        {"at_seconds": 30, "gpu": 1, "fault": "thermal_throttle", "duration_seconds": 60},
         *({"at_seconds": t, "gpu": 1, "fault": "nvlink_crc_burst", "params": {"link": 7, "count": 600}}
           for t in range(20, 200, 10)),
     ]
     timelines = []
     for name, held in (("now", False), ("before", True)):
         nvml = two_gpus()
+        for gpu in range(2):
+            nvml.set_load(gpu, 90)
         nvml.schedule(faults)
         now = [START]
         (tmp_path / name).mkdir()
@@ -153,7 +158,8 @@ def test_gpu_rules_alert_exactly_as_when_counters_were_stored_every_tick(tmp_pat
         timelines.append(run(agent, nvml, now, 175))
         agent.close()
     now_timeline, before = timelines
-    fired = {alert[0] for tick in now_timeline for alert in tick if alert[3] == "firing"}
-    assert {"GpuNvlinkDown", "GpuRowRemapPending", "GpuNvlinkErrorsHigh", "GpuPcieReplaysHigh"} <= fired
+    fired = {alert[0] for tick in now_timeline for alert in tick if alert[1] == "firing"}
+    assert {"GpuNvlinkDown", "GpuRowRemapPending", "GpuNvlinkErrorsHigh", "GpuPcieReplaysHigh", "GpuPcieLinkDegraded",
+            "GpuThermalMarginLow"} <= fired
     for step, (mine, theirs) in enumerate(zip(now_timeline, before, strict=True)):
         assert mine == theirs, step

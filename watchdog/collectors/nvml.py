@@ -26,12 +26,13 @@ Contract:
   rows and their pending/failed flags: :data:`~watchdog.collectors.nvml_fields.COUNTER_SCALAR_SLOTS` and
   the NVLink slots) are read every ``counters_interval_seconds`` of tick time (``counters_clock``, the agent's
   clock), not every call, for every GPU at the same call; a GPU's first read after NVML (re)initialised or
-  after it was lost reads its own at once. They are the collector's part :data:`COUNTERS_PART` (see
-  :class:`~watchdog.collectors.base.Collected`), stored under ``collector:nvml:counters``: :meth:`collect`
-  reports it only at a call that read counters or that changed which GPUs it covers (a GPU lost, stalled
-  or back), holding every GPU read whole at that call (lost and stalled GPUs' counters are left out, so
-  they go stale at once, as the rest of those GPUs' series do). Between reports the stored counters
-  stay as last read: not stale, no new point. Whether a GPU is lost (``GPU_IS_LOST``/``RESET_REQUIRED``
+  after it was lost, or after its static attributes were (re)read, reads its own at once. The counters
+  and the series of the static attributes (temperature thresholds, max clocks, max PCIe link) are the
+  collector's part :data:`COUNTERS_PART` (see :class:`~watchdog.collectors.base.Collected`), stored under
+  ``collector:nvml:counters``: :meth:`collect` reports it only at a call that read counters or that
+  changed which GPUs it covers (a GPU lost, stalled or back), holding every GPU read whole at that call
+  (lost and stalled GPUs' are left out, so they go stale at once, as the rest of those GPUs' series do).
+  Between reports the stored part stays as last read: not stale, no new point. Whether a GPU is lost (``GPU_IS_LOST``/``RESET_REQUIRED``
   on any call), its recovery action, uncorrectable ECC counts, utilization, memory, temperatures, power,
   clocks, clock events and PCIe link are read and reported at every call.
 """
@@ -704,6 +705,7 @@ class NvmlCollector:
             info.link_count = self._link_count(calls, handle, index)
         self._static[index] = info
         self._identity[index] = (info.name, info.uuid, info.serial, info.pci_bus_id)
+        self._counters.pop(index, None)  # its static series are reported with its counters: both at once
         return info
 
     def _link_count(self, calls: GpuCalls, handle: Any, index: int) -> int:
@@ -724,8 +726,10 @@ class NvmlCollector:
 
     # ---- dynamic values ------------------------------------------------------------------------
     def _read_dynamic(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> bool:
-        """The values read at every call into ``sink``, and the counters when due (see :meth:`_read_fields`,
-        whose answer this returns)."""
+        """The values read at every call into ``sink``; when this call reads the counters (every GPU's are
+        due, or this GPU has none yet), the counters and the static attributes' series too, kept as this
+        GPU's slow samples in ``_counters``. Returns whether it read the counters."""
+        slow = sink.sibling() if self._counters_due or calls.index not in self._counters else None
         util = calls.call("utilization", "nvmlDeviceGetUtilizationRates", handle)
         if util is not None:
             sink.add("watchdog_gpu_utilization_ratio", util.gpu / 100.0)
@@ -735,32 +739,36 @@ class NvmlCollector:
         if temperature is None:
             temperature = calls.call("thermal", "nvmlDeviceGetTemperature", handle, F.NVML_TEMPERATURE_GPU)
         sink.add("watchdog_gpu_temperature_celsius", temperature)
-        for kind, value in info.thresholds.items():
-            sink.add("watchdog_gpu_temperature_threshold_celsius", value, kind=kind)
         power = calls.call("power", "nvmlDeviceGetPowerUsage", handle)
         sink.add("watchdog_gpu_power_watts", None if power is None else power / 1000.0)
         limit = calls.call("power", "nvmlDeviceGetEnforcedPowerLimit", handle)
         sink.add("watchdog_gpu_power_limit_watts", None if limit is None else limit / 1000.0)
         sm = calls.call("clocks", "nvmlDeviceGetClockInfo", handle, F.NVML_CLOCK_SM)
         sink.add("watchdog_gpu_sm_clock_hertz", None if sm is None else sm * 1e6)
-        sink.add("watchdog_gpu_sm_clock_max_hertz", info.sm_clock_max_hz)
         mem = calls.call("clocks", "nvmlDeviceGetClockInfo", handle, F.NVML_CLOCK_MEM)
         sink.add("watchdog_gpu_memory_clock_hertz", None if mem is None else mem * 1e6)
-        sink.add("watchdog_gpu_memory_clock_max_hertz", info.memory_clock_max_hz)
         reasons = calls.call("clock_events", "nvmlDeviceGetCurrentClocksEventReasons", handle)
         if reasons is None:
             reasons = calls.call("clock_events", "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
         if reasons is not None:
             for reason, active in F.clock_event_flags(int(reasons), info.supported_reasons).items():
                 sink.add("watchdog_gpu_clock_event_active", active, reason=reason)
-        self._read_pcie(calls, handle, info, sink)
+        g = "pcie"
+        sink.add("watchdog_gpu_pcie_link_generation",
+                 calls.call(g, "nvmlDeviceGetCurrPcieLinkGeneration", handle), kind="current")
+        sink.add("watchdog_gpu_pcie_link_width", calls.call(g, "nvmlDeviceGetCurrPcieLinkWidth", handle),
+                 kind="current")
         persistence = calls.call("identity", "nvmlDeviceGetPersistenceMode", handle)
         sink.add("watchdog_gpu_persistence_mode_enabled",
                  None if persistence is None else float(persistence == F.NVML_FEATURE_ENABLED))
-        fresh = self._read_fields(calls, handle, info, sink)
+        self._read_fields(calls, handle, info, sink, slow)
         if self.processes:
             self._read_processes(calls, handle, sink)
-        return fresh
+        if slow is None:
+            return False
+        self._static_samples(info, slow)
+        self._counters[calls.index] = slow.samples
+        return True
 
     def _read_memory(self, calls: GpuCalls, handle: Any, sink: SampleSink) -> None:
         memory = calls.call("memory", "nvmlDeviceGetMemoryInfo", handle, F.NVML_MEMORY_V2)
@@ -772,14 +780,16 @@ class NvmlCollector:
             sink.add("watchdog_gpu_memory_used_bytes", memory.used)
             sink.add("watchdog_gpu_memory_total_bytes", memory.total)
 
-    def _read_pcie(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> None:
-        g = "pcie"
-        sink.add("watchdog_gpu_pcie_link_generation",
-                 calls.call(g, "nvmlDeviceGetCurrPcieLinkGeneration", handle), kind="current")
+    @staticmethod
+    def _static_samples(info: StaticInfo, sink: SampleSink) -> None:
+        """The series of the static attributes (thresholds, max clocks, max PCIe link): reported with the
+        counters."""
+        for kind, value in info.thresholds.items():
+            sink.add("watchdog_gpu_temperature_threshold_celsius", value, kind=kind)
+        sink.add("watchdog_gpu_sm_clock_max_hertz", info.sm_clock_max_hz)
+        sink.add("watchdog_gpu_memory_clock_max_hertz", info.memory_clock_max_hz)
         sink.add("watchdog_gpu_pcie_link_generation", info.pcie_max_generation, kind="max")
         sink.add("watchdog_gpu_pcie_link_generation", info.pcie_gpu_max_generation, kind="gpu_max")
-        sink.add("watchdog_gpu_pcie_link_width", calls.call(g, "nvmlDeviceGetCurrPcieLinkWidth", handle),
-                 kind="current")
         sink.add("watchdog_gpu_pcie_link_width", info.pcie_max_width, kind="max")
 
     def _field_answers(self, calls: GpuCalls, handle: Any, requests: list[F.FieldRequest],
@@ -799,11 +809,11 @@ class NvmlCollector:
                 answers[(int(entry.fieldId), int(entry.scopeId))] = (ret, value)
         return answers
 
-    def _read_fields(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> bool:
-        """The field-slot values: those read at every call into ``sink``; the counters too when this call
-        reads them (every GPU's are due, or this GPU has none yet), kept as this GPU's counter samples in
-        ``_counters``. Returns whether the counters were read."""
-        full = self._counters_due or calls.index not in self._counters
+    def _read_fields(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink,
+                     counters: SampleSink | None) -> None:
+        """The field-slot values: those read at every call into ``sink``; with ``counters``, the counters
+        too, into it."""
+        full = counters is not None
         slots = self._slots(info.link_count) if full else F.FAST_SCALAR_SLOTS
         values: dict[tuple[Any, ...], float] = {}
         answers = None
@@ -818,15 +828,12 @@ class NvmlCollector:
                     self._legacy_nvlink(calls, handle, info, values, planner)
         if answers is None:
             values = self._direct_values(calls, handle, info, full)
-        if not full:
+        if counters is None:
             for key, value in values.items():
                 sink.add_field(key, value)
-            return False
-        counters = sink.sibling()
+            return
         for key, value in values.items():
             (sink if key in FAST_KEYS else counters).add_field(key, value)
-        self._counters[calls.index] = counters.samples
-        return True
 
     def _counters_fresh(self, read_at: float, now: float) -> bool:
         """Whether counters read at ``read_at`` are still to be reported as they are at ``now``."""
