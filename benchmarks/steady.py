@@ -45,6 +45,7 @@ from tick import bench_settings, fake_nvml, start_servers  # noqa: E402
 
 from watchdog.agent import Agent  # noqa: E402
 from watchdog.collectors.base import CollectorContext  # noqa: E402
+from watchdog.infra.heap import quiet_cyclic_gc  # noqa: E402
 
 MODES = ("before", "after")
 
@@ -55,6 +56,7 @@ def build_agent(gpus: int, ports: list[int], retention: int, workdir: Path) -> t
     now = [1_800_000_000.0]
     agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=fake_nvml(gpus)),
                   background_scrapes=False)
+    quiet_cyclic_gc()  # the daemon's cyclic-collector thresholds (serve() sets them)
     return agent, now
 
 
