@@ -31,29 +31,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from tick import fake_nvml  # noqa: E402
 
+from tests.support.counters import StoredEveryTick  # noqa: E402
 from watchdog.collectors.base import CollectorRunner, ingest_results  # noqa: E402
-from watchdog.collectors.nvml import COUNTERS_PART, NvmlCollector  # noqa: E402
+from watchdog.collectors.nvml import NvmlCollector  # noqa: E402
 from watchdog.fakes.pynvml import FakeNvml  # noqa: E402
-from watchdog.model import Sample  # noqa: E402
 from watchdog.store import Store  # noqa: E402
 
 START = 1_800_000_000.0
 MODES = ("every-tick", "when-read")
-
-
-class StoredEveryTick:
-    """The NVML collector with its counters, as last read, in its own collection at every call."""
-
-    def __init__(self, inner: NvmlCollector) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.timeout_seconds = inner.timeout_seconds
-        self.counters: list[Sample] = []
-
-    def collect(self) -> list[Sample]:
-        out = self.inner.collect()
-        self.counters = out.parts.get(COUNTERS_PART, self.counters)
-        return out.samples + self.counters
 
 
 class Pipeline:

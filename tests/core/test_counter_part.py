@@ -11,13 +11,14 @@ from typing import Any
 from urllib.parse import urlencode
 
 from tests.support.agents import make_agent
+from tests.support.counters import StoredEveryTick
 from watchdog.agent import Agent, build_runner
 from watchdog.collectors.base import CollectorRunner, ingest_results
 from watchdog.collectors.nvml import COUNTERS_PART, NvmlCollector
 from watchdog.exporter.api import QueryAPI
 from watchdog.exporter.collector import StoreCollector
 from watchdog.fakes.pynvml import FakeNvml, load_profile
-from watchdog.model import Labels, Sample, is_stale
+from watchdog.model import Labels, is_stale
 from watchdog.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,22 +54,6 @@ def query(api: QueryAPI, expr: str) -> list[str]:
     response = api.handle("GET", "/api/v1/query", urlencode({"query": expr}))
     assert response.code == 200, response.body
     return [sample["value"][1] for sample in json.loads(response.body)["data"]["result"]]
-
-
-class StoredEveryTick:
-    """The NVML collector as the agent stored it before: the counters as last read, in its own collection,
-    at every call."""
-
-    def __init__(self, inner: NvmlCollector) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.timeout_seconds = inner.timeout_seconds
-        self.counters: list[Sample] = []
-
-    def collect(self) -> list[Sample]:
-        out = self.inner.collect()
-        self.counters = out.parts.get(COUNTERS_PART, self.counters)
-        return out.samples + self.counters
 
 
 def test_counters_are_stored_when_read_never_stale_between_and_exported_at_every_scrape(tmp_path: Path) -> None:
