@@ -28,7 +28,7 @@ import struct
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import sub
@@ -495,6 +495,7 @@ class Store:
         # with the same label sets in the same order appends straight to them (no series created, none
         # gone stale, no quota or label-value question). Dropped whenever a series leaves the store.
         self._repeats: dict[str, tuple[tuple[Labels, ...], list[Series]]] = {}
+        self._kept: tuple[tuple[int, Hashable], list[Series]] | None = None  # latest_values' last selection
         self._owned: dict[str, set[Labels]] = {}
         self._owner: dict[Labels, str] = {}
         self._best_effort = 0
@@ -718,13 +719,21 @@ class Store:
             return [s for bucket in self._by_name.values() for s in bucket.values()]
 
     def latest_values(self, now_ms: int, lookback_ms: int = 300_000,
-                      keep: Callable[[Labels, str], bool] | None = None) -> list[tuple[Labels, int, float]]:
+                      keep: Callable[[Labels, str], bool] | None = None,
+                      keep_key: Hashable | None = None) -> list[tuple[Labels, int, float]]:
         """Each series' newest point within the lookback, excluding stale series (for the exporter);
-        with ``keep``, only the series for which ``keep(labels, source that stored it)`` is true."""
+        with ``keep``, only the series for which ``keep(labels, source that stored it)`` is true. A
+        ``keep_key`` says that ``keep``'s answers depend on nothing but the series and that key: the
+        series kept are then remembered while the store's series set and the key stay the same."""
         out: list[tuple[Labels, int, float]] = []
         with self._lock:
-            candidates = [s for bucket in self._by_name.values() for s in bucket.values()
-                          if keep is None or keep(s.labels, self._owner.get(s.labels, ""))]
+            memo = self._kept
+            if keep_key is not None and memo is not None and memo[0] == (self.generation, keep_key):
+                candidates = memo[1]
+            else:
+                candidates = [s for bucket in self._by_name.values() for s in bucket.values()
+                              if keep is None or keep(s.labels, self._owner.get(s.labels, ""))]
+                self._kept = ((self.generation, keep_key), candidates) if keep_key is not None else None
         for series in candidates:
             point = series.latest()
             if point is None:

@@ -113,6 +113,30 @@ def test_a_repeated_collection_after_its_series_left_the_store_creates_them_agai
     assert len(store) == 1 and _points(store, a) == [(61_000, 3.0)]
 
 
+def test_latest_values_remember_the_kept_series_while_the_series_set_and_the_key_hold() -> None:
+    store = Store()
+    a, b, c = metric("a"), metric("b"), metric("c")
+    store.ingest("src", [Sample(a, 1), Sample(b, 2)], 1000)
+    calls: list[object] = []
+
+    def keep_all_but_b(labels: object, source: str) -> bool:
+        calls.append(labels)
+        return labels != b
+
+    def latest(key: object) -> list[tuple[object, float]]:
+        return [(labels, value) for labels, _, value in store.latest_values(2000, keep=keep_all_but_b,
+                                                                             keep_key=key)]
+
+    assert latest("k") == [(a, 1.0)] and len(calls) == 2
+    store.ingest("src", [Sample(a, 3), Sample(b, 4)], 2000)
+    assert latest("k") == [(a, 3.0)] and len(calls) == 2  # same series, same key: keep not asked again
+    assert latest("other") == [(a, 3.0)] and len(calls) == 4  # another key: asked again
+    store.ingest("src", [Sample(a, 5), Sample(b, 6), Sample(c, 7)], 2000)  # a new series
+    assert latest("other") == [(a, 5.0), (c, 7.0)] and len(calls) == 7
+    assert [(labels, value) for labels, _, value in store.latest_values(2000, keep=keep_all_but_b)] == [
+        (a, 5.0), (c, 7.0)] and len(calls) == 10  # without a key: asked every time
+
+
 def test_series_cap_drops_and_counts_new_series() -> None:
     store = Store(max_series=100)
     samples = [Sample(metric("flood", id=str(i)), 1.0) for i in range(150)]

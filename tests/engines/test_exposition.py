@@ -122,6 +122,43 @@ def test_garbage_raises_with_the_line_number(text: str, line: int, fragment: str
     assert fragment in info.value.message
 
 
+TRICKY = (
+    '# HELP m A metric.\r\n# TYPE m counter\nm_total 1\r\nm_created 1.7e9\n  m_total 2\n'
+    'n{a="x y",b="}"} 3\nn{a="x y",b="}"}\t4\nn{a="x y",b="}"} 5 1700000000000\n'
+    'n{a="x y",b="}"} 6 # {trace_id="t"} 1\no +Inf\no NaN\no -inf\n'
+)
+
+
+def test_a_warm_parse_gives_what_a_cold_one_gives() -> None:
+    """The steady-state path (series text cached by an earlier scrape, comment lines memoised) yields
+    exactly what a cold parse yields, ``_created`` samples dropped, timestamps and exemplars included."""
+    def parse(cache: dict[str, tuple[tuple[str, str], ...]]) -> list[tuple[object, str, object]]:
+        return [(labels, repr(value), ts) for labels, value, ts in
+                parse_exposition(TRICKY, drop_created=True, cache=cache)]
+
+    clear_cache()
+    cold = parse({})
+    cache: dict[str, tuple[tuple[str, str], ...]] = {}
+    assert parse(cache) == cold and cache
+    assert parse(cache) == cold
+    assert [ts for _, _, ts in cold] == [None, None, None, None, 1700000000000, None, None, None, None]
+    assert not any(dict(labels)["__name__"] == "m_created" for labels, _, _ in cold)
+
+
+@pytest.mark.parametrize("line", ["m one", "m 1_000", "m 1 2 3", "m 1 abc", "m 1 # not an exemplar", "m",
+                                  'n{a="1"} one', 'n{a="1"} ', 'n{a="1"} 1 # x'])
+def test_garbage_after_its_series_text_was_cached_raises_as_when_cold(line: str) -> None:
+    text = f"m 1\nn{{a=\"1\"}} 1\n{line}\n"
+    clear_cache()
+    with pytest.raises(ExpositionError) as cold:
+        parse_samples(text)
+    parse_samples("m 5\nn{a=\"1\"} 5\n")  # the series texts are cached now
+    with pytest.raises(ExpositionError) as warm:
+        parse_samples(text)
+    assert (warm.value.line_no, warm.value.message) == (cold.value.line_no, cold.value.message) == (
+        3, cold.value.message)
+
+
 def test_parse_types() -> None:
     text = "# TYPE a counter\n# TYPE b histogram\n# HELP c x\nc 1\n# TYPE d GAUGE\n"
     assert parse_types(text) == {"a": "counter", "b": "histogram", "d": "gauge"}
