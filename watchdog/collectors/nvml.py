@@ -32,9 +32,10 @@ Contract:
   ``collector:nvml:counters``: :meth:`collect` reports it only at a call that read counters or that
   changed which GPUs it covers (a GPU lost, stalled or back), holding every GPU read whole at that call
   (lost and stalled GPUs' are left out, so they go stale at once, as the rest of those GPUs' series do).
-  Between reports the stored part stays as last read: not stale, no new point. Whether a GPU is lost (``GPU_IS_LOST``/``RESET_REQUIRED``
-  on any call), its recovery action, uncorrectable ECC counts, utilization, memory, temperatures, power,
-  clocks, clock events and PCIe link are read and reported at every call.
+  Between reports the stored part stays as last read: not stale, no new point. Whether a GPU is lost
+  (``GPU_IS_LOST``/``RESET_REQUIRED`` on any call), its recovery action, uncorrectable ECC counts,
+  utilization, memory, temperatures, power, clocks, clock events and PCIe link are read and reported at
+  every call.
 """
 
 from __future__ import annotations
