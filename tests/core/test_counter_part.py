@@ -103,6 +103,7 @@ def test_a_failed_call_empties_the_parts_and_a_hung_one_holds_them() -> None:
     hung = runner._hung(collector, 2.0, "timeout")
     assert hung.parts[COUNTERS_PART] == first.parts[COUNTERS_PART]
     runner.close()
+    collector.close()
 
 
 def run(agent: Agent, nvml: FakeNvml, now: list[float], seconds: int) -> list[set[tuple[Any, ...]]]:
