@@ -73,7 +73,9 @@ profile["gpus"] = profile["gpus"][:gpus]
 nvml = FakeNvml(profile)
 for i in range(gpus):
     nvml.set_load(i, 90.0)
-collector = nvml_collectors(settings_from_config(load_config_text("{}", "<sim>")), CollectorContext(nvml=nvml))[0]
+# counters read at every scrape: Prometheus sees every series in every scrape, as from a node exporter
+collector = nvml_collectors(settings_from_config(load_config_text(
+    "{collectors: {nvml: {counters_interval_seconds: 0}}}", "<sim>")), CollectorContext(nvml=nvml))[0]
 
 def esc(v):
     return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')

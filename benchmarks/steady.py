@@ -18,7 +18,10 @@ mode so that every window is full. Then it alternates blocks of ``--block`` tick
 It prints CPU milliseconds per second of agent time (``time.process_time``: every thread of this
 process; the engine servers' CPU is not counted) and rule-engine milliseconds per tick, and their
 ratios. Shared machines are noisy: read the ratios, which come from interleaved blocks of one run.
-``--profile MODE`` prints a cProfile of that mode's measured ticks instead of timing both; ``--stages``
+``--gc`` runs the after mode at CPython's cyclic-collector thresholds and at the daemon's
+(``watchdog.infra.heap``), interleaved, and prints the time inside the collector and the cyclic garbage
+the agent leaves. ``--profile MODE`` prints a cProfile of that mode's measured ticks instead of timing
+both; ``--stages``
 prints, for the after mode, each tick stage's CPU (the tick thread's, ``Agent.stats.stage_cpu_seconds``;
 nested stages, ``self_samples`` in ``self_metrics``, are inside their parent) and the CPU of the other
 threads (collector workers), per tick.
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import dataclasses
+import gc
 import pstats
 import statistics
 import sys
@@ -45,6 +49,7 @@ from tick import bench_settings, fake_nvml, start_servers  # noqa: E402
 
 from watchdog.agent import Agent  # noqa: E402
 from watchdog.collectors.base import CollectorContext  # noqa: E402
+from watchdog.infra.heap import GC_THRESHOLDS, quiet_cyclic_gc  # noqa: E402
 
 MODES = ("before", "after")
 
@@ -55,6 +60,7 @@ def build_agent(gpus: int, ports: list[int], retention: int, workdir: Path) -> t
     now = [1_800_000_000.0]
     agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=fake_nvml(gpus)),
                   background_scrapes=False)
+    quiet_cyclic_gc()  # the daemon's cyclic-collector thresholds (serve() sets them)
     return agent, now
 
 
@@ -96,6 +102,48 @@ def print_stages(agent: Agent, now: list[float], ticks: int, size: str) -> None:
         print(f"  {stage:<18} {seconds / ticks * 1000:7.3f} ms/tick {seconds / process * 100:5.1f} %")
 
 
+def print_gc(agent: Agent, now: list[float], args: argparse.Namespace, size: str) -> None:
+    """The after mode at CPython's collector thresholds and at the daemon's, interleaved: CPU per tick,
+    time inside the cyclic collector (``gc.callbacks``) and collections per tick; then the cyclic garbage
+    the agent leaves (unreachable objects a collection finds after 100 ticks without one)."""
+    inside = [0.0, 0.0]  # seconds inside the collector, start of the current collection
+    collections = [0]
+
+    def timed(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            inside[1] = time.perf_counter()
+        else:
+            inside[0] += time.perf_counter() - inside[1]
+            collections[0] += 1
+
+    settings = {"CPython (700, 10, 10)": (700, 10, 10), f"daemon {GC_THRESHOLDS}": GC_THRESHOLDS}
+    figures = {name: [0.0, 0.0, 0] for name in settings}
+    gc.callbacks.append(timed)
+    try:
+        for _ in range(args.rounds):
+            for name, thresholds in settings.items():
+                gc.set_threshold(*thresholds)
+                inside[0], collections[0] = 0.0, 0
+                cpu, _ = run_block(agent, now, args.block)
+                figures[name][0] += cpu
+                figures[name][1] += inside[0]
+                figures[name][2] += collections[0]
+    finally:
+        gc.callbacks.remove(timed)
+        quiet_cyclic_gc()
+    ticks = args.rounds * args.block
+    for name, (cpu, spent, count) in figures.items():
+        print(f"{size} {name:<24} {cpu / ticks * 1000:7.2f} ms CPU/tick, {spent / ticks * 1000:6.3f} ms inside "
+              f"the collector, {count / ticks:5.2f} collections/tick")
+    gc.collect()
+    gc.disable()
+    try:
+        run_block(agent, now, 100)
+        print(f"{size} cyclic garbage left by 100 ticks: {gc.collect()} objects")
+    finally:
+        gc.enable()
+
+
 def measure(gpus: int, engines: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """Fill retention, then interleave measured blocks of both modes."""
     proc, ports = start_servers(engines)
@@ -108,6 +156,10 @@ def measure(gpus: int, engines: int, args: argparse.Namespace, workdir: Path) ->
         if args.stages:
             set_mode(agent, "after", args.engine_interval)
             print_stages(agent, now, args.block * args.rounds, f"{gpus}x{engines}")
+            return {}
+        if args.gc:
+            set_mode(agent, "after", args.engine_interval)
+            print_gc(agent, now, args, f"{gpus}x{engines}")
             return {}
         if args.profile:
             set_mode(agent, args.profile, args.engine_interval)
@@ -155,13 +207,15 @@ def main() -> int:
     parser.add_argument("--profile", choices=MODES)
     parser.add_argument("--stages", action="store_true", help="per-stage CPU of the after mode")
     parser.add_argument("--engine-interval", type=float, help="engine_scrape_interval_seconds of the after mode")
+    parser.add_argument("--gc", action="store_true",
+                        help="the after mode at CPython's and the daemon's cyclic-collector thresholds")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes.split(","):
             gpus, engines = (int(x) for x in size.split("x"))
             rows.append(((gpus, engines), measure(gpus, engines, args, Path(tmp))))
-    if args.profile or args.stages:
+    if args.profile or args.stages or args.gc:
         return 0
     print(f"retention {args.retention} s full; {args.rounds} rounds of {args.block}-tick blocks per mode\n")
     header = (f"{'size':>5} {'series':>7} | {'CPU ms/s before':>15} {'after':>7} {'ratio':>6} | "

@@ -28,7 +28,7 @@ import struct
 import threading
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import sub
@@ -279,9 +279,11 @@ class Series:
                 head_t.append(t_ms)  # the first of its array's series at t_ms
         elif head_t[n] != t_ms:
             head_t = self._head_t = _derive(head_t, 0, n, t_ms)
-        if head_v.typecode == "f" and not _fits_single(value):
-            head_v = self._head_v = array("d", head_v)
         head_v.append(value)
+        if head_v[n] != value and head_v.typecode == "f":  # not exactly a float32 (or a NaN): widen
+            del head_v[n]
+            head_v = self._head_v = array("d", head_v)
+            head_v.append(value)
         n += 1
         if n >= CHUNK_POINTS + HEAD_POINTS and head_t[CHUNK_POINTS - 1] < t_ms - self._reach:
             self._chunks.append(encode_chunk(head_t[:CHUNK_POINTS], head_v[:CHUNK_POINTS]))
@@ -489,6 +491,11 @@ class Store:
         self._by_name: dict[str, dict[Labels, Series]] = {}
         self._count = 0
         self._sources: dict[str, tuple[Labels, ...]] = {}  # what each source's last collection stored
+        # source -> (its last collection's label sets in the order given, their series): a collection
+        # with the same label sets in the same order appends straight to them (no series created, none
+        # gone stale, no quota or label-value question). Dropped whenever a series leaves the store.
+        self._repeats: dict[str, tuple[tuple[Labels, ...], list[Series]]] = {}
+        self._kept: tuple[tuple[int, Hashable], list[Series]] | None = None  # latest_values' last selection
         self._owned: dict[str, set[Labels]] = {}
         self._owner: dict[Labels, str] = {}
         self._best_effort = 0
@@ -537,6 +544,15 @@ class Store:
     def _ingest(self, source: str, samples: Iterable[Sample], t_ms: int, bypass_quota: bool) -> int:
         """:meth:`ingest` itself, under its lock (which frees the timestamp arrays its series moved away
         from)."""
+        if not isinstance(samples, (list, tuple)):
+            samples = list(samples)
+        keys = tuple([sample[0] for sample in samples])
+        repeat = self._repeats.get(source)
+        if repeat is not None and repeat[0] == keys:
+            max_points = self.max_points
+            for series, sample in zip(repeat[1], samples, strict=True):
+                series.append(t_ms, sample[1], max_points)
+            return len(keys)
         batch: dict[Labels, float] = {}
         for sample in samples:
             batch[sample.labels] = sample.value
@@ -555,9 +571,18 @@ class Store:
             if labels not in batch:
                 self.append(labels, t_ms, STALE_NAN, source)
         self._sources[source] = stored  # a tuple: a third of a set's memory
+        if len(stored) == len(keys) and not over_limit:  # each label set once, every one stored
+            self._repeats[source] = (stored, self._series_of(stored))
+        else:
+            self._repeats.pop(source, None)
         if over_limit:
             raise LabelValuesExceeded(source, over_limit, dropped)
         return len(stored)
+
+    def _series_of(self, keys: tuple[Labels, ...]) -> list[Series]:
+        """The stored series of ``keys`` (each present), in order."""
+        by_name = self._by_name
+        return [by_name[metric_name(labels)][labels] for labels in keys]
 
     def _drop_label_value_churn(self, source: str, batch: dict[Labels, float]) -> tuple[str, int]:
         """Remove from ``batch`` the new series that would take a label of their metric past the
@@ -650,6 +675,7 @@ class Store:
         self._sources[source] = tuple(labels for labels in self._sources.get(source, ()) if labels not in gone)
 
     def _disown(self, labels: Labels) -> None:
+        self._repeats.clear()  # a series left the store: no source's repeat may append to it
         owner = self._owner.pop(labels, None)
         if owner is None:
             return
@@ -663,6 +689,7 @@ class Store:
         self.ingest(source, (), t_ms)
         with self._lock:
             self._sources.pop(source, None)
+            self._repeats.pop(source, None)
 
     def select(self, matchers: Iterable[Matcher]) -> Iterator[Series]:
         """Series whose labels satisfy every matcher. Uses the ``__name__`` index when it can.
@@ -692,13 +719,21 @@ class Store:
             return [s for bucket in self._by_name.values() for s in bucket.values()]
 
     def latest_values(self, now_ms: int, lookback_ms: int = 300_000,
-                      keep: Callable[[Labels, str], bool] | None = None) -> list[tuple[Labels, int, float]]:
+                      keep: Callable[[Labels, str], bool] | None = None,
+                      keep_key: Hashable | None = None) -> list[tuple[Labels, int, float]]:
         """Each series' newest point within the lookback, excluding stale series (for the exporter);
-        with ``keep``, only the series for which ``keep(labels, source that stored it)`` is true."""
+        with ``keep``, only the series for which ``keep(labels, source that stored it)`` is true. A
+        ``keep_key`` says that ``keep``'s answers depend on nothing but the series and that key: the
+        series kept are then remembered while the store's series set and the key stay the same."""
         out: list[tuple[Labels, int, float]] = []
         with self._lock:
-            candidates = [s for bucket in self._by_name.values() for s in bucket.values()
-                          if keep is None or keep(s.labels, self._owner.get(s.labels, ""))]
+            memo = self._kept
+            if keep_key is not None and memo is not None and memo[0] == (self.generation, keep_key):
+                candidates = memo[1]
+            else:
+                candidates = [s for bucket in self._by_name.values() for s in bucket.values()
+                              if keep is None or keep(s.labels, self._owner.get(s.labels, ""))]
+                self._kept = ((self.generation, keep_key), candidates) if keep_key is not None else None
         for series in candidates:
             point = series.latest()
             if point is None:

@@ -9,7 +9,7 @@ import pytest
 from tests.support.settings import settings_of
 from watchdog.collectors import nvml_fields as F
 from watchdog.collectors.base import CollectorContext
-from watchdog.collectors.nvml import NvmlCollector, gpu_processes, nvml_collectors
+from watchdog.collectors.nvml import COUNTERS_PART, NvmlCollector, gpu_processes, nvml_collectors
 from watchdog.config import ConfigError
 from watchdog.fakes.pynvml import FakeNvml, profile_names
 from watchdog.model import Sample, label_value, metric_name
@@ -174,13 +174,13 @@ def test_idle_gpu_downshifts_pcie_and_downtraining_shows_only_under_load() -> No
         assert value(samples, "watchdog_gpu_pcie_link_generation", gpu=gpu, kind="current") == 1.0
         assert value(samples, "watchdog_gpu_pcie_link_generation", gpu=gpu, kind="max") == 5.0
         assert value(samples, "watchdog_gpu_pcie_link_generation", gpu=gpu, kind="gpu_max") == 5.0
+    assert value(samples, "watchdog_gpu_pcie_link_width", gpu="4", kind="max") == 16.0
     fake.set_load(0, 90)
     fake.set_load(4, 90)
-    samples = collector.collect()
+    samples = collector.collect()  # the max link (static, with the counters) stays as stored
     assert value(samples, "watchdog_gpu_pcie_link_generation", gpu="0", kind="current") == 5.0
     assert value(samples, "watchdog_gpu_pcie_link_generation", gpu="4", kind="current") == 3.0
     assert value(samples, "watchdog_gpu_pcie_link_width", gpu="4", kind="current") == 8.0
-    assert value(samples, "watchdog_gpu_pcie_link_width", gpu="4", kind="max") == 16.0
 
 
 def test_scripted_faults_reach_the_series() -> None:
@@ -282,30 +282,53 @@ def test_the_fake_is_not_a_config_key() -> None:
 
 def test_counters_are_read_every_counters_interval_while_losses_show_at_every_call() -> None:
     """NVLink, corrected-ECC and row-remap counters are read every ``counters_interval_seconds`` (5) of tick
-    time and reported as last read in between; a lost GPU, uncorrectable ECC errors and the fast series
-    show at the very next call."""
+    time, every GPU's at the same call, and returned in their own part only by the calls that read them or
+    that change which GPUs they cover; a lost GPU, uncorrectable ECC errors and the fast series show at the
+    very next call."""
     fake, collector = collector_for("h100-sxm-8")
-    collector.collect()  # t=0: everything read
+
+    def gpus(counters: list[Sample]) -> set[str]:
+        return {label_value(s.labels, "gpu") for s in counters}
+
+    first = collector.collect()  # t=0: everything read
+    assert len(select(first.parts[COUNTERS_PART], "watchdog_gpu_nvlink_up")) == 8 * 18
+    assert not select(first.samples, "watchdog_gpu_nvlink_up")  # counters only in their part
+    assert value(first, "watchdog_gpu_ecc_errors_total", gpu="3", type="corrected", scope="volatile") == 0.0
     fake.schedule([
         {"at_seconds": 1, "gpu": 2, "fault": "nvlink_crc_burst", "params": {"link": 7, "count": 500}},
         {"at_seconds": 1, "gpu": 3, "fault": "ecc_uncorrectable", "params": {"count": 2}},
         {"at_seconds": 1, "gpu": 5, "fault": "thermal_throttle"},
-        {"at_seconds": 2, "gpu": 6, "fault": "gpu_lost"},
+        {"at_seconds": 2, "gpu": 6, "fault": "gpu_lost", "duration_seconds": 4},
     ])
     fake.set_time(1)
     fields = fake.calls["nvmlDeviceGetFieldValues"]
     s = collector.collect()
     assert fake.calls["nvmlDeviceGetFieldValues"] - fields == 8  # the every-call fields, one call per GPU
-    assert value(s, "watchdog_gpu_nvlink_errors_total", gpu="2", link="7", type="crc_flit") == 0.0  # as read at 0
-    assert value(s, "watchdog_gpu_remapped_rows", gpu="3", kind="uncorrectable") == 0.0  # as read at 0
+    assert s.parts == {}  # not read, not reported: the stored counters stay as read at 0
+    assert not select(s, "watchdog_gpu_nvlink_up")
     assert value(s, "watchdog_gpu_ecc_errors_total", gpu="3", type="uncorrected", scope="volatile") == 2.0
-    assert len(select(s, "watchdog_gpu_nvlink_up")) == 8 * 18  # still every series, no gap
     assert value(s, "watchdog_gpu_temperature_celsius", gpu="5") >= 90.0  # every call
     fake.set_time(2)
     s = collector.collect()
     assert value(s, "watchdog_gpu_lost", gpu="6") == 1.0  # the lost-GPU path does not wait for counters
-    assert not select(s, "watchdog_gpu_nvlink_up", gpu="6")
+    lost = s.parts[COUNTERS_PART]  # reported again at once without the lost GPU (its counters go stale)
+    assert gpus(lost) == {str(gpu) for gpu in range(8)} - {"6"}
+    assert value(lost, "watchdog_gpu_nvlink_errors_total", gpu="2", link="7", type="crc_flit") == 0.0  # as read
+    fake.set_time(3)
+    assert collector.collect().parts == {}
     fake.set_time(5)
     s = collector.collect()
     assert value(s, "watchdog_gpu_nvlink_errors_total", gpu="2", link="7", type="crc_flit") == 500.0
     assert value(s, "watchdog_gpu_remapped_rows", gpu="3", kind="uncorrectable") == 2.0
+    assert gpus(s.parts[COUNTERS_PART]) == {str(gpu) for gpu in range(8)} - {"6"}
+    fake.schedule([{"at_seconds": 5.5, "gpu": 2, "fault": "nvlink_crc_burst", "params": {"link": 7, "count": 1}}])
+    fake.set_time(6)
+    s = collector.collect()  # GPU 6 is back: its counters are read at once, reported with the others' as read
+    assert gpus(s.parts[COUNTERS_PART]) == {str(gpu) for gpu in range(8)}
+    assert value(s, "watchdog_gpu_nvlink_errors_total", gpu="2", link="7", type="crc_flit") == 500.0
+    fake.set_time(7)
+    assert collector.collect().parts == {}
+    fake.set_time(10)  # every GPU's counters keep one phase: 0, 5, 10
+    s = collector.collect()
+    assert gpus(s.parts[COUNTERS_PART]) == {str(gpu) for gpu in range(8)}
+    assert value(s, "watchdog_gpu_nvlink_errors_total", gpu="2", link="7", type="crc_flit") == 501.0

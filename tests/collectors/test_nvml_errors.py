@@ -10,7 +10,7 @@ import pytest
 
 from watchdog.collectors import nvml_fields as F
 from watchdog.collectors.base import CollectorRunner, NoData
-from watchdog.collectors.nvml import NvmlCollector, NvmlUnavailable, import_pynvml
+from watchdog.collectors.nvml import COUNTERS_PART, NvmlCollector, NvmlUnavailable, import_pynvml
 from watchdog.config.settings import NvmlSettings, section_settings
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.model import Sample, label_value, metric_name
@@ -165,14 +165,18 @@ def test_field_values_unavailable_falls_back_to_dedicated_calls(fake: FakeNvml) 
     for name in names:
         assert len(select(direct, name)) == len(select(via_fields, name)) > 0, name
     fake.calls.clear()
-    clock.now += 1  # within counters_interval_seconds (5): the counters are reported as last read
+    clock.now += 1  # within counters_interval_seconds (5): the counters are not read, nor reported
     again = collector.collect()
     assert fake.calls["nvmlDeviceGetFieldValues"] == 0  # learnt: not asked again this session
     assert fake.calls["nvmlDeviceGetNvLinkErrorCounter"] == fake.calls["nvmlDeviceGetRemappedRows"] == 0
     assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 8  # read at every call
     assert fake.calls["nvmlDeviceGetTotalEccErrors"] == 8 * 2  # uncorrectable, volatile and aggregate
-    for name in names:
-        assert len(select(again, name)) == len(select(direct, name)), name
+    assert again.parts == {} and COUNTERS_PART in direct.parts
+    for name in ("watchdog_gpu_remapped_rows", "watchdog_gpu_pcie_replays_total", "watchdog_gpu_nvlink_errors_total",
+                 "watchdog_gpu_nvlink_up"):
+        assert not select(again, name), name
+    assert len(select(again, "watchdog_gpu_ecc_errors_total", type="uncorrected")) == 8 * 2
+    assert len(select(again, "watchdog_gpu_energy_joules_total")) == 8
     fake.calls.clear()
     clock.now += 4  # the interval has passed
     collector.collect()

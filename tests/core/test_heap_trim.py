@@ -1,4 +1,5 @@
-"""The agent hands freed heap back to the kernel every TRIM_EVERY_TICKS ticks (glibc's malloc_trim)."""
+"""The agent hands freed heap back to the kernel every TRIM_EVERY_TICKS ticks (glibc's malloc_trim); the daemon
+sets the cyclic collector's thresholds."""
 
 from __future__ import annotations
 
@@ -55,3 +56,21 @@ def test_the_agent_trims_every_trim_every_ticks(tmp_path: Path) -> None:
         agent.tick()
         now[0] += 1
     assert calls == [TRIM_EVERY_TICKS, 2 * TRIM_EVERY_TICKS]
+
+
+def test_the_daemon_collects_cyclic_garbage_at_its_own_thresholds(tmp_path: Path) -> None:
+    import gc
+    import time
+
+    from watchdog.daemon.serve import serve
+    from watchdog.infra.heap import GC_THRESHOLDS
+
+    saved = gc.get_threshold()
+    agent = make_agent(tmp_path, "groups: []\n", time.time)
+    try:
+        gc.set_threshold(700, 10, 10)
+        assert serve(agent, "127.0.0.1:0", duration_seconds=0.3, install_signals=False) == 0
+        assert gc.get_threshold() == GC_THRESHOLDS
+        assert GC_THRESHOLDS[0] > 700
+    finally:
+        gc.set_threshold(*saved)

@@ -82,6 +82,61 @@ def test_gc_drops_old_points_and_dead_series() -> None:
     assert len(store) == 1
 
 
+def _points(store: Store, labels: object) -> list[tuple[int, float]]:
+    (series,) = [s for s in store.all_series() if s.labels == labels]
+    return list(zip(series.timestamps, series.values, strict=True))
+
+
+def test_a_repeated_collection_appends_to_the_same_series() -> None:
+    store = Store()
+    a, b = metric("up", job="a"), metric("up", job="b")
+    for t in range(1, 4):
+        assert store.ingest("src", [Sample(a, t), Sample(b, -t)], t * 1000) == 2
+    assert len(store) == 2 and store.generation == 2
+    assert _points(store, a) == [(1000, 1.0), (2000, 2.0), (3000, 3.0)]
+    assert _points(store, b) == [(1000, -1.0), (2000, -2.0), (3000, -3.0)]
+    # the same series in another order, or one series fewer: the general path (staleness included)
+    store.ingest("src", [Sample(b, 9), Sample(a, 8)], 4000)
+    store.ingest("src", [Sample(b, 7)], 5000)
+    store.ingest("src", [Sample(b, 6)], 6000)
+    assert _points(store, a)[-2] == (4000, 8.0) and is_stale(_points(store, a)[-1][1])
+    assert _points(store, b)[-3:] == [(4000, 9.0), (5000, 7.0), (6000, 6.0)]
+
+
+def test_a_repeated_collection_after_its_series_left_the_store_creates_them_again() -> None:
+    store = Store(retention_ms=10_000)
+    a = metric("up", job="a")
+    store.ingest("src", [Sample(a, 1)], 1000)
+    store.ingest("src", [Sample(a, 2)], 2000)
+    assert store.gc(60_000) == 1 and len(store) == 0  # every point past retention: the series is gone
+    store.ingest("src", [Sample(a, 3)], 61_000)
+    assert len(store) == 1 and _points(store, a) == [(61_000, 3.0)]
+
+
+def test_latest_values_remember_the_kept_series_while_the_series_set_and_the_key_hold() -> None:
+    store = Store()
+    a, b, c = metric("a"), metric("b"), metric("c")
+    store.ingest("src", [Sample(a, 1), Sample(b, 2)], 1000)
+    calls: list[object] = []
+
+    def keep_all_but_b(labels: object, source: str) -> bool:
+        calls.append(labels)
+        return labels != b
+
+    def latest(key: object) -> list[tuple[object, float]]:
+        return [(labels, value) for labels, _, value in store.latest_values(2000, keep=keep_all_but_b,
+                                                                             keep_key=key)]
+
+    assert latest("k") == [(a, 1.0)] and len(calls) == 2
+    store.ingest("src", [Sample(a, 3), Sample(b, 4)], 2000)
+    assert latest("k") == [(a, 3.0)] and len(calls) == 2  # same series, same key: keep not asked again
+    assert latest("other") == [(a, 3.0)] and len(calls) == 4  # another key: asked again
+    store.ingest("src", [Sample(a, 5), Sample(b, 6), Sample(c, 7)], 2000)  # a new series
+    assert latest("other") == [(a, 5.0), (c, 7.0)] and len(calls) == 7
+    assert [(labels, value) for labels, _, value in store.latest_values(2000, keep=keep_all_but_b)] == [
+        (a, 5.0), (c, 7.0)] and len(calls) == 10  # without a key: asked every time
+
+
 def test_series_cap_drops_and_counts_new_series() -> None:
     store = Store(max_series=100)
     samples = [Sample(metric("flood", id=str(i)), 1.0) for i in range(150)]

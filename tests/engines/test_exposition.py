@@ -34,6 +34,23 @@ def test_every_fixture_parses_like_prometheus_client(path: Path) -> None:
     clear_cache()  # cold and warm parses agree
     again = [(labels, value) for labels, value, _ in parse_exposition(text)]
     assert again == ours
+    assert [(labels, value) for labels, value, _ in parse_exposition(text)] == ours  # warm (module cache)
+    cache: dict[str, tuple[tuple[str, str], ...]] = {}
+    for _ in range(2):  # a caller's own cache, cold then warm, with _created samples dropped
+        dropped = [(labels, value) for labels, value, _ in parse_exposition(text, drop_created=True, cache=cache)]
+        assert dropped == [(labels, value) for labels, value in ours
+                           if not _is_created(labels, text)], path.name
+
+
+def _is_created(labels: tuple[tuple[str, str], ...], text: str) -> bool:
+    """A ``<family>_created`` sample of a counter/histogram/summary family the text declares."""
+    name = dict(labels)["__name__"]
+    if not name.endswith("_created"):
+        return False
+    types = parse_types(text)
+    base = name[: -len("_created")]
+    return any(types.get(family) in ("counter", "histogram", "summary", "gaugehistogram")
+               for family in (base, base + "_total"))
 
 
 def test_created_samples_of_prometheus_client_counters_and_histograms_are_dropped() -> None:
@@ -120,6 +137,43 @@ def test_garbage_raises_with_the_line_number(text: str, line: int, fragment: str
         parse_samples(text)
     assert info.value.line_no == line
     assert fragment in info.value.message
+
+
+TRICKY = (
+    '# HELP m A metric.\r\n# TYPE m counter\nm_total 1\r\nm_created 1.7e9\n  m_total 2\n'
+    'n{a="x y",b="}"} 3\nn{a="x y",b="}"}\t4\nn{a="x y",b="}"} 5 1700000000000\n'
+    'n{a="x y",b="}"} 6 # {trace_id="t"} 1\no +Inf\no NaN\no -inf\n'
+)
+
+
+def test_a_warm_parse_gives_what_a_cold_one_gives() -> None:
+    """The steady-state path (series text cached by an earlier scrape, comment lines memoised) yields
+    exactly what a cold parse yields, ``_created`` samples dropped, timestamps and exemplars included."""
+    def parse(cache: dict[str, tuple[tuple[str, str], ...]]) -> list[tuple[object, str, object]]:
+        return [(labels, repr(value), ts) for labels, value, ts in
+                parse_exposition(TRICKY, drop_created=True, cache=cache)]
+
+    clear_cache()
+    cold = parse({})
+    cache: dict[str, tuple[tuple[str, str], ...]] = {}
+    assert parse(cache) == cold and cache
+    assert parse(cache) == cold
+    assert [ts for _, _, ts in cold] == [None, None, None, None, 1700000000000, None, None, None, None]
+    assert not any(dict(labels)["__name__"] == "m_created" for labels, _, _ in cold)
+
+
+@pytest.mark.parametrize("line", ["m one", "m 1_000", "m 1 2 3", "m 1 abc", "m 1 # not an exemplar", "m",
+                                  'n{a="1"} one', 'n{a="1"} ', 'n{a="1"} 1 # x'])
+def test_garbage_after_its_series_text_was_cached_raises_as_when_cold(line: str) -> None:
+    text = f"m 1\nn{{a=\"1\"}} 1\n{line}\n"
+    clear_cache()
+    with pytest.raises(ExpositionError) as cold:
+        parse_samples(text)
+    parse_samples("m 5\nn{a=\"1\"} 5\n")  # the series texts are cached now
+    with pytest.raises(ExpositionError) as warm:
+        parse_samples(text)
+    assert (warm.value.line_no, warm.value.message) == (cold.value.line_no, cold.value.message) == (
+        3, cold.value.message)
 
 
 def test_parse_types() -> None:

@@ -36,7 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     "notify": {"config", "infra", "model", "runbooks"},
     "agent": {"collectors", "config", "infra", "model", "notify", "rules", "runbooks", "store"},
     "check": {"collectors", "config", "model", "rules", "store"},
-    "daemon": {"agent", "config", "exporter", "rules"},
+    "daemon": {"agent", "config", "exporter", "infra", "rules"},
     "demo": {"agent", "collectors", "config", "daemon", "engines", "fakes", "infra", "model", "promtool",
              "rules", "store"},
     "cli": {"agent", "capacity", "check", "collectors", "config", "daemon", "demo", "engines", "golang", "infra",

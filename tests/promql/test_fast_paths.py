@@ -84,6 +84,28 @@ def test_simple_aggregations_match_the_general_loop_bit_for_bit(seed: int) -> No
                 aggregations.general_aggregate(op, vector, grouping, without, None)), (op, vector, grouping)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_groupings_kept_between_evaluations_match_the_general_loop_bit_for_bit(seed: int) -> None:
+    """One node's :class:`Groupings` over a sequence of evaluations: the same label sets with new values
+    (groups reused), the same label sets in another order, one fewer, new ones (groups computed again);
+    each result is the general loop's, bit for bit."""
+    rng = random.Random(seed)
+    values = [0.0, -0.0, 1.5, -2.25, 1e308, float("inf"), float("-inf"), float("nan"), 3.0]
+    for _ in range(100):
+        grouping = tuple(sorted(rng.sample(NAMES[1:], rng.randrange(4))))
+        without = rng.random() < 0.5
+        memos = {op: aggregations.Groupings() for op in aggregations.SIMPLE_OPS}
+        keys = [labels for labels, _ in _vector(rng)]
+        for step in range(8):
+            if step in (3, 6):
+                keys = keys[::-1] if step == 3 else keys[1:] + [labels for labels, _ in _vector(rng)][:2]
+                keys = list(dict.fromkeys(keys))
+            vector = [(labels, rng.choice(values)) for labels in keys]
+            for op, memo in sorted(memos.items()):
+                assert _bits(memo.aggregate(op, vector, grouping, without)) == _bits(
+                    aggregations.general_aggregate(op, vector, grouping, without, None)), (op, vector, grouping)
+
+
 def _bucket_quantile_in_one(q: float, buckets: list[tuple[float, float]]) -> float:
     """Prometheus 2.42's ``bucketQuantile`` as one function (the evaluator splits it around ``q``)."""
     if math.isnan(q):

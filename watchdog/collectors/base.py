@@ -18,6 +18,13 @@ A collector with ``interval_seconds`` > 0 (the host: CPU and memory for rules ov
 only when that much tick time has passed since its last call; in the rounds between, it yields no result
 and its series stay as they are.
 
+A collector may split what it reads into *parts* that change at their own pace (NVML's counters, read
+every few seconds): it names them in ``parts`` and returns a :class:`Collected` whose ``parts`` carry the
+parts read by that call. Each part is stored under its own source, ``collector:<name>:<part>``, only when
+the call reports it: in the rounds between, the part's series stay as they are (not stale, no new point),
+and a series that a reported part no longer contains goes stale. A failed call reports every declared part
+empty (its series go stale with the rest); a hung call holds each part's last report with its samples.
+
 A failed call yields the collector's ``failure_samples()`` when it has that method (an engine's
 ``up 0``), so a failure is data rather than an absent series. A collector without it that *hangs*
 (timeout, previous call still running: NVML wedged in the driver) keeps reporting its last good
@@ -40,10 +47,11 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Any, Protocol, TypeVar
 
 from watchdog.infra.state import StateDB
@@ -73,8 +81,34 @@ class Collector(Protocol):
     timeout_seconds: float
 
     def collect(self) -> Iterable[Sample]:
-        """Read the subject once and return its samples (no timestamps: the runner stamps them)."""
+        """Read the subject once and return its samples (no timestamps: the runner stamps them); a
+        collector with ``parts`` returns a :class:`Collected`."""
         ...
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What a collector with parts returns from one call: its samples, and the parts this call read.
+
+    Iterating it yields every sample, the parts' included (for callers that want the whole reading).
+    """
+
+    samples: list[Sample]
+    parts: dict[str, list[Sample]] = field(default_factory=dict)
+    """Part name -> its samples, for the parts read by this call only (see the module docstring)."""
+
+    def __iter__(self) -> Iterator[Sample]:
+        return chain(self.samples, *self.parts.values())
+
+
+def collected(out: Iterable[Sample]) -> Collected:
+    """A collector's return value as a :class:`Collected` (plain samples have no parts)."""
+    return out if isinstance(out, Collected) else Collected(list(out))
+
+
+def part_source(name: str, part: str) -> str:
+    """The store source of part ``part`` of collector ``name``: ``collector:<name>:<part>``."""
+    return f"{COLLECTOR_SOURCE_PREFIX}{name}:{part}"
 
 
 @dataclass(frozen=True)
@@ -110,6 +144,8 @@ class CollectResult:
     error: str = ""
     fallback: list[Sample] = field(default_factory=list)
     """What to store instead of ``samples`` if the store refuses them (the collector's failure samples)."""
+    parts: dict[str, list[Sample]] = field(default_factory=dict)
+    """The parts to store this round, each under :func:`part_source`; a part absent here stays as it is."""
 
 
 def failure_samples(collector: Collector) -> list[Sample]:
@@ -118,14 +154,19 @@ def failure_samples(collector: Collector) -> list[Sample]:
     return list(provider()) if provider is not None else []
 
 
+def emptied_parts(collector: Collector) -> dict[str, list[Sample]]:
+    """Every part ``collector`` declares, empty: what a failed call reports (their series go stale)."""
+    return {part: [] for part in getattr(collector, "parts", ())}
+
+
 def _failed(collector: Collector, duration: float, error: str) -> CollectResult:
     return CollectResult(collector.name, failure_samples(collector), False, duration, error,
-                         failure_samples(collector))
+                         failure_samples(collector), emptied_parts(collector))
 
 
 @dataclass
 class _Call:
-    future: Future[list[Sample]]
+    future: Future[Collected]
     started: float
     taken: bool = False
 
@@ -145,6 +186,7 @@ class CollectorRunner:
         self._closed = False
         self._inflight: dict[str, _Call] = {}
         self._last_good: dict[str, list[Sample]] = {}
+        self._last_parts: dict[str, dict[str, list[Sample]]] = {}  # each part's last report, per collector
         self._workers: dict[str, Worker] = {}
         self._last_called: dict[str, float] = {}
 
@@ -227,26 +269,30 @@ class CollectorRunner:
             return _failed(collector, elapsed, error)
         held = self._last_good.get(collector.name, [])
         return CollectResult(collector.name, held, False, elapsed,
-                             f"{error} (last good series held)" if held else error)
+                             f"{error} (last good series held)" if held else error,
+                             parts=dict(self._last_parts.get(collector.name, {})))
 
     def _outcome(self, collector: Collector, call: _Call) -> CollectResult:
         """The result of a completed call."""
         duration = time.monotonic() - call.started
         try:
-            samples = call.future.result(timeout=0)
+            out = call.future.result(timeout=0)
         except NoData:
-            return CollectResult(collector.name, [], True, duration, "no data")
+            return CollectResult(collector.name, [], True, duration, "no data", parts=emptied_parts(collector))
         except Exception as exc:  # the boundary that owns a collector: isolate and report
             log.warning("collector failed", extra={"collector": collector.name, "error": repr(exc)})
             return _failed(collector, duration, repr(exc))
-        self._last_good[collector.name] = samples
-        return CollectResult(collector.name, samples, True, duration, fallback=failure_samples(collector))
+        self._last_good[collector.name] = out.samples
+        if out.parts:
+            self._last_parts.setdefault(collector.name, {}).update(out.parts)
+        return CollectResult(collector.name, out.samples, True, duration, fallback=failure_samples(collector),
+                             parts=out.parts)
 
-    def _start(self, collector: Collector) -> Future[list[Sample]]:
+    def _start(self, collector: Collector) -> Future[Collected]:
         worker = self._workers.get(collector.name)
         if worker is None:
             worker = self._workers[collector.name] = Worker(f"collector-{collector.name}")
-        return worker.submit(lambda: list(collector.collect()))
+        return worker.submit(lambda: collected(collector.collect()))
 
     def close(self) -> None:
         """Stop starting calls; the workers end after their current call (hung ones are abandoned on their
@@ -355,25 +401,30 @@ def self_metrics(results: Iterable[CollectResult]) -> list[Sample]:
 def ingest_results(store: Store, results: Iterable[CollectResult], now_ms: int,
                    self_source: str = "self:collectors") -> list[CollectResult]:
     """Store one round of collection: each collector's samples under its own source (so its vanished
-    series go stale), then the collectors' success and duration self-metrics (under ``self_source``: a
-    round of part of the collectors uses its own). A collection over its series quota is stored as its
-    ``fallback`` and reported failed with the quota's reason; returns the results as stored."""
+    series go stale) and each part it reports under the part's source, then the collectors' success and
+    duration self-metrics (under ``self_source``: a round of part of the collectors uses its own). A
+    collection over its series quota is stored as its ``fallback`` (its parts emptied) and reported failed
+    with the quota's reason; returns the results as stored."""
     stored: list[CollectResult] = []
     for result in results:
-        source = COLLECTOR_SOURCE_PREFIX + result.name
-        try:
-            store.ingest(source, result.samples, now_ms)
-        except LabelValuesExceeded as exc:  # stored without the churning series
-            log.warning("collector over its label-value limit", extra={"collector": result.name,
-                                                                        "error": exc.reason, "dropped": exc.dropped})
-            result = CollectResult(result.name, result.samples, False, result.duration_seconds, exc.reason,
-                                   result.fallback)
-        except SeriesQuotaExceeded as exc:
-            log.warning("collector over its series quota", extra={"collector": result.name,
-                                                                   "error": exc.reason})
-            store.ingest(source, result.fallback, now_ms, bypass_quota=True)
-            result = CollectResult(result.name, result.fallback, False, result.duration_seconds, exc.reason,
-                                   result.fallback)
+        sources = [(COLLECTOR_SOURCE_PREFIX + result.name, result.samples)]
+        sources += [(part_source(result.name, part), samples) for part, samples in result.parts.items()]
+        for source, samples in sources:
+            try:
+                store.ingest(source, samples, now_ms)
+            except LabelValuesExceeded as exc:  # stored without the churning series
+                log.warning("collector over its label-value limit",
+                            extra={"collector": result.name, "error": exc.reason, "dropped": exc.dropped})
+                result = replace(result, success=False, error=exc.reason)
+            except SeriesQuotaExceeded as exc:
+                log.warning("collector over its series quota", extra={"collector": result.name,
+                                                                       "error": exc.reason})
+                store.ingest(sources[0][0], result.fallback, now_ms, bypass_quota=True)
+                for part, _ in sources[1:]:
+                    store.ingest(part, (), now_ms, bypass_quota=True)
+                result = CollectResult(result.name, result.fallback, False, result.duration_seconds, exc.reason,
+                                       result.fallback)
+                break
         stored.append(result)
     store.ingest(self_source, self_metrics(stored), now_ms)
     return stored

@@ -198,7 +198,8 @@ class ScrapeCaches:
     """
 
     series: dict[str, Labels] = field(default_factory=dict)
-    relabelled: dict[Labels, Labels] = field(default_factory=dict)
+    relabelled: dict[int, tuple[Labels, Labels]] = field(default_factory=dict)
+    """id(parsed label set) -> (that label set, relabelled)."""
     pairs: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
     def bound(self, lines: int) -> None:
@@ -253,11 +254,12 @@ def parse_payload(text: str, targets: Mapping[str, str], caches: ScrapeCaches | 
     for labels, value, _timestamp in parse_exposition(text, drop_created=True, cache=caches.series):
         if deadline is not None and len(out) % DEADLINE_CHECK_EVERY == 0 and clock() > deadline:
             raise ScrapeError(f"parsing passed the scrape deadline after {len(out)} samples")
-        relabelled = cache.get(labels)
-        if relabelled is None:
-            relabelled = apply_target_labels(labels, targets, pairs)
-            cache[labels] = relabelled
-        out.append(Sample(relabelled, value))
+        # Keyed by identity: the parsed label sets are the series cache's own objects, held until it is
+        # emptied (with this one); a tuple's hash would be computed again at every lookup.
+        found = cache.get(id(labels))
+        if found is None or found[0] is not labels:
+            found = cache[id(labels)] = (labels, apply_target_labels(labels, targets, pairs))
+        out.append(Sample(found[1], value))
     caches.bound(text.count("\n"))
     return out
 

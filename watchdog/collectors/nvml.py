@@ -25,10 +25,16 @@ Contract:
 - The counters (NVLink states and error counters, PCIe replays, ECC mode and corrected counts, remapped
   rows and their pending/failed flags: :data:`~watchdog.collectors.nvml_fields.COUNTER_SCALAR_SLOTS` and
   the NVLink slots) are read every ``counters_interval_seconds`` of tick time (``counters_clock``, the agent's
-  clock), not every call; in between, each GPU's last counter values are reported again as they were
-  read. A GPU's first read after NVML (re)initialised or after it was lost reads them at once. Whether a
-  GPU is lost (``GPU_IS_LOST``/``RESET_REQUIRED`` on any call), its recovery action, uncorrectable ECC
-  counts, utilization, memory, temperatures, power, clocks, clock events and PCIe link are read at
+  clock), not every call, for every GPU at the same call; a GPU's first read after NVML (re)initialised or
+  after it was lost, or after its static attributes were (re)read, reads its own at once. The counters
+  and the series of the static attributes (temperature thresholds, max clocks, max PCIe link) are the
+  collector's part :data:`COUNTERS_PART` (see :class:`~watchdog.collectors.base.Collected`), stored under
+  ``collector:nvml:counters``: :meth:`collect` reports it only at a call that read counters or that
+  changed which GPUs it covers (a GPU lost, stalled or back), holding every GPU read whole at that call
+  (lost and stalled GPUs' are left out, so they go stale at once, as the rest of those GPUs' series do).
+  Between reports the stored part stays as last read: not stale, no new point. Whether a GPU is lost
+  (``GPU_IS_LOST``/``RESET_REQUIRED`` on any call), its recovery action, uncorrectable ECC counts,
+  utilization, memory, temperatures, power, clocks, clock events and PCIe link are read and reported at
   every call.
 """
 
@@ -47,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.collectors import nvml_fields as F
-from watchdog.collectors.base import Collector, CollectorContext, NoData, Worker, not_yet_due
+from watchdog.collectors.base import Collected, Collector, CollectorContext, NoData, Worker, not_yet_due
 from watchdog.config.settings import NvmlSettings, Settings, section_settings
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric
 
@@ -58,6 +64,9 @@ FIELD_VALUES_MEMO: tuple[str, ...] = ("nvmlDeviceGetFieldValues",)
 
 #: Field-slot keys read at every call; every other slot is a counter.
 FAST_KEYS = frozenset(slot.key for slot in F.FAST_SCALAR_SLOTS)
+
+#: The collector's part holding the counters (stored under ``collector:<name>:counters``).
+COUNTERS_PART = "counters"
 
 
 class NvmlUnavailable(Exception):
@@ -187,6 +196,18 @@ class StaticInfo:
     read_at: float
 
 
+@dataclass
+class GpuRead:
+    """What one call read of one GPU."""
+
+    samples: list[Sample]
+    stats: CallStats
+    counters: list[Sample] | None = None
+    """The GPU's counters as last read, when this call read the GPU whole (not lost, not unreachable)."""
+    fresh: bool = False
+    """Whether this call read the counters."""
+
+
 LabelCache = dict[tuple[Any, ...], Labels]
 FieldSeries = tuple[tuple[Labels, Callable[[float], float]], ...]
 FieldCache = dict[tuple[Any, ...], FieldSeries]
@@ -256,6 +277,12 @@ class SampleSink:
         if cached is None:
             cached = self.cache[key] = metric(name, gpu=self.gpu, uuid=self.uuid, **labels)
         self.samples.append(Sample(cached, float(value)))
+
+    def sibling(self) -> SampleSink:
+        """An empty sink for the same GPU, sharing this one's label caches."""
+        sink = SampleSink(0, self.uuid, self.cache, self.fields)
+        sink.gpu = self.gpu
+        return sink
 
     def add_field(self, key: tuple[Any, ...], value: float) -> None:
         """Append the samples of one field-slot value (see :func:`field_series`)."""
@@ -368,6 +395,8 @@ class FieldPlanner:
 class NvmlCollector:
     """Reads every GPU through NVML once per :meth:`collect`. See the module docstring."""
 
+    parts = (COUNTERS_PART,)
+
     def __init__(self, nvml: Any = None, settings: NvmlSettings | None = None, *, name: str = "nvml",
                  backoff_initial_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic,
                  counters_clock: Callable[[], float] | None = None,
@@ -398,11 +427,14 @@ class NvmlCollector:
         self._unsupported: dict[int, set[tuple[Any, ...]]] = defaultdict(set)
         self._planners: dict[int, FieldPlanner] = defaultdict(FieldPlanner)
         self._slot_plans: dict[int, tuple[F.FieldSlot, ...]] = {}
-        self._counters: dict[int, tuple[float, dict[tuple[Any, ...], float]]] = {}  # GPU -> (read at, values)
+        self._counters: dict[int, list[Sample]] = {}  # GPU -> its counters as last read
+        self._counters_read_at: float | None = None  # when every GPU's counters were last due
+        self._counters_due = True  # whether this call reads every GPU's counters
+        self._counters_reported: tuple[int, ...] | None = None  # the GPUs of the last report (None: report)
         self._errors: Counter[tuple[int, str, str]] = Counter()
         self._errors_lock = threading.Lock()
         self._gone: dict[int, int] = {}
-        self._inflight: dict[int, Future[tuple[list[Sample], CallStats]]] = {}
+        self._inflight: dict[int, Future[GpuRead]] = {}
         self._workers: dict[int, Worker] = {}
         self._labels: dict[int, tuple[str, LabelCache, FieldCache]] = {}
         self.gpu_deadline_seconds = 0.8 * self.timeout_seconds
@@ -485,9 +517,16 @@ class NvmlCollector:
                 log.debug("nvmlShutdown failed", extra={"error": str(exc)})
 
     # ---- collection ----------------------------------------------------------------------------
-    def collect(self) -> list[Sample]:
-        """One sample per series per GPU; see the module docstring for the error contract."""
+    def collect(self) -> Collected:
+        """One sample per series per GPU, the counters in their part when reported; see the module
+        docstring for the error contract."""
         nvml = self._open()
+        reported, self._counters_reported = self._counters_reported, None  # a call that raises reports next time
+        now = self._counters_clock()
+        read_at = self._counters_read_at
+        self._counters_due = read_at is None or not self._counters_fresh(read_at, now)
+        if self._counters_due:
+            self._counters_read_at = now
         stats = CallStats()
         self.last_stats = stats
         try:
@@ -500,7 +539,7 @@ class NvmlCollector:
             raise self._break_session(nvml, code if code is not None else F.NVML_ERROR_UNKNOWN) from exc
         samples: list[Sample] = [Sample(metric("watchdog_gpu_nvml_devices"), float(count))]
         deadline = time.monotonic() + self.gpu_deadline_seconds
-        started_reads: dict[int, Future[tuple[list[Sample], CallStats]]] = {}
+        started_reads: dict[int, Future[GpuRead]] = {}
         stalled: list[int] = []
         for index in range(count):
             previous = self._inflight.get(index)
@@ -513,27 +552,35 @@ class NvmlCollector:
             future = worker.submit(functools.partial(self._read_gpu, nvml, index))
             self._inflight[index] = started_reads[index] = future
         broken: SessionBroken | None = None
+        counters: dict[int, list[Sample]] = {}
+        fresh = False
         for index, future in started_reads.items():
             try:
-                gpu_samples, gpu_stats = future.result(timeout=max(0.0, deadline - time.monotonic()))
+                read = future.result(timeout=max(0.0, deadline - time.monotonic()))
             except FutureTimeout:
                 stalled.append(index)
                 continue
             except SessionBroken as exc:
                 broken = exc
                 continue
-            samples.extend(gpu_samples)
-            stats.merge(gpu_stats)
+            samples.extend(read.samples)
+            stats.merge(read.stats)
+            if read.counters is not None:
+                counters[index] = read.counters
+                fresh = fresh or read.fresh
         if broken is not None:
             raise self._break_session(nvml, broken.code) from broken
         for index in sorted(stalled):
             samples.extend(self._stalled_samples(index))
         samples.extend(self._error_samples())
-        return samples
+        shown = tuple(counters)
+        self._counters_reported = shown
+        if not fresh and shown == reported:
+            return Collected(samples)
+        return Collected(samples, {COUNTERS_PART: [s for gpu_counters in counters.values() for s in gpu_counters]})
 
-    def _read_gpu(self, nvml: Any, index: int) -> tuple[list[Sample], CallStats]:
-        stats = CallStats()
-        return self._collect_gpu(nvml, index, stats), stats
+    def _read_gpu(self, nvml: Any, index: int) -> GpuRead:
+        return self._collect_gpu(nvml, index, CallStats())
 
     def _stalled_samples(self, index: int) -> list[Sample]:
         """A GPU whose read did not return in time: its identity and the stall, nothing else."""
@@ -554,24 +601,24 @@ class NvmlCollector:
                                      call=call, error=error), float(n)))
         return out
 
-    def _collect_gpu(self, nvml: Any, index: int, stats: CallStats) -> list[Sample]:
+    def _collect_gpu(self, nvml: Any, index: int, stats: CallStats) -> GpuRead:
         calls = GpuCalls(nvml, index, self._unsupported[index], self._errors, stats, self._errors_lock)
         try:
             handle = self._handle(calls, index)
             if handle is None:
-                return []
+                return GpuRead([], stats)
             info = self._static_info(calls, handle, index)
             sink = SampleSink(index, info.uuid, *self._label_caches(index, info.uuid))
-            self._read_dynamic(calls, handle, info, sink)
+            fresh = self._read_dynamic(calls, handle, info, sink)
         except GpuGone as gone:
-            return self._gone_samples(index, gone.code)
+            return GpuRead(self._gone_samples(index, gone.code), stats)
         if index in self._gone:
             log.warning("GPU is back", extra={"gpu": index})
             del self._gone[index]
         sink.add("watchdog_gpu_lost", 0.0)
         sink.add("watchdog_gpu_reset_required", 0.0)
         sink.add("watchdog_gpu_nvml_stalled", 0.0)
-        return self._info_samples(index) + sink.samples
+        return GpuRead(self._info_samples(index) + sink.samples, stats, self._counters.get(index), fresh)
 
     def _handle(self, calls: GpuCalls, index: int) -> Any | None:
         started = time.perf_counter()
@@ -659,6 +706,7 @@ class NvmlCollector:
             info.link_count = self._link_count(calls, handle, index)
         self._static[index] = info
         self._identity[index] = (info.name, info.uuid, info.serial, info.pci_bus_id)
+        self._counters.pop(index, None)  # its static series are reported with its counters: both at once
         return info
 
     def _link_count(self, calls: GpuCalls, handle: Any, index: int) -> int:
@@ -678,7 +726,11 @@ class NvmlCollector:
         return links
 
     # ---- dynamic values ------------------------------------------------------------------------
-    def _read_dynamic(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> None:
+    def _read_dynamic(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> bool:
+        """The values read at every call into ``sink``; when this call reads the counters (every GPU's are
+        due, or this GPU has none yet), the counters and the static attributes' series too, kept as this
+        GPU's slow samples in ``_counters``. Returns whether it read the counters."""
+        slow = sink.sibling() if self._counters_due or calls.index not in self._counters else None
         util = calls.call("utilization", "nvmlDeviceGetUtilizationRates", handle)
         if util is not None:
             sink.add("watchdog_gpu_utilization_ratio", util.gpu / 100.0)
@@ -688,31 +740,36 @@ class NvmlCollector:
         if temperature is None:
             temperature = calls.call("thermal", "nvmlDeviceGetTemperature", handle, F.NVML_TEMPERATURE_GPU)
         sink.add("watchdog_gpu_temperature_celsius", temperature)
-        for kind, value in info.thresholds.items():
-            sink.add("watchdog_gpu_temperature_threshold_celsius", value, kind=kind)
         power = calls.call("power", "nvmlDeviceGetPowerUsage", handle)
         sink.add("watchdog_gpu_power_watts", None if power is None else power / 1000.0)
         limit = calls.call("power", "nvmlDeviceGetEnforcedPowerLimit", handle)
         sink.add("watchdog_gpu_power_limit_watts", None if limit is None else limit / 1000.0)
         sm = calls.call("clocks", "nvmlDeviceGetClockInfo", handle, F.NVML_CLOCK_SM)
         sink.add("watchdog_gpu_sm_clock_hertz", None if sm is None else sm * 1e6)
-        sink.add("watchdog_gpu_sm_clock_max_hertz", info.sm_clock_max_hz)
         mem = calls.call("clocks", "nvmlDeviceGetClockInfo", handle, F.NVML_CLOCK_MEM)
         sink.add("watchdog_gpu_memory_clock_hertz", None if mem is None else mem * 1e6)
-        sink.add("watchdog_gpu_memory_clock_max_hertz", info.memory_clock_max_hz)
         reasons = calls.call("clock_events", "nvmlDeviceGetCurrentClocksEventReasons", handle)
         if reasons is None:
             reasons = calls.call("clock_events", "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
         if reasons is not None:
             for reason, active in F.clock_event_flags(int(reasons), info.supported_reasons).items():
                 sink.add("watchdog_gpu_clock_event_active", active, reason=reason)
-        self._read_pcie(calls, handle, info, sink)
+        g = "pcie"
+        sink.add("watchdog_gpu_pcie_link_generation",
+                 calls.call(g, "nvmlDeviceGetCurrPcieLinkGeneration", handle), kind="current")
+        sink.add("watchdog_gpu_pcie_link_width", calls.call(g, "nvmlDeviceGetCurrPcieLinkWidth", handle),
+                 kind="current")
         persistence = calls.call("identity", "nvmlDeviceGetPersistenceMode", handle)
         sink.add("watchdog_gpu_persistence_mode_enabled",
                  None if persistence is None else float(persistence == F.NVML_FEATURE_ENABLED))
-        self._read_fields(calls, handle, info, sink)
+        self._read_fields(calls, handle, info, sink, slow)
         if self.processes:
             self._read_processes(calls, handle, sink)
+        if slow is None:
+            return False
+        self._static_samples(info, slow)
+        self._counters[calls.index] = slow.samples
+        return True
 
     def _read_memory(self, calls: GpuCalls, handle: Any, sink: SampleSink) -> None:
         memory = calls.call("memory", "nvmlDeviceGetMemoryInfo", handle, F.NVML_MEMORY_V2)
@@ -724,14 +781,16 @@ class NvmlCollector:
             sink.add("watchdog_gpu_memory_used_bytes", memory.used)
             sink.add("watchdog_gpu_memory_total_bytes", memory.total)
 
-    def _read_pcie(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> None:
-        g = "pcie"
-        sink.add("watchdog_gpu_pcie_link_generation",
-                 calls.call(g, "nvmlDeviceGetCurrPcieLinkGeneration", handle), kind="current")
+    @staticmethod
+    def _static_samples(info: StaticInfo, sink: SampleSink) -> None:
+        """The series of the static attributes (thresholds, max clocks, max PCIe link): reported with the
+        counters."""
+        for kind, value in info.thresholds.items():
+            sink.add("watchdog_gpu_temperature_threshold_celsius", value, kind=kind)
+        sink.add("watchdog_gpu_sm_clock_max_hertz", info.sm_clock_max_hz)
+        sink.add("watchdog_gpu_memory_clock_max_hertz", info.memory_clock_max_hz)
         sink.add("watchdog_gpu_pcie_link_generation", info.pcie_max_generation, kind="max")
         sink.add("watchdog_gpu_pcie_link_generation", info.pcie_gpu_max_generation, kind="gpu_max")
-        sink.add("watchdog_gpu_pcie_link_width", calls.call(g, "nvmlDeviceGetCurrPcieLinkWidth", handle),
-                 kind="current")
         sink.add("watchdog_gpu_pcie_link_width", info.pcie_max_width, kind="max")
 
     def _field_answers(self, calls: GpuCalls, handle: Any, requests: list[F.FieldRequest],
@@ -751,10 +810,11 @@ class NvmlCollector:
                 answers[(int(entry.fieldId), int(entry.scopeId))] = (ret, value)
         return answers
 
-    def _read_fields(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink) -> None:
-        now = self._counters_clock()
-        counters = self._counters.get(calls.index)
-        full = counters is None or not self._counters_fresh(counters[0], now)
+    def _read_fields(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink,
+                     counters: SampleSink | None) -> None:
+        """The field-slot values: those read at every call into ``sink``; with ``counters``, the counters
+        too, into it."""
+        full = counters is not None
         slots = self._slots(info.link_count) if full else F.FAST_SCALAR_SLOTS
         values: dict[tuple[Any, ...], float] = {}
         answers = None
@@ -769,12 +829,12 @@ class NvmlCollector:
                     self._legacy_nvlink(calls, handle, info, values, planner)
         if answers is None:
             values = self._direct_values(calls, handle, info, full)
-        if full:
-            self._counters[calls.index] = (now, {key: value for key, value in values.items()
-                                                 if key not in FAST_KEYS})
-        elif counters is not None:
-            values.update(counters[1])
-        self._emit_fields(values, sink)
+        if counters is None:
+            for key, value in values.items():
+                sink.add_field(key, value)
+            return
+        for key, value in values.items():
+            (sink if key in FAST_KEYS else counters).add_field(key, value)
 
     def _counters_fresh(self, read_at: float, now: float) -> bool:
         """Whether counters read at ``read_at`` are still to be reported as they are at ``now``."""
@@ -851,11 +911,6 @@ class NvmlCollector:
         if self.nvlink:
             self._legacy_nvlink(calls, handle, info, values, None)
         return values
-
-    @staticmethod
-    def _emit_fields(values: dict[tuple[Any, ...], float], sink: SampleSink) -> None:
-        for key, value in values.items():
-            sink.add_field(key, value)
 
     def _read_processes(self, calls: GpuCalls, handle: Any, sink: SampleSink) -> None:
         procs = calls.call("processes", "nvmlDeviceGetComputeRunningProcesses", handle)

@@ -23,6 +23,7 @@ from watchdog.daemon.scheduler import TickScheduler
 from watchdog.exporter.api import QueryAPI
 from watchdog.exporter.security import ExporterConfigError
 from watchdog.exporter.server import ExporterServer, exporter_for_store, prepare_exporter
+from watchdog.infra.heap import quiet_cyclic_gc
 
 log = logging.getLogger("watchdog.daemon")  # the name its log lines have always had
 
@@ -81,6 +82,7 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
           hooks: Hooks | None = None, install_signals: bool = True) -> int:
     """Run until a stop signal or ``duration_seconds``; returns the exit code."""
     hooks = hooks or Hooks()
+    quiet_cyclic_gc()
     stop = threading.Event()
     reload_requested = threading.Event()
     try:

@@ -55,6 +55,8 @@ _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 
 _CACHE_LIMIT = 200_000
 _series_cache: dict[str, Labels] = {}
+_comment_cache: dict[str, tuple[str, str] | None] = {}
+_MISSING = object()
 
 
 class ExpositionError(ValueError):
@@ -67,8 +69,10 @@ class ExpositionError(ValueError):
 
 
 def clear_cache() -> None:
-    """Forget every cached series text (tests and benchmarks use it to measure cold parses)."""
+    """Forget every cached series text and comment line (tests and benchmarks use it to measure cold
+    parses)."""
     _series_cache.clear()
+    _comment_cache.clear()
 
 
 def _unescape(value: str) -> str:
@@ -141,13 +145,17 @@ def _parse_series(line: str, line_no: int) -> tuple[Labels, int]:
     return labels, pos
 
 
-def _check_comment(line: str, line_no: int, types: dict[str, str] | None) -> bool:
-    """Validate a ``#`` line; record TYPE into ``types``. Returns False at ``# EOF``."""
+_EOF = ("", "")
+"""What :func:`_comment` returns for ``# EOF``."""
+
+
+def _comment(line: str, line_no: int) -> tuple[str, str] | None:
+    """Validate a ``#`` line: ``(name, type)`` for a TYPE line, :data:`_EOF` for ``# EOF``, else None."""
     parts = line.split(None, 3)
     if len(parts) >= 2 and parts[0] == "#":
         keyword = parts[1]
         if keyword == "EOF" and len(parts) == 2:
-            return False
+            return _EOF
         if keyword in ("HELP", "TYPE"):
             if len(parts) < 3 or _NAME_RE.fullmatch(parts[2]) is None:
                 raise ExpositionError(line_no, f"# {keyword} needs a valid metric name")
@@ -155,9 +163,21 @@ def _check_comment(line: str, line_no: int, types: dict[str, str] | None) -> boo
                 kind = parts[3].strip().lower() if len(parts) == 4 else ""
                 if kind not in METRIC_TYPES:
                     raise ExpositionError(line_no, f"unknown metric type {kind!r} for {parts[2]}")
-                if types is not None:
-                    types[parts[2]] = kind
-    return True
+                return parts[2], kind
+    return None
+
+
+def _known_comment(line: str, line_no: int) -> tuple[str, str] | None:
+    """:func:`_comment` of ``line`` as it appears in the text, memoised for the lines that pass (a scrape
+    repeats its HELP and TYPE lines: a third of a vLLM page)."""
+    found = _comment_cache.get(line, _MISSING)
+    if found is _MISSING:
+        stripped = line[:-1] if line[-1] == "\r" else line
+        found = _comment(stripped.lstrip(" \t"), line_no)
+        if len(_comment_cache) >= _CACHE_LIMIT:
+            _comment_cache.clear()
+        _comment_cache[line] = found
+    return found  # type: ignore[return-value]
 
 
 def _cache_put(key: str, labels: Labels) -> None:
@@ -179,13 +199,28 @@ def parse_exposition(text: str, *, drop_created: bool = False,
         line_no += 1
         if not line or line.isspace():
             continue
+        if line[0] != "#":
+            # The steady state: ``<series text> <value>`` whose series text a previous line cached.
+            head, space, tail = line.rpartition(" ")
+            known = cache.get(head) if space else None
+            if known is not None and (types is None or "_created" not in head) and "_" not in tail:
+                try:
+                    value = float(tail)
+                except ValueError:
+                    pass  # the general path below says what is wrong
+                else:
+                    yield known, value, None
+                    continue
         if line[-1] == "\r":
             line = line[:-1]
         if line[0] in " \t":
             line = line.lstrip(" \t")
         if line[0] == "#":
-            if not _check_comment(line, line_no, types):
+            comment = _known_comment(line, line_no)
+            if comment is _EOF:
                 return
+            if comment is not None and types is not None:
+                types[comment[0]] = comment[1]
             continue
         brace = line.find("{")
         labels: Labels | None
@@ -256,6 +291,10 @@ def parse_types(text: str) -> dict[str, str]:
     types: dict[str, str] = {}
     for line_no, line in enumerate(text.split("\n"), start=1):
         stripped = line.strip()
-        if stripped.startswith("#") and "TYPE" in stripped and not _check_comment(stripped, line_no, types):
-            break
+        if stripped.startswith("#") and "TYPE" in stripped:
+            known = _comment(stripped, line_no)
+            if known is _EOF:
+                break
+            if known is not None:
+                types[known[0]] = known[1]
     return types

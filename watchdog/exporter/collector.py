@@ -163,7 +163,8 @@ class StoreCollector(Collector):
         dropped; a provider's sample replaces a stored one with the same labels)."""
         now_ms = int(self.clock() * 1000)
         from_store = [(labels, value) for labels, _, value in self.store.latest_values(
-            now_ms, self.lookback_ms, keep=self.selection.keep)]
+            now_ms, self.lookback_ms, keep=self.selection.keep,
+            keep_key=("pass_through", self.selection.pass_through_engine_series))]
         merged: dict[Labels, float] = dict(self.limiter.admit_unsorted(from_store))
         for provider in [*self.providers, self.limiter.self_samples]:
             for sample in provider():

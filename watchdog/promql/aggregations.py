@@ -156,6 +156,70 @@ def _simple_aggregate(op: str, vector: InstantVector, grouping: tuple[str, ...],
     return [(_group_labels(first, grouping, without), value) for first, value, _ in groups.values()]
 
 
+class Groupings:
+    """One aggregation node's groups, kept from its last evaluation: the label sets of its input, in order,
+    the group each one fell in and each group's labels. While a rule's input holds the same label sets in
+    the same order (a stable series set: most evaluations), :meth:`aggregate` reuses them instead of
+    computing and hashing every sample's group key; the arithmetic and its order are
+    :func:`_simple_aggregate`'s (a sum starts from ``-0.0``, which adds to any first value without
+    changing a bit of it). Replaced whole (one tuple), so a reader never sees half of an update."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[list[Labels], list[int], list[Labels], list[int]] | None = None
+
+    def aggregate(self, op: str, vector: InstantVector, grouping: tuple[str, ...], without: bool) -> InstantVector:
+        """``op`` (one of :data:`SIMPLE_OPS`) over ``vector``, as :func:`aggregate` gives it."""
+        keys = [labels for labels, _ in vector]
+        last = self._last
+        if last is None or last[0] != keys:
+            last = self._last = _groups_of(keys, grouping, without)
+        _, slots, labels, counts = last
+        if op == "count":
+            return [(group, float(count)) for group, count in zip(labels, counts, strict=True)]
+        if op == "group":
+            return [(group, 1.0) for group in labels]
+        if op == "sum":
+            sums = [-0.0] * len(labels)
+            for slot, (_, value) in zip(slots, vector, strict=True):
+                sums[slot] += value
+            return list(zip(labels, sums, strict=True))
+        best: list[float | None] = [None] * len(labels)
+        largest = op == "max"
+        for slot, (_, value) in zip(slots, vector, strict=True):
+            held = best[slot]
+            if held is None:
+                best[slot] = value
+            elif largest:
+                if held < value or held != held:
+                    best[slot] = value
+            elif held > value or held != held:
+                best[slot] = value
+        return list(zip(labels, best, strict=True))  # type: ignore[arg-type]  # every group has a sample
+
+
+def _groups_of(keys: list[Labels], grouping: tuple[str, ...],
+               without: bool) -> tuple[list[Labels], list[int], list[Labels], list[int]]:
+    """(``keys``, the group index of each, each group's labels, each group's size), groups in order of
+    first appearance."""
+    key_of = _group_key_function(grouping, without)
+    index: dict[object, int] = {}
+    slots: list[int] = []
+    firsts: list[Labels] = []
+    counts: list[int] = []
+    for labels in keys:
+        key = key_of(labels)
+        slot = index.get(key)
+        if slot is None:
+            slot = index[key] = len(firsts)
+            firsts.append(labels)
+            counts.append(0)
+        counts[slot] += 1
+        slots.append(slot)
+    return keys, slots, [_group_labels(first, grouping, without) for first in firsts], counts
+
+
 SIMPLE_OPS = frozenset({"sum", "max", "min", "count", "group"})
 """Aggregations without a parameter or per-group state beyond one number (see :func:`_simple_aggregate`)."""
 

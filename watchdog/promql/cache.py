@@ -19,6 +19,8 @@ Contract:
   metric name a rule writes, which drops everything that read that name (and every selector without a
   fixed name; selector matches only when the write created or removed series), so a later rule still
   sees an earlier rule's output of the same pass.
+- :meth:`SharedPlan.groupings` keeps each aggregation node's groups from pass to pass
+  (:class:`~watchdog.promql.aggregations.Groupings`: reused while its input's label sets are the same).
 Results handed out from the cache are shared: callers must not mutate them (the evaluator never does).
 """
 
@@ -33,6 +35,7 @@ from typing import Any
 
 from watchdog.model import METRIC_NAME, Labels, is_stale
 from watchdog.promql import nodes as n
+from watchdog.promql.aggregations import Groupings
 from watchdog.promql.labels import drop_name
 
 
@@ -290,6 +293,7 @@ class SharedPlan:
         self.key_of: dict[int, int] = {}  # id(node) -> shared key
         self.reads: dict[int, frozenset[str] | None] = {}
         self._nodes: list[n.Expr] = []  # keeps every keyed node alive (ids stay unique)
+        self._groupings: dict[int, tuple[n.Aggregate, Groupings]] = {}
         for root in roots:
             for node in n.walk(root):
                 if counts.get(node, 0) < 2 or node is root or node.type == n.MATRIX:
@@ -300,6 +304,21 @@ class SharedPlan:
                     self.reads[key] = _read_names(node)
                 self.key_of[id(node)] = key
                 self._nodes.append(node)
+
+
+    def groupings(self, node: n.Aggregate) -> Groupings:
+        """The :class:`~watchdog.promql.aggregations.Groupings` of aggregation ``node``, kept from pass to
+        pass (at most :data:`GROUPINGS_CAP` nodes: beyond that the table starts again)."""
+        found = self._groupings.get(id(node))
+        if found is None or found[0] is not node:
+            if len(self._groupings) >= GROUPINGS_CAP:
+                self._groupings.clear()
+            found = self._groupings[id(node)] = (node, Groupings())
+        return found[1]
+
+
+GROUPINGS_CAP = 10_000
+"""Aggregation nodes whose groups a :class:`SharedPlan` keeps (a rule set has a few hundred)."""
 
 
 class Selections:

@@ -410,6 +410,9 @@ class Evaluator:
         if expr.param is not None:
             param = self.eval(expr.param, t)
         vector = self.eval(expr.expr, t)
+        cache = self.cache
+        if cache is not None and cache.plan is not None and expr.op in aggregations.SIMPLE_OPS:
+            return cache.plan.groupings(expr).aggregate(expr.op, vector, expr.grouping, expr.without)
         return aggregations.aggregate(expr.op, vector, expr.grouping, expr.without, param)
 
     # --- functions ------------------------------------------------------------------------------
