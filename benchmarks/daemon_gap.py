@@ -12,23 +12,26 @@ the kernel-log collector on a file, the process collector, the log notifier, 1 s
   scraped every 15 s with gzip;
 - ``realtime``: ``Agent.tick()`` every wall-clock second from a plain loop (no scheduler, no exporter),
   engines scraped in the background as in the daemon;
-- ``simulated``: ``Agent.tick()`` back to back on a simulated clock advanced 1 s a tick, engine scrapes
-  waited for (as ``steady.py`` and ``rule_cost.py`` measure); as many ticks warm up and are measured
-  as the others have seconds, so that every store holds as much.
+- ``paced``: ``Agent.tick()`` on a simulated clock advanced 1 s a tick, engine scrapes waited for, one
+  tick every wall-clock second (the machine idles between ticks as the daemon's does);
+- ``simulated``: the same back to back (as ``steady.py`` and ``rule_cost.py`` measure); as many ticks
+  warm up and are measured as the others have seconds, so that every store holds as much.
 
 After the warm-up each child samples the CPU of its threads (``pthread_getcpuclockid``: each thread's
 own CPU clock, named by ``threading``) and of the whole process over ``--seconds`` of wall time;
 printed per second of agent time (simulated ticks: per tick), per thread name (collector workers by
-collector; threads that ended meanwhile, such as the exporter's per-request threads, together). The difference
-between ``daemon`` and ``realtime`` is the daemon's own machinery; between ``realtime`` and
-``simulated``, what ticking once a second costs over ticking back to back (caches cold after a second
-of idle, background scrapes, timing); the machine is shared, so read the columns of one run.
+collector; threads that ended meanwhile, such as the exporter's per-request threads, together).
+``daemon`` - ``realtime`` is the daemon's own machinery; ``realtime`` - ``paced``, engine scrapes in the
+background and the real clock; ``paced`` - ``simulated``, what a second of idling between ticks costs
+the next one (caches and branch predictors cold, other processes run meanwhile). The machine is shared:
+read the columns of one run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -47,20 +50,15 @@ import json, logging, os, re, sys, threading, time
 from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_settings
-from watchdog.fakes.gpu_model import load_profile
-from watchdog.fakes.pynvml import FakeNvml
+from tick import fake_nvml
 
 mode, config, listen, gpus, warmup, seconds = (sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]),
                                                float(sys.argv[5]), float(sys.argv[6]))
 logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
-profile = load_profile("h100-sxm-8")
-profile["gpus"] = profile["gpus"][:gpus]
-nvml = FakeNvml(profile)
-for i in range(gpus):
-    nvml.set_load(i, 90.0)
+nvml = fake_nvml(gpus)  # the checkout's benchmarks/tick.py: h100-sxm-8 cut to ``gpus``, all busy
 settings = load_settings(config)
 now = [time.time()]
-simulated = mode == "simulated"
+simulated = mode in ("simulated", "paced")
 agent = Agent(settings, config_path=config, context=CollectorContext(nvml=nvml),
               **({"clock": lambda: now[0], "background_scrapes": False} if simulated else {}))
 
@@ -108,7 +106,7 @@ due = time.monotonic()
 while True:
     if simulated:
         now[0] += 1.0
-    else:
+    if mode != "simulated":
         wait = due - time.monotonic()
         if wait > 0:
             time.sleep(wait)
@@ -125,7 +123,7 @@ report(start, snap(), ticks, seconds)
 agent.close(timeout_seconds=1)
 """
 
-MODES = ("daemon", "realtime", "simulated")
+MODES = ("daemon", "realtime", "paced", "simulated")
 
 
 def main() -> int:
@@ -144,12 +142,14 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             workdir = Path(tmp)
             children = {}
+            env = env_for(tree)
+            env["PYTHONPATH"] += f"{os.pathsep}{tree / 'benchmarks'}"
             for mode in MODES:
                 config = agent_config(workdir, mode, tree, ports, 900, {})
                 listen = f"127.0.0.1:{free_port()}"
                 children[mode] = (subprocess.Popen(
                     [sys.executable, "-c", CHILD, mode, str(config), listen, str(gpus), str(args.warmup),
-                     str(args.seconds)], stdout=subprocess.PIPE, text=True, env=env_for(tree), cwd=workdir), listen)
+                     str(args.seconds)], stdout=subprocess.PIPE, text=True, env=env, cwd=workdir), listen)
             url = f"http://{children['daemon'][1]}/metrics"
             end = time.monotonic() + args.warmup + args.seconds + 5
             next_scrape = time.monotonic() + EXPORTER_SCRAPE_SECONDS
@@ -165,7 +165,7 @@ def main() -> int:
                 time.sleep(0.2)
             for mode, (proc, _) in children.items():
                 out, _ = proc.communicate(timeout=args.seconds * 20 + 120)
-                lines = [line for line in out.splitlines() if line.startswith("{")]
+                lines = [line for line in out.splitlines() if line.startswith('{"mode": ')]
                 if not lines:
                     raise SystemExit(f"{mode} printed no result (exit {proc.returncode})")
                 results[mode] = json.loads(lines[-1])
