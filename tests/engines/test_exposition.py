@@ -9,9 +9,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from watchdog.engines.exposition import ExpositionError, clear_cache, parse_exposition, parse_samples, parse_types
-from watchdog.model import make_labels, metric
+from watchdog.model import Labels, make_labels, metric
 
-FIXTURES = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "engines").glob("*.txt"))
+ENGINES = Path(__file__).resolve().parents[1] / "fixtures" / "engines"
+FIXTURES = sorted(ENGINES.glob("*.txt")) + sorted((ENGINES / "real").glob("*.txt"))  # generated, then captured
 
 
 def reference(text: str) -> list[tuple[tuple[tuple[str, str], ...], float]]:
@@ -29,20 +30,24 @@ def canon(samples: list[tuple[tuple[tuple[str, str], ...], float]]) -> list[tupl
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
 def test_every_fixture_parses_like_prometheus_client(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
-    ours = [(labels, value) for labels, value, _ in parse_exposition(text)]
-    assert canon(ours) == canon(reference(text))
+
+    def parsed(drop_created: bool = False, cache: dict[str, Labels] | None = None) -> list[tuple[Labels, str]]:
+        """The samples with their values as repr (NaN equals NaN)."""
+        return [(labels, repr(value)) for labels, value, _ in
+                parse_exposition(text, drop_created=drop_created, cache=cache)]
+
+    ours = parsed()
+    assert sorted(ours) == canon(reference(text))
     clear_cache()  # cold and warm parses agree
-    again = [(labels, value) for labels, value, _ in parse_exposition(text)]
-    assert again == ours
-    assert [(labels, value) for labels, value, _ in parse_exposition(text)] == ours  # warm (module cache)
-    cache: dict[str, tuple[tuple[str, str], ...]] = {}
+    assert parsed() == ours
+    assert parsed() == ours  # warm (the module's cache)
+    cache: dict[str, Labels] = {}
     for _ in range(2):  # a caller's own cache, cold then warm, with _created samples dropped
-        dropped = [(labels, value) for labels, value, _ in parse_exposition(text, drop_created=True, cache=cache)]
-        assert dropped == [(labels, value) for labels, value in ours
-                           if not _is_created(labels, text)], path.name
+        assert parsed(drop_created=True, cache=cache) == [
+            (labels, value) for labels, value in ours if not _is_created(labels, text)], path.name
 
 
-def _is_created(labels: tuple[tuple[str, str], ...], text: str) -> bool:
+def _is_created(labels: Labels, text: str) -> bool:
     """A ``<family>_created`` sample of a counter/histogram/summary family the text declares."""
     name = dict(labels)["__name__"]
     if not name.endswith("_created"):
@@ -149,13 +154,13 @@ TRICKY = (
 def test_a_warm_parse_gives_what_a_cold_one_gives() -> None:
     """The steady-state path (series text cached by an earlier scrape, comment lines memoised) yields
     exactly what a cold parse yields, ``_created`` samples dropped, timestamps and exemplars included."""
-    def parse(cache: dict[str, tuple[tuple[str, str], ...]]) -> list[tuple[object, str, object]]:
+    def parse(cache: dict[str, Labels]) -> list[tuple[Labels, str, int | None]]:
         return [(labels, repr(value), ts) for labels, value, ts in
                 parse_exposition(TRICKY, drop_created=True, cache=cache)]
 
     clear_cache()
     cold = parse({})
-    cache: dict[str, tuple[tuple[str, str], ...]] = {}
+    cache: dict[str, Labels] = {}
     assert parse(cache) == cold and cache
     assert parse(cache) == cold
     assert [ts for _, _, ts in cold] == [None, None, None, None, 1700000000000, None, None, None, None]
