@@ -166,7 +166,7 @@ class DeliveryWorker:
             self._idle = False
             self._wait(self._retry_at - now, next_periodic_ms)
             return False
-        if self._idle and now < self._recheck_at and not self._wake.is_set():
+        if self._idle and now < self._recheck_at and not self._wake.is_set() and not self._stop.is_set():
             self._wait(self._recheck_at - now, next_periodic_ms)  # a wake() from here on ends it
             return False
         self._wake.clear()  # before the query: a wake() after it is kept for the next pass
