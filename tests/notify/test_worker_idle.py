@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from itertools import pairwise
 from pathlib import Path
@@ -78,11 +79,18 @@ class Flaky(LogNotifier):
         return None
 
 
-def _worker(notifier: LogNotifier | AlertmanagerNotifier, outbox: Outbox, backoff: float = 1.0) -> DeliveryWorker:
+@contextmanager
+def running(notifier: LogNotifier | AlertmanagerNotifier, outbox: Outbox,
+            backoff: float = 1.0) -> Iterator[DeliveryWorker]:
+    """A started worker (safety net ``SAFETY_NET``, no jitter), stopped and joined on exit."""
     worker = DeliveryWorker(notifier, outbox, Backoff(backoff, backoff), poll_seconds=SAFETY_NET,
                             rand=lambda: 1.0)
     worker.start()
-    return worker
+    try:
+        yield worker
+    finally:
+        worker.request_stop(1.0)
+        assert worker.join(2.0)
 
 
 def test_an_idle_agents_notifiers_do_not_query_their_outbox(tmp_path: Path) -> None:
@@ -109,16 +117,12 @@ def test_an_idle_agents_notifiers_do_not_query_their_outbox(tmp_path: Path) -> N
 def test_a_row_queued_later_is_delivered_at_once_when_woken(db: StateDB) -> None:
     outbox = CountingOutbox(db)
     stream = io.StringIO()
-    worker = _worker(LogNotifier(stream, "json"), outbox)
-    try:
+    with running(LogNotifier(stream, "json"), outbox) as worker:
         wait_until(lambda: outbox.queries == 1, what="the first look")
         _queue(outbox, "late")
         worker.wake()
         wait_until(lambda: _open(outbox) == 0, timeout=1, what="the row delivered without a poll")
         assert '"late"' in stream.getvalue()
-    finally:
-        worker.request_stop(1.0)
-        assert worker.join(2.0)
 
 
 def test_a_row_in_backoff_is_retried_when_its_time_comes_without_a_wake(db: StateDB) -> None:
@@ -126,22 +130,17 @@ def test_a_row_in_backoff_is_retried_when_its_time_comes_without_a_wake(db: Stat
     notifier = Flaky(failures=1)
     _queue(outbox, "retry-me")
     started = time.monotonic()
-    worker = _worker(notifier, outbox, backoff=0.3)
-    try:
+    with running(notifier, outbox, backoff=0.3) as worker:
         wait_until(lambda: _open(outbox) == 0, timeout=3, what="the retry after the backoff")
         assert 0.3 <= time.monotonic() - started < 2.0
         assert worker.stats.snapshot()[0]["delivered"] == 1 and worker.stats.attempt_failures == 1
-    finally:
-        worker.request_stop(1.0)
-        assert worker.join(2.0)
 
 
 def test_wakes_during_a_backoff_do_not_make_the_thread_spin(db: StateDB) -> None:
     outbox = CountingOutbox(db)
     notifier = Flaky(failures=1)
     _queue(outbox, "first")
-    worker = _worker(notifier, outbox, backoff=1.0)
-    try:
+    with running(notifier, outbox, backoff=1.0) as worker:
         wait_until(lambda: worker.stats.attempt_failures == 1, what="the failed attempt")
         calls = notifier.periodic_calls
         for i in range(20):  # the dispatcher queueing rows every tick of an outage
@@ -150,34 +149,27 @@ def test_wakes_during_a_backoff_do_not_make_the_thread_spin(db: StateDB) -> None
             time.sleep(0.02)
         assert notifier.periodic_calls - calls <= 20 + 3  # a pass of the loop per wake, not a spin
         wait_until(lambda: _open(outbox) == 0, timeout=3, what="all rows after the backoff")
-    finally:
-        worker.request_stop(1.0)
-        assert worker.join(2.0)
 
 
 def test_stop_drains_rows_queued_while_idle(db: StateDB) -> None:
     outbox = CountingOutbox(db)
-    worker = _worker(LogNotifier(io.StringIO(), "json"), outbox)
-    wait_until(lambda: outbox.queries == 1, what="the first look")
-    for i in range(3):
-        _queue(outbox, f"last-{i}")  # no wake: the stop is what makes it look
-    started = time.monotonic()
-    worker.request_stop(2.0)
-    assert worker.join(3.0)
-    assert time.monotonic() - started < 1.0 and _open(outbox) == 0
+    with running(LogNotifier(io.StringIO(), "json"), outbox) as worker:
+        wait_until(lambda: outbox.queries == 1, what="the first look")
+        for i in range(3):
+            _queue(outbox, f"last-{i}")  # no wake: the stop is what makes it look
+        started = time.monotonic()
+        worker.request_stop(2.0)
+        assert worker.join(3.0)
+        assert time.monotonic() - started < 2.0 and _open(outbox) == 0
 
 
 def test_reload_applies_a_new_poll_interval_at_once(db: StateDB) -> None:
     outbox = CountingOutbox(db)
     notifier = LogNotifier(io.StringIO(), "json")
-    worker = _worker(notifier, outbox)
-    try:
+    with running(notifier, outbox) as worker:
         wait_until(lambda: outbox.queries == 1, what="the first look")
         worker.reconfigure(notifier, worker.backoff, 0.1)
         wait_until(lambda: outbox.queries >= 4, timeout=2, what="looks every 0.1 s")
-    finally:
-        worker.request_stop(1.0)
-        assert worker.join(2.0)
 
 
 def _alerts_sink(posts: list[float]) -> type[BaseHTTPRequestHandler]:
@@ -205,12 +197,8 @@ def test_alertmanager_resends_on_time_while_the_outbox_stays_idle(db: StateDB) -
         settings = AlertmanagerSettings(enabled=True, urls=(url,), resend_interval_seconds=0.3, timeout_seconds=2,
                                         generator_url="", silences_refresh_seconds=60)
         notifier = AlertmanagerNotifier(settings, "n1", firing_source=lambda: list(firing))
-        worker = _worker(notifier, outbox)
-        try:
-            wait_until(lambda: len(posts) >= 4, timeout=3, what="four re-sends")
+        with running(notifier, outbox):
+            wait_until(lambda: len(posts) >= 4, timeout=5, what="four re-sends")
             gaps = [b - a for a, b in pairwise(posts)]
-            assert all(0.25 <= gap < 0.9 for gap in gaps[:3]), gaps
+            assert all(0.25 <= gap < 1.5 for gap in gaps[:3]), gaps  # not the 30 s safety net
             assert outbox.queries == 1
-        finally:
-            worker.request_stop(1.0)
-            assert worker.join(2.0)
