@@ -40,6 +40,7 @@ from tick import bench_settings, fake_nvml, start_servers  # noqa: E402
 from watchdog.agent import Agent  # noqa: E402
 from watchdog.collectors.base import CollectorContext  # noqa: E402
 from watchdog.daemon.scheduler import TickScheduler  # noqa: E402
+from watchdog.infra.heap import quiet_cyclic_gc  # noqa: E402
 from watchdog.model import AlertState  # noqa: E402
 
 MODES = ("before", "after")
@@ -102,6 +103,7 @@ def main() -> int:
             config = bench_settings(ports, Path(tmp) / "state")
             nvml = fake_nvml(args.gpus)
             agent = Agent(config, context=CollectorContext(nvml=nvml))
+            quiet_cyclic_gc()  # the daemon's cyclic-collector thresholds (serve() sets them)
             detector = Detector(agent)
             for burner in burners:
                 burner.start()
