@@ -9,9 +9,11 @@ so that each sees the same machine load. Each child builds the agent as ``benchm
 (fake NVML, ``--engines`` real HTTP endpoints on loopback serving the full vLLM V1 payload, the whole
 default pack, default settings, simulated 1 s ticks) from its own checkout, runs ``--fill`` ticks, then
 ``--scrapes`` times: 15 ticks (Prometheus' scrape interval) and one ``render_metrics()`` of an exporter
-built by ``exporter_for_store`` (not started: no socket), timed with ``time.process_time``; then gzip
-of the last page at the server's level. Printed: each checkout's median render CPU, the page size and
-series, the gzip CPU, and each other checkout's time as a multiple of the first's.
+built by ``exporter_for_store`` (not yet started), timed with ``time.process_time``; then gzip
+of the last page at the server's level; then the exporter is started, the process's CPU measured over
+``--idle`` seconds of serving nothing (no ticks: the agent's workers are idle too), and ``stop()`` timed.
+Printed: each checkout's median render CPU, the page size and series, the gzip CPU, each other
+checkout's render time as a multiple of the first's, the idle CPU and the time ``stop()`` took.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from steady import build_agent
 from tick import start_servers
 from watchdog.exporter.server import exporter_for_store
 
-gpus, engines, fill, scrapes = (int(a) for a in sys.argv[2:6])
+gpus, engines, fill, scrapes, idle = (int(a) for a in sys.argv[2:7])
 proc, ports = start_servers(engines)
 try:
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,7 +58,16 @@ try:
             gzip.compress(page, compresslevel=5)
         gz = (time.process_time() - t0) / 5
         series = sum(1 for line in page.splitlines() if line and not line.startswith(b"#"))
-        print(json.dumps({"render": sorted(cpu)[len(cpu) // 2], "gzip": gz, "bytes": len(page), "series": series}))
+        exporter.start()
+        time.sleep(0.5)
+        t0 = time.process_time()
+        time.sleep(idle)
+        idle_cpu = (time.process_time() - t0) / idle
+        t0 = time.monotonic()
+        exporter.stop()
+        stop_s = time.monotonic() - t0
+        print(json.dumps({"render": sorted(cpu)[len(cpu) // 2], "gzip": gz, "bytes": len(page), "series": series,
+                          "idle": idle_cpu, "stop": stop_s}))
         agent.close(timeout_seconds=1)
 finally:
     proc.kill()
@@ -72,6 +83,7 @@ def main() -> int:
     parser.add_argument("--fill", type=int, default=320)
     parser.add_argument("--scrapes", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--idle", type=int, default=5, help="seconds of idle serving measured")
     parser.add_argument("--tree", action="append", default=[], help="NAME=PATH of a checkout (repeatable)")
     args = parser.parse_args()
     trees = [(name, Path(path).resolve()) for name, path in (t.split("=", 1) for t in args.tree or ["this=."])]
@@ -79,7 +91,7 @@ def main() -> int:
     for _ in range(args.rounds):
         for name, tree in trees:
             out = subprocess.run([sys.executable, "-c", CHILD, str(tree), str(args.gpus), str(args.engines),
-                                  str(args.fill), str(args.scrapes)],
+                                  str(args.fill), str(args.scrapes), str(args.idle)],
                                  check=True, capture_output=True, text=True).stdout
             runs[name].append(json.loads(out.strip().splitlines()[-1]))
     medians = {name: statistics.median(run["render"] for run in values) for name, values in runs.items()}
@@ -90,8 +102,11 @@ def main() -> int:
         last = runs[name][-1]
         ratio = f"  {name}/{first} {median / medians[first]:.2f}x" if name != first else ""
         gz = statistics.median(run["gzip"] for run in runs[name]) * 1000
+        idle = statistics.median(run["idle"] for run in runs[name]) * 1000
+        stop = statistics.median(run["stop"] for run in runs[name]) * 1000
         print(f"  {name:<10} {median * 1000:6.2f} ms per render ({last['bytes'] / 1000:.0f} KB, "
-              f"{last['series']:.0f} series; gzip {gz:.2f} ms){ratio}")
+              f"{last['series']:.0f} series; gzip {gz:.2f} ms){ratio}; idle process {idle:.3f} ms/s "
+              f"serving, stop() {stop:.0f} ms")
     return 0
 
 

@@ -14,6 +14,10 @@ Contract:
 - :meth:`StoreCollector.render` writes the page itself from a :class:`~watchdog.exporter.page.PageCache`
   (the same bytes ``generate_latest`` writes from :meth:`StoreCollector.collect`): while the set of
   series stays the same, a scrape sorts nothing, escapes nothing and formats only the values that changed.
+  While, in addition, the store's series set (``Store.kept_series``), which of them are fresh, the caps
+  and the providers' labels stay the same, a scrape reads each kept series' newest point by position and
+  hashes no label set: the limiter's answer and the providers' places are those of the last scrape (its
+  drops counted again, as :meth:`SeriesLimiter.repeat` says).
 """
 
 from __future__ import annotations
