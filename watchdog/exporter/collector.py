@@ -159,14 +159,17 @@ class SeriesLimiter:
         return out
 
 
+_latest = Series.latest
+
+
 class _Plan:
     """What :meth:`StoreCollector._scrape` keeps between scrapes: the store's kept series it read, which
     of them were fresh, the limiter's answer for them, and where the providers' samples go."""
 
-    def __init__(self, candidates: list[Series], present: list[int], limiter_token: int, kept: list[int],
+    def __init__(self, candidates: list[Series], absent: list[int], limiter_token: int, kept: list[int],
                  stored_keys: list[Labels]) -> None:
         self.candidates = candidates
-        self.present = present
+        self.absent = absent  # positions in ``candidates`` not exported (no fresh point)
         self.limiter_token = limiter_token
         self.kept = kept  # positions in ``candidates`` the limiter kept, in order
         self.stored_keys = stored_keys
@@ -227,24 +230,31 @@ class StoreCollector(Collector):
             cutoff = int(self.clock() * 1000) - self.lookback_ms
             candidates = self.store.kept_series(
                 self.selection.keep, ("pass_through", self.selection.pass_through_engine_series))
-            points = [series.latest() for series in candidates]
-            present = [index for index, point in enumerate(points) if point is not None and point[0] >= cutoff
-                       and not (point[1] != point[1] and is_stale(point[1]))]
+            # One pass: each kept series' newest value, or None when it has none, is stale or too old.
+            fresh = [point[1] if point is not None and point[0] >= cutoff
+                     and (point[1] == point[1] or not is_stale(point[1])) else None
+                     for point in map(_latest, candidates)]
+            absent = [index for index, value in enumerate(fresh) if value is None]
             plan = self._plan
-            if (plan is not None and plan.candidates is candidates and plan.present == present
-                    and self.limiter.repeat(plan.limiter_token)):
-                pass
-            else:
-                items = [(candidates[index].labels, points[index][1]) for index in present]  # type: ignore[index]
-                kept, token = self.limiter.admit_positions(items)
-                plan = self._plan = _Plan(candidates, present, token, [present[index] for index in kept],
+            if (plan is None or plan.candidates is not candidates or plan.absent != absent
+                    or not self.limiter.repeat(plan.limiter_token)):
+                present = [index for index, value in enumerate(fresh) if value is not None]
+                items = [(candidates[index].labels, fresh[index]) for index in present]
+                kept, token = self.limiter.admit_positions(items)  # type: ignore[arg-type]
+                plan = self._plan = _Plan(candidates, absent, token, [present[index] for index in kept],
                                           [items[index][0] for index in kept])
             provided = [sample for provider in [*self.providers, self.limiter.self_samples]
                         for sample in provider()]
             provided_keys = [sample.labels for sample in provided]
             if plan.provided_keys != provided_keys:
                 plan.merge(provided_keys)
-            values = [points[index][1] for index in plan.kept]  # type: ignore[index]
+            values: list[float]
+            if len(plan.kept) == len(candidates):  # every series fresh and kept: the common case
+                values = fresh  # type: ignore[assignment]
+            elif len(plan.kept) + len(absent) == len(candidates):  # the caps dropped nothing
+                values = [value for value in fresh if value is not None]
+            else:
+                values = [fresh[index] for index in plan.kept]  # type: ignore[misc]
             values.extend([0.0] * (len(plan.keys) - len(values)))
             for slot, sample in zip(plan.provided_slots, provided, strict=True):
                 values[slot] = sample.value
