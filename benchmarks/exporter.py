@@ -9,9 +9,9 @@ so that each sees the same machine load. Each child builds the agent as ``benchm
 (fake NVML, ``--engines`` real HTTP endpoints on loopback serving the full vLLM V1 payload, the whole
 default pack, default settings, simulated 1 s ticks) from its own checkout, runs ``--fill`` ticks, then
 ``--scrapes`` times: 15 ticks (Prometheus' scrape interval) and one ``render_metrics()`` of an exporter
-built by ``exporter_for_store`` (not yet started), timed with ``time.process_time``; then gzip
-of the last page at the server's level; then the exporter is started, the process's CPU measured over
-``--idle`` seconds of serving nothing (no ticks: the agent's workers are idle too), and ``stop()`` timed.
+built by ``exporter_for_store`` (not yet started), timed with ``time.process_time``; then gzip of the
+last page at the server's level (and at levels 1 and 5); then the exporter is started, the process's CPU
+measured over ``--idle`` seconds of serving nothing (no ticks: the agent's workers are idle too), and ``stop()`` timed.
 Printed: each checkout's median render CPU, the page size and series, the gzip CPU, each other
 checkout's render time as a multiple of the first's, the idle CPU and the time ``stop()`` took.
 """
@@ -33,7 +33,9 @@ sys.path.insert(0, tree)
 sys.path.insert(0, tree + "/benchmarks")
 from steady import build_agent
 from tick import start_servers
+from watchdog.exporter import server
 from watchdog.exporter.server import exporter_for_store
+GZIP_LEVEL = getattr(server, "GZIP_LEVEL", 5)
 
 gpus, engines, fill, scrapes, idle = (int(a) for a in sys.argv[2:7])
 proc, ports = start_servers(engines)
@@ -53,20 +55,23 @@ try:
             t0 = time.process_time()
             page = exporter.render_metrics()
             cpu.append(time.process_time() - t0)
-        t0 = time.process_time()
-        for _ in range(5):
-            gzip.compress(page, compresslevel=5)
-        gz = (time.process_time() - t0) / 5
+        gz, gz_bytes = {}, {}
+        for level in (1, 5):
+            t0 = time.process_time()
+            for _ in range(5):
+                gz_bytes[level] = len(gzip.compress(page, compresslevel=level))
+            gz[level] = (time.process_time() - t0) / 5
         series = sum(1 for line in page.splitlines() if line and not line.startswith(b"#"))
         exporter.start()
-        time.sleep(0.5)
+        time.sleep(0.25)  # stop() then comes between two of a 0.5 s poll's wake-ups
         t0 = time.process_time()
         time.sleep(idle)
         idle_cpu = (time.process_time() - t0) / idle
         t0 = time.monotonic()
         exporter.stop()
         stop_s = time.monotonic() - t0
-        print(json.dumps({"render": sorted(cpu)[len(cpu) // 2], "gzip": gz, "bytes": len(page), "series": series,
+        print(json.dumps({"render": sorted(cpu)[len(cpu) // 2], "gzip": gz[GZIP_LEVEL], "gzip1": gz[1], "gzip5": gz[5],
+                          "gz1_bytes": gz_bytes[1], "gz5_bytes": gz_bytes[5], "bytes": len(page), "series": series,
                           "idle": idle_cpu, "stop": stop_s}))
         agent.close(timeout_seconds=1)
 finally:
@@ -104,6 +109,10 @@ def main() -> int:
         gz = statistics.median(run["gzip"] for run in runs[name]) * 1000
         idle = statistics.median(run["idle"] for run in runs[name]) * 1000
         stop = statistics.median(run["stop"] for run in runs[name]) * 1000
+        gz1 = statistics.median(run["gzip1"] for run in runs[name]) * 1000
+        gz5 = statistics.median(run["gzip5"] for run in runs[name]) * 1000
+        print(f"  {name:<10} gzip of its page: level 1 {gz1:.2f} ms ({last['gz1_bytes'] / 1000:.0f} KB), "
+              f"level 5 {gz5:.2f} ms ({last['gz5_bytes'] / 1000:.0f} KB)")
         print(f"  {name:<10} {median * 1000:6.2f} ms per render ({last['bytes'] / 1000:.0f} KB, "
               f"{last['series']:.0f} series; gzip {gz:.2f} ms){ratio}; idle process {idle:.3f} ms/s "
               f"serving, stop() {stop:.0f} ms")

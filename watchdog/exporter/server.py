@@ -62,6 +62,7 @@ REQUEST_DEADLINE_SECONDS = 15.0
 HANDLERS = {"/metrics": "metrics", "/-/healthy": "healthy", "/-/ready": "ready", "/": "root"}
 OPEN_PATHS = frozenset({"/-/healthy", "/-/ready"})
 GZIP_MIN_BYTES = 1024
+GZIP_LEVEL = 1  # the fastest: half level 5's CPU for 12 % more bytes (benchmarks/exporter.py)
 API_BODY_LIMIT_BYTES = 1 << 20
 
 
@@ -314,7 +315,7 @@ class ExporterServer:
                     body = exporter.render_metrics()
                     headers = {}
                     if accepts_gzip(self.headers.get("Accept-Encoding")) and len(body) >= GZIP_MIN_BYTES:
-                        body = gzip.compress(body, compresslevel=5)
+                        body = gzip.compress(body, compresslevel=GZIP_LEVEL)
                         headers["Content-Encoding"] = "gzip"
                     self._send(handler, 200, body, CONTENT_TYPE_TEXT, headers)
                 elif path == "/-/healthy":
