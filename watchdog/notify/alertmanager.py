@@ -170,20 +170,24 @@ class AlertmanagerNotifier:
             )
         return [Delivered(row.id, json.dumps(sorted(accepted[row.id]))) for row in rows]
 
-    def periodic(self, now_ms: int) -> None:
-        """Every resend interval, re-send every firing alert with a fresh ``endsAt`` (best effort)."""
-        if not self.urls or now_ms - self._last_resend_ms < self.resend_ms:
-            return
+    def periodic(self, now_ms: int) -> int | None:
+        """Every resend interval, re-send every firing alert with a fresh ``endsAt`` (best effort);
+        returns when the next re-send is due (None without URLs)."""
+        if not self.urls:
+            return None
+        if now_ms - self._last_resend_ms < self.resend_ms:
+            return self._last_resend_ms + self.resend_ms
         self._last_resend_ms = now_ms
         firing = self.firing_source()
         if not firing:
-            return
+            return now_ms + self.resend_ms
         alerts = [am_alert(self._payload(a, AlertState.FIRING), now_ms, self.ends_ahead_ms) for a in firing]
         for url in self.urls:
             try:
                 self._post(url, alerts)
             except DeliveryError as exc:
                 log.debug("alertmanager re-send failed", extra={"error": str(exc)})
+        return now_ms + self.resend_ms
 
     def close(self) -> None:
         """Nothing to release."""

@@ -96,8 +96,9 @@ class Notifier(Protocol):
         """Send rows (at most ``batch_size``); raises :class:`DeliveryError` when the attempt failed."""
         ...
 
-    def periodic(self, now_ms: int) -> None:
-        """Called by the delivery thread about once a second (Alertmanager re-sends firing alerts)."""
+    def periodic(self, now_ms: int) -> int | None:
+        """Periodic work (Alertmanager re-sends firing alerts), called by the delivery thread on each pass;
+        returns when it is next due (clock ms, the thread sleeps until then at most), None when never."""
         ...
 
     def close(self) -> None:

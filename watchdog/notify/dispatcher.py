@@ -189,8 +189,7 @@ class NotificationDispatcher:
                         if self._start_threads:
                             worker.start()
                     else:
-                        worker.notifier, worker.backoff = notifier, backoff
-                        worker.poll_seconds = settings.outbox.poll_interval_seconds
+                        worker.reconfigure(notifier, backoff, settings.outbox.poll_interval_seconds)
                     self.notifiers[name] = notifier
             old_muting, self.muting = self.muting, self._build_muting(settings)
             if old_muting.alertmanager is not None:

@@ -160,8 +160,9 @@ class LogNotifier:
             self.stream.flush()
         return [Delivered(row.id) for row in rows]
 
-    def periodic(self, now_ms: int) -> None:
+    def periodic(self, now_ms: int) -> int | None:
         """Nothing periodic."""
+        return None
 
     def close(self) -> None:
         """Flush the stream."""

@@ -589,8 +589,9 @@ class SlackNotifier:
 
         return self._call(method, fetch)
 
-    def periodic(self, now_ms: int) -> None:
+    def periodic(self, now_ms: int) -> int | None:
         """Nothing periodic."""
+        return None
 
     def close(self) -> None:
         """Nothing to release (urllib opens a connection per request)."""

@@ -99,6 +99,8 @@ class DeliveryWorker:
         self._stop = threading.Event()
         self._drain_deadline: float | None = None  # monotonic; set by stop(): drain until then
         self._retry_at = 0.0  # monotonic time before which no attempt is made
+        self._idle = False  # the last look at the outbox found nothing open for this notifier
+        self._recheck_at = 0.0  # monotonic time of the next look while idle and not woken (safety net)
         self._thread = threading.Thread(target=self._run, name=f"notify-{notifier.name}", daemon=True)
 
     def start(self) -> None:
@@ -106,7 +108,13 @@ class DeliveryWorker:
         self._thread.start()
 
     def wake(self) -> None:
-        """New rows are there: look now (unless backing off)."""
+        """New rows are there: look now (unless backing off). Call it after the rows are committed."""
+        self._wake.set()
+
+    def reconfigure(self, notifier: Notifier, backoff: Backoff, poll_seconds: float) -> None:
+        """Reload: deliver through ``notifier`` with new settings from the next pass on (woken now, so
+        that a new poll interval or the new notifier's periodic work takes effect at once)."""
+        self.notifier, self.backoff, self.poll_seconds = notifier, backoff, poll_seconds
         self._wake.set()
 
     def request_stop(self, timeout_seconds: float) -> None:
@@ -139,32 +147,55 @@ class DeliveryWorker:
                 self._retry_at = time.monotonic() + self.backoff.delay(failures, 0.0, self.rand())
 
     def _loop_once(self) -> bool:
-        """One pass: periodic work, then one attempt or a wait; True when the thread should end."""
+        """One pass: periodic work, then one attempt or a wait; True when the thread should end.
+
+        The outbox is queried only when something may be due: after :meth:`wake` (the dispatcher queued
+        rows, or a stop or reload), after an attempt (more rows may follow), when a backoff ended, and
+        while idle at most every ``poll_seconds`` (a safety net: rows are only queued by this process's
+        dispatcher, which wakes every thread after committing them). An idle thread otherwise sleeps
+        until it is woken or its notifier's next periodic work is due.
+        """
         if self._stop.is_set():
             deadline = self._drain_deadline or 0.0
             if time.monotonic() >= deadline or self._retry_at > deadline:
                 return True
-        try:
-            self.notifier.periodic(self._now_ms())
-        except DeliveryError as exc:
-            log.debug("periodic work failed", extra={"notifier": self.notifier.name, "error": str(exc)})
-        wait = self._retry_at - time.monotonic()
-        if wait > 0:
-            self._wait(wait)
+        next_periodic_ms = self._periodic()
+        now = time.monotonic()
+        if self._retry_at > now:
+            self._wake.clear()  # rows are looked for when the backoff ends anyway: a wake() must not spin
+            self._idle = False
+            self._wait(self._retry_at - now, next_periodic_ms)
             return False
-        self._wake.clear()
+        if self._idle and now < self._recheck_at and not self._wake.is_set() and not self._stop.is_set():
+            self._wait(self._recheck_at - now, next_periodic_ms)  # a wake() from here on ends it
+            return False
+        self._wake.clear()  # before the query: a wake() after it is kept for the next pass
+        self._idle = False
         rows = self.outbox.due(self.notifier.name, self.notifier.batch_size)
         if not rows:
             if self._stop.is_set():
                 return True
-            self._wait(self.poll_seconds)
+            self._idle, self._recheck_at = True, time.monotonic() + self.poll_seconds
+            self._wait(self.poll_seconds, next_periodic_ms)
             return False
         self.attempt(rows)
         return False
 
-    def _wait(self, seconds: float) -> None:
+    def _periodic(self) -> int | None:
+        """The notifier's periodic work; returns when it is next due (clock ms), None when never."""
+        try:
+            return self.notifier.periodic(self._now_ms())
+        except DeliveryError as exc:
+            log.debug("periodic work failed", extra={"notifier": self.notifier.name, "error": str(exc)})
+            return None
+
+    def _wait(self, seconds: float, next_periodic_ms: int | None) -> None:
+        """Sleep up to ``seconds`` (never past the periodic work, the drain deadline or ``poll_seconds``:
+        the injected clock may run apart from the monotonic one) or until woken."""
+        if next_periodic_ms is not None:
+            seconds = min(seconds, (next_periodic_ms - self._now_ms()) / 1000)
         if self._stop.is_set():
-            seconds = min(seconds, max(0.0, (self._drain_deadline or 0.0) - time.monotonic()))
+            seconds = min(seconds, (self._drain_deadline or 0.0) - time.monotonic())
         self._wake.wait(timeout=max(0.0, min(seconds, self.poll_seconds)))
 
     def attempt(self, rows: list[OutboxRow]) -> bool:
