@@ -726,15 +726,7 @@ class Store:
         ``keep_key`` says that ``keep``'s answers depend on nothing but the series and that key: the
         series kept are then remembered while the store's series set and the key stay the same."""
         out: list[tuple[Labels, int, float]] = []
-        with self._lock:
-            memo = self._kept
-            if keep_key is not None and memo is not None and memo[0] == (self.generation, keep_key):
-                candidates = memo[1]
-            else:
-                candidates = [s for bucket in self._by_name.values() for s in bucket.values()
-                              if keep is None or keep(s.labels, self._owner.get(s.labels, ""))]
-                self._kept = ((self.generation, keep_key), candidates) if keep_key is not None else None
-        for series in candidates:
+        for series in self.kept_series(keep, keep_key):
             point = series.latest()
             if point is None:
                 continue
@@ -743,6 +735,20 @@ class Store:
                 continue
             out.append((series.labels, t_ms, value))
         return out
+
+    def kept_series(self, keep: Callable[[Labels, str], bool] | None = None,
+                    keep_key: Hashable | None = None) -> list[Series]:
+        """The series (all, or those ``keep(labels, source)`` keeps), in store order. With a ``keep_key``
+        (see :meth:`latest_values`) the same list object comes back while the series set and the key stay
+        the same, so a caller may key its own caches on the list's identity; the list is never mutated."""
+        with self._lock:
+            memo = self._kept
+            if keep_key is not None and memo is not None and memo[0] == (self.generation, keep_key):
+                return memo[1]
+            candidates = [s for bucket in self._by_name.values() for s in bucket.values()
+                          if keep is None or keep(s.labels, self._owner.get(s.labels, ""))]
+            self._kept = ((self.generation, keep_key), candidates) if keep_key is not None else None
+            return candidates
 
     def gc(self, now_ms: int) -> int:
         """Drop points past retention and series left empty; returns how many series were removed."""

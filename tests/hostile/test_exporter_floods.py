@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import socket
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -72,6 +73,27 @@ def test_a_slowloris_request_is_cut_at_the_deadline() -> None:
         assert cut and time.monotonic() - started < 5
         sock.close()
     finally:
+        server.stop()
+
+
+def test_pending_requests_share_the_one_deadline_thread() -> None:
+    """A request's deadline is kept by the process's shared deadline thread, not a timer thread each."""
+    server = exporter_for_store(Store(), "127.0.0.1:0", ready=lambda: True)
+    server.request_deadline_seconds = 1.0
+    server.start()
+    socks = [_connect(server.port, "127.0.0.1") for _ in range(4)]
+    try:
+        for sock in socks:
+            sock.send(b"GET /metrics HTTP/1.1\r\n")  # headers never finish
+        wait_until(lambda: any(t.name == "http-deadlines" for t in threading.enumerate()), 5,
+                   "the shared deadline thread started")
+        assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+        for sock in socks:  # and the deadline still cuts each of them
+            sock.settimeout(5)
+            assert sock.recv(1) == b""
+    finally:
+        for sock in socks:
+            sock.close()
         server.stop()
 
 

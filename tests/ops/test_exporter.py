@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
+import time
 import urllib.error
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -83,6 +85,20 @@ def test_plain_http_endpoints(servers: list[ExporterServer]) -> None:
     counted = parse_metrics(http_get(server.url + "/metrics").text)
     assert counted['watchdog_exporter_requests_total{code="503",handler="ready"}'] == 1.0
     assert counted['watchdog_exporter_requests_total{code="404",handler="other"}'] == 1.0
+
+
+def test_stop_is_prompt_and_frees_the_port() -> None:
+    """The accept loop sleeps until a connection comes (no polling), and stop wakes it at once."""
+    started = time.monotonic()
+    for _ in range(5):
+        server = exporter_for_store(store_with(BASE_SAMPLES), "127.0.0.1:0", ready=lambda: True, clock=clock)
+        server.start()
+        assert http_get(f"{server.url}/-/healthy").status == 200
+        port = server.port
+        server.stop()
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    assert time.monotonic() - started < 1.0  # polling every 0.5 s took about 2.5 s for these five
 
 
 def test_ready_follows_the_agent(servers: list[ExporterServer]) -> None:

@@ -14,6 +14,10 @@ Contract:
 - :meth:`StoreCollector.render` writes the page itself from a :class:`~watchdog.exporter.page.PageCache`
   (the same bytes ``generate_latest`` writes from :meth:`StoreCollector.collect`): while the set of
   series stays the same, a scrape sorts nothing, escapes nothing and formats only the values that changed.
+  While, in addition, the store's series set (``Store.kept_series``), which of them are fresh, the caps
+  and the providers' labels stay the same, a scrape reads each kept series' newest point by position and
+  hashes no label set: the limiter's answer and the providers' places are those of the last scrape (its
+  drops counted again, as :meth:`SeriesLimiter.repeat` says).
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from watchdog.config.settings import ExporterSettings, section_settings
 from watchdog.exporter.catalogue import load_catalogue
 from watchdog.exporter.page import PageCache
 from watchdog.exporter.selection import ExportSelection
-from watchdog.model import METRIC_NAME, Labels, Sample, label_value, metric, metric_name
-from watchdog.store import Store
+from watchdog.model import METRIC_NAME, Labels, Sample, is_stale, label_value, metric, metric_name
+from watchdog.store import Series, Store
 
 SampleProvider = Callable[[], Iterable[Sample]]
 _SCHEMA_DEFAULTS = section_settings(ExporterSettings, "exporter")  # the config schema is the one source
@@ -76,12 +80,14 @@ class SeriesLimiter:
         self._last_keys: list[Labels] = []
         self._last_kept: list[int] = []
         self._last_dropped: dict[str, int] = {}
+        self._version = 0  # changes with the remembered input or the caps (see repeat)
 
     def set_limits(self, max_per_metric: int, max_per_job: int) -> None:
         """New caps from the next scrape on (config reload)."""
         with self._lock:
             self.max_per_metric, self.max_per_job = max_per_metric, max_per_job
             self._last_keys = []
+            self._version += 1
 
     def admit(self, series: Iterable[tuple[Labels, float]]) -> list[tuple[Labels, float]]:
         """The series to export this scrape, sorted by labels; counts what the caps leave out."""
@@ -89,17 +95,33 @@ class SeriesLimiter:
 
     def admit_unsorted(self, items: list[tuple[Labels, float]]) -> list[tuple[Labels, float]]:
         """:meth:`admit` in input order (unique labels): what a page cache wants (see module docstring)."""
+        return [items[index] for index in self.admit_positions(items)[0]]
+
+    def admit_positions(self, items: list[tuple[Labels, float]]) -> tuple[list[int], int]:
+        """:meth:`admit_unsorted` as the kept items' positions in ``items`` (do not mutate the list), and a
+        token for :meth:`repeat`."""
         keys = [labels for labels, _ in items]
         with self._lock:
             if keys == self._last_keys:
                 for limit, count in self._last_dropped.items():
                     self.dropped_total[limit] += count
-                return [items[index] for index in self._last_kept]
+                return self._last_kept, self._version
         kept = set(labels for labels, _ in self._admit(sorted(items)))
         with self._lock:
             self._last_kept = [index for index, labels in enumerate(keys) if labels in kept]
             self._last_keys = keys
-        return [items[index] for index in self._last_kept]
+            self._version += 1
+            return self._last_kept, self._version
+
+    def repeat(self, token: int) -> bool:
+        """Admit again exactly the input of the call that returned ``token`` (counting its drops again),
+        unless another input or new caps came since: then False and nothing is counted."""
+        with self._lock:
+            if token != self._version:
+                return False
+            for limit, count in self._last_dropped.items():
+                self.dropped_total[limit] += count
+            return True
 
     def _admit(self, items: list[tuple[Labels, float]]) -> list[tuple[Labels, float]]:
         with self._lock:
@@ -137,6 +159,39 @@ class SeriesLimiter:
         return out
 
 
+_latest = Series.latest
+
+
+class _Plan:
+    """What :meth:`StoreCollector._scrape` keeps between scrapes: the store's kept series it read, which
+    of them were fresh, the limiter's answer for them, and where the providers' samples go."""
+
+    def __init__(self, candidates: list[Series], absent: list[int], limiter_token: int, kept: list[int],
+                 stored_keys: list[Labels]) -> None:
+        self.candidates = candidates
+        self.absent = absent  # positions in ``candidates`` not exported (no fresh point)
+        self.limiter_token = limiter_token
+        self.kept = kept  # positions in ``candidates`` the limiter kept, in order
+        self.stored_keys = stored_keys
+        self.provided_keys: list[Labels] | None = None
+        self.provided_slots: list[int] = []
+        self.keys: list[Labels] = stored_keys
+
+    def merge(self, provided_keys: list[Labels]) -> None:
+        """Place the providers' samples: a provider's labels already exported take that position (the
+        last value wins), others follow the stored series in the order they come."""
+        keys = list(self.stored_keys)
+        position = {labels: index for index, labels in enumerate(keys)}
+        slots: list[int] = []
+        for labels in provided_keys:
+            slot = position.get(labels)
+            if slot is None:
+                slot = position[labels] = len(keys)
+                keys.append(labels)
+            slots.append(slot)
+        self.provided_keys, self.provided_slots, self.keys = provided_keys, slots, keys
+
+
 class StoreCollector(Collector):
     """Exposes the store (and on-demand providers) to a prometheus-client registry."""
 
@@ -156,20 +211,54 @@ class StoreCollector(Collector):
         self.limiter = limiter or SeriesLimiter()
         self.selection = selection or ExportSelection()
         self.page = PageCache(family_of)
+        self._plan: _Plan | None = None
+        self._lock = threading.Lock()
 
     def unsorted_samples(self) -> list[tuple[Labels, float]]:
         """Every sample this scrape exports, in store order: the store within the caps, then providers
         (never capped: they are the agent's own few self-metrics, including the count of what the caps
         dropped; a provider's sample replaces a stored one with the same labels)."""
-        now_ms = int(self.clock() * 1000)
-        from_store = [(labels, value) for labels, _, value in self.store.latest_values(
-            now_ms, self.lookback_ms, keep=self.selection.keep,
-            keep_key=("pass_through", self.selection.pass_through_engine_series))]
-        merged: dict[Labels, float] = dict(self.limiter.admit_unsorted(from_store))
-        for provider in [*self.providers, self.limiter.self_samples]:
-            for sample in provider():
-                merged[sample.labels] = sample.value
-        return list(merged.items())
+        keys, values = self._scrape()
+        return list(zip(keys, values, strict=True))
+
+    def _scrape(self) -> tuple[list[Labels], list[float]]:
+        """:meth:`unsorted_samples` as labels and values. While the store's kept series (the same list
+        from :meth:`Store.kept_series`), which of them are fresh, the limiter's input and caps and the
+        providers' labels stay the same, the labels list is the previous scrape's object and nothing is
+        hashed or compared but values and positions: the page cache then skips its own comparison."""
+        with self._lock:
+            cutoff = int(self.clock() * 1000) - self.lookback_ms
+            candidates = self.store.kept_series(
+                self.selection.keep, ("pass_through", self.selection.pass_through_engine_series))
+            # One pass: each kept series' newest value, or None when it has none, is stale or too old.
+            fresh = [point[1] if point is not None and point[0] >= cutoff
+                     and (point[1] == point[1] or not is_stale(point[1])) else None
+                     for point in map(_latest, candidates)]
+            absent = [index for index, value in enumerate(fresh) if value is None]
+            plan = self._plan
+            if (plan is None or plan.candidates is not candidates or plan.absent != absent
+                    or not self.limiter.repeat(plan.limiter_token)):
+                present = [index for index, value in enumerate(fresh) if value is not None]
+                items = [(candidates[index].labels, fresh[index]) for index in present]
+                kept, token = self.limiter.admit_positions(items)  # type: ignore[arg-type]
+                plan = self._plan = _Plan(candidates, absent, token, [present[index] for index in kept],
+                                          [items[index][0] for index in kept])
+            provided = [sample for provider in [*self.providers, self.limiter.self_samples]
+                        for sample in provider()]
+            provided_keys = [sample.labels for sample in provided]
+            if plan.provided_keys != provided_keys:
+                plan.merge(provided_keys)
+            values: list[float]
+            if len(plan.kept) == len(candidates):  # every series fresh and kept: the common case
+                values = fresh  # type: ignore[assignment]
+            elif len(plan.kept) + len(absent) == len(candidates):  # the caps dropped nothing
+                values = [value for value in fresh if value is not None]
+            else:
+                values = [fresh[index] for index in plan.kept]  # type: ignore[misc]
+            values.extend([0.0] * (len(plan.keys) - len(values)))
+            for slot, sample in zip(plan.provided_slots, provided, strict=True):
+                values[slot] = sample.value
+            return plan.keys, values
 
     def samples(self) -> list[tuple[Labels, float]]:
         """:meth:`unsorted_samples` sorted by labels."""
@@ -178,7 +267,8 @@ class StoreCollector(Collector):
     def render(self) -> bytes:
         """The text exposition of this scrape, from the page cache (the bytes ``generate_latest`` writes
         from :meth:`collect`)."""
-        return self.page.render(self.unsorted_samples())
+        keys, values = self._scrape()
+        return self.page.render_columns(keys, values)
 
     def collect(self) -> Iterator[Metric]:
         """Build metric families: one per series name (histogram parts stay separate, untyped)."""

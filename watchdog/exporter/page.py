@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from math import copysign
 
 from prometheus_client.core import Metric
 from prometheus_client.openmetrics.exposition import escape_label_name, escape_metric_name
@@ -70,21 +71,27 @@ class PageCache:
 
     def render(self, samples: Sequence[tuple[Labels, float]]) -> bytes:
         """The page for ``samples`` (unique labels, any order); see the module docstring."""
-        keys = [labels for labels, _ in samples]
+        return self.render_columns([labels for labels, _ in samples], [value for _, value in samples])
+
+    def render_columns(self, keys: list[Labels], values: Sequence[float]) -> bytes:
+        """:meth:`render` of ``zip(keys, values)``. Passing the previous call's ``keys`` object again
+        (unmutated) says the series are the same: they are not compared."""
         with self._lock:
-            if keys != self._keys:
+            if keys is not self._keys and keys != self._keys:
                 self._rebuild(keys)
-            parts, slots, values = self._parts, self._slots, self._values
-            for index, (_, value) in enumerate(samples):
+            self._keys = keys
+            parts, slots, last = self._parts, self._slots, self._values
+            # Unchanged values keep their line (0.0 and -0.0 compare equal but are written apart).
+            changed = [index for index, (value, old) in enumerate(zip(values, last, strict=True))
+                       if value != old or (not value and copysign(1.0, value) != copysign(1.0, old))]
+            for index in changed:
                 slot = slots[index]
                 if slot < 0:
                     continue
-                old = values[index]
-                # Unchanged values keep their line; zero is re-rendered (0.0 and -0.0 compare equal).
-                if old is None or value != old or value == 0.0:
-                    values[index] = value
-                    line = parts[slot]
-                    parts[slot] = f"{line[:line.rindex(' ') + 1]}{floatToGoString(value)}\n"
+                value = values[index]
+                last[index] = value
+                line = parts[slot]
+                parts[slot] = f"{line[:line.rindex(' ') + 1]}{floatToGoString(value)}\n"
             return "".join(parts).encode("utf-8")
 
     def _rebuild(self, keys: list[Labels]) -> None:

@@ -4,7 +4,8 @@ Socket timeouts bound each read, not the exchange: a peer that drips a byte ever
 every read short and the exchange endless. :class:`Cutoff` shuts the connection's socket when the
 deadline passes, which wakes whatever read is blocked (it sees end of file), and remembers that it did
 so callers can report a timeout rather than a truncated answer. Used by engine scrapes and runbook
-``http`` steps.
+``http`` steps; :func:`schedule` and :func:`cancel` lend the same one deadline thread to servers (the
+exporter's request deadline).
 """
 
 from __future__ import annotations
@@ -90,6 +91,21 @@ class _Deadlines:
 
 _DEADLINES = _Deadlines()
 
+DeadlineHandle = list[Callable[[], None] | None]
+"""What :func:`schedule` returns, for :func:`cancel`."""
+
+
+def schedule(seconds: float, callback: Callable[[], None]) -> DeadlineHandle:
+    """Run ``callback`` ``seconds`` from now on the process's one shared deadline thread, unless
+    :func:`cancel` comes first. The callback must be short and must not block (it runs on the thread
+    every other deadline shares); its exceptions are swallowed."""
+    return _DEADLINES.schedule(seconds, callback)
+
+
+def cancel(handle: DeadlineHandle) -> None:
+    """Forget a :func:`schedule`'d callback (a no-op once it ran)."""
+    _DEADLINES.cancel(handle)
+
 
 class Cutoff:
     """``with Cutoff(conn, seconds) as cutoff:`` shuts ``conn``'s socket at the deadline; see module doc."""
@@ -98,7 +114,7 @@ class Cutoff:
         self.conn = conn
         self.timeout_seconds = timeout_seconds
         self._expired = threading.Event()
-        self._handle: list[Callable[[], None] | None] | None = None
+        self._handle: DeadlineHandle | None = None
 
     @property
     def expired(self) -> bool:
@@ -113,12 +129,12 @@ class Cutoff:
                 sock.shutdown(socket.SHUT_RDWR)
 
     def __enter__(self) -> Cutoff:
-        self._handle = _DEADLINES.schedule(self.timeout_seconds, self._shut)
+        self._handle = schedule(self.timeout_seconds, self._shut)
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._handle is not None:
-            _DEADLINES.cancel(self._handle)
+            cancel(self._handle)
             self._handle = None
         self.conn.close()
