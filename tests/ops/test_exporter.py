@@ -335,3 +335,15 @@ def test_engine_series_pass_through_is_opt_in_and_scrape_series_never_exported(
     assert not names & prometheus_own
     server.reload(exporter_settings({}))
     assert "vllm:num_requests_running" not in exported_names(server)
+
+
+def test_a_port_in_use_is_an_os_error_naming_it() -> None:
+    """A failed bind closes what the server opened and reports the OS error (not a half-built server's)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        exporter = exporter_for_store(Store(), f"127.0.0.1:{port}", ready=lambda: True)
+        with pytest.raises(OSError) as info:
+            exporter.start()
+        assert info.value.errno is not None and "in use" in str(info.value).lower()

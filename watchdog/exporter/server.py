@@ -121,9 +121,10 @@ class _Server(ThreadingHTTPServer):
     _open_lock: threading.Lock
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(address, handler)
+        # Before the base class binds: a failed bind calls server_close(), which closes these too.
         self._stopping = threading.Event()
         self._wake_r, self._wake_w = socket.socketpair()
+        super().__init__(address, handler)
 
     def serve_until_stopped(self) -> None:
         """Accept connections until :meth:`stop_serving`. Unlike ``serve_forever`` it sleeps in ``select``
