@@ -11,7 +11,6 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from watchdog.golang import gomath
 from watchdog.golang.gostrconv import format_float
@@ -128,41 +127,15 @@ def _topk_k(param: float) -> int:
     return int(param)
 
 
-def _simple_aggregate(op: str, vector: InstantVector, grouping: tuple[str, ...], without: bool) -> InstantVector:
-    """``sum``, ``max``, ``min``, ``count`` and ``group``: the general loop's arithmetic, in the same order,
-    without its per-sample dispatch and per-group records (one ``[first labels, value, count]`` each)."""
-    key_of = _group_key_function(grouping, without)
-    groups: dict[object, list[Any]] = {}
-    get = groups.get
-    summing, counting, largest = op == "sum", op in ("count", "group"), op == "max"
-    for labels, value in vector:
-        key = key_of(labels)
-        entry = get(key)
-        if entry is None:
-            groups[key] = [labels, value, 1]
-        elif summing:
-            entry[1] += value
-        elif counting:
-            entry[2] += 1
-        elif largest:
-            if entry[1] < value or entry[1] != entry[1]:
-                entry[1] = value
-        elif entry[1] > value or entry[1] != entry[1]:
-            entry[1] = value
-    if op == "count":
-        return [(_group_labels(first, grouping, without), float(count)) for first, _, count in groups.values()]
-    if op == "group":
-        return [(_group_labels(first, grouping, without), 1.0) for first, _, _ in groups.values()]
-    return [(_group_labels(first, grouping, without), value) for first, value, _ in groups.values()]
-
-
 class Groupings:
-    """One aggregation node's groups, kept from its last evaluation: the label sets of its input, in order,
-    the group each one fell in and each group's labels. While a rule's input holds the same label sets in
-    the same order (a stable series set: most evaluations), :meth:`aggregate` reuses them instead of
-    computing and hashing every sample's group key; the arithmetic and its order are
-    :func:`_simple_aggregate`'s (a sum starts from ``-0.0``, which adds to any first value without
-    changing a bit of it). Replaced whole (one tuple), so a reader never sees half of an update."""
+    """``sum``, ``max``, ``min``, ``count`` and ``group`` (:data:`SIMPLE_OPS`): the general loop's arithmetic,
+    in the same order, without its per-sample dispatch and per-group records; and one aggregation node's
+    groups, kept from its last evaluation: the label sets of its input, in order, the group each one fell
+    in and each group's labels. While a rule's input holds the same label sets in the same order (a stable
+    series set: most evaluations), :meth:`aggregate` reuses them instead of computing and hashing every
+    sample's group key (a sum starts from ``-0.0``, which adds to any first value without changing a bit
+    of it). Replaced whole (one tuple), so a reader never sees half of an update. :func:`aggregate` uses a
+    fresh one per call."""
 
     __slots__ = ("_last",)
 
@@ -221,7 +194,7 @@ def _groups_of(keys: list[Labels], grouping: tuple[str, ...],
 
 
 SIMPLE_OPS = frozenset({"sum", "max", "min", "count", "group"})
-"""Aggregations without a parameter or per-group state beyond one number (see :func:`_simple_aggregate`)."""
+"""Aggregations without a parameter or per-group state beyond one number (see :class:`Groupings`)."""
 
 
 def aggregate(
@@ -233,7 +206,7 @@ def aggregate(
 ) -> InstantVector:
     """Apply aggregation ``op`` to ``vector`` grouped ``by``/``without`` the (sorted) ``grouping``."""
     if op in SIMPLE_OPS:
-        return _simple_aggregate(op, vector, grouping, without)
+        return Groupings().aggregate(op, vector, grouping, without)
     return general_aggregate(op, vector, grouping, without, param)
 
 
