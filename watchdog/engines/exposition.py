@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
+from typing import Any
 
 from watchdog.model import METRIC_NAME, Labels
 
@@ -168,22 +169,24 @@ def _comment(line: str, line_no: int) -> tuple[str, str] | None:
 
 
 def _known_comment(line: str, line_no: int) -> tuple[str, str] | None:
-    """:func:`_comment` of ``line`` as it appears in the text, memoised for the lines that pass (a scrape
-    repeats its HELP and TYPE lines: a third of a vLLM page)."""
+    """:func:`_comment` of ``line`` (without its line end and indentation), memoised for the lines that
+    pass (a scrape repeats its HELP and TYPE lines: a third of a vLLM page)."""
     found = _comment_cache.get(line, _MISSING)
     if found is _MISSING:
-        stripped = line[:-1] if line[-1] == "\r" else line
-        found = _comment(stripped.lstrip(" \t"), line_no)
-        if len(_comment_cache) >= _CACHE_LIMIT:
-            _comment_cache.clear()
-        _comment_cache[line] = found
+        found = _comment(line, line_no)
+        _bounded_put(_comment_cache, line, found)
     return found  # type: ignore[return-value]
 
 
+def _bounded_put(table: dict[str, Any], key: str, value: Any) -> None:
+    """``table[key] = value``, the module's tables emptied first when they hold :data:`_CACHE_LIMIT` keys."""
+    if len(table) >= _CACHE_LIMIT:
+        table.clear()
+    table[key] = value
+
+
 def _cache_put(key: str, labels: Labels) -> None:
-    if len(_series_cache) >= _CACHE_LIMIT:
-        _series_cache.clear()
-    _series_cache[key] = labels
+    _bounded_put(_series_cache, key, labels)
 
 
 def parse_exposition(text: str, *, drop_created: bool = False,
