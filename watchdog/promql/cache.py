@@ -20,7 +20,9 @@ Contract:
   fixed name; selector matches only when the write created or removed series), so a later rule still
   sees an earlier rule's output of the same pass.
 - :meth:`SharedPlan.groupings` keeps each aggregation node's groups from pass to pass
-  (:class:`~watchdog.promql.aggregations.Groupings`: reused while its input's label sets are the same).
+  (:class:`~watchdog.promql.aggregations.Groupings`: reused while its input's label sets are the same),
+  :meth:`SharedPlan.matching` each binary operator's matches (:class:`~watchdog.promql.binary.MatchPlan`:
+  the same, for both operands).
 Results handed out from the cache are shared: callers must not mutate them (the evaluator never does).
 """
 
@@ -36,6 +38,7 @@ from typing import Any
 from watchdog.model import METRIC_NAME, Labels, is_stale
 from watchdog.promql import nodes as n
 from watchdog.promql.aggregations import Groupings
+from watchdog.promql.binary import MatchPlan
 from watchdog.promql.labels import drop_name
 
 
@@ -293,7 +296,7 @@ class SharedPlan:
         self.key_of: dict[int, int] = {}  # id(node) -> shared key
         self.reads: dict[int, frozenset[str] | None] = {}
         self._nodes: list[n.Expr] = []  # keeps every keyed node alive (ids stay unique)
-        self._groupings: dict[int, tuple[n.Aggregate, Groupings]] = {}
+        self._groupings: dict[int, tuple[n.Expr, Any]] = {}  # id(node) -> (node, its Groupings or MatchPlan)
         for root in roots:
             for node in n.walk(root):
                 if counts.get(node, 0) < 2 or node is root or node.type == n.MATRIX:
@@ -308,17 +311,29 @@ class SharedPlan:
 
     def groupings(self, node: n.Aggregate) -> Groupings:
         """The :class:`~watchdog.promql.aggregations.Groupings` of aggregation ``node``, kept from pass to
-        pass (at most :data:`GROUPINGS_CAP` nodes: beyond that the table starts again)."""
+        pass (at most :data:`GROUPINGS_CAP` nodes, with :meth:`matching`'s: beyond that the table starts
+        again)."""
+        found: Groupings = self._kept(node, Groupings)
+        return found
+
+    def matching(self, node: n.Binary) -> MatchPlan:
+        """The :class:`~watchdog.promql.binary.MatchPlan` of binary operator ``node``, kept from pass to
+        pass (as :meth:`groupings`)."""
+        found: MatchPlan = self._kept(node, MatchPlan)
+        return found
+
+    def _kept(self, node: n.Expr, make: Any) -> Any:
         found = self._groupings.get(id(node))
         if found is None or found[0] is not node:
             if len(self._groupings) >= GROUPINGS_CAP:
                 self._groupings.clear()
-            found = self._groupings[id(node)] = (node, Groupings())
+            found = self._groupings[id(node)] = (node, make())
         return found[1]
 
 
 GROUPINGS_CAP = 10_000
-"""Aggregation nodes whose groups a :class:`SharedPlan` keeps (a rule set has a few hundred)."""
+"""Aggregation and binary nodes whose groups or matches a :class:`SharedPlan` keeps (a rule set has a few
+hundred)."""
 
 
 class Selections:
