@@ -128,8 +128,17 @@ class CounterIndex:
         if events is None or events.ref() is not series:
             events = self._events_of(series)
         newest = values[-1]
-        if events.scanned_t != timestamps[-1] or (newest != events.scanned_v and not _same(newest, events.scanned_v)):
-            events.update(timestamps, values)
+        scanned_t = events.scanned_t
+        if scanned_t != timestamps[-1] or (newest != events.scanned_v and not _same(newest, events.scanned_v)):
+            n = len(timestamps)
+            previous = events.previous
+            if (n > 1 and timestamps[n - 2] == scanned_t and values[n - 2] == events.scanned_v
+                    and previous is not None and newest >= previous and not events.stale_t and not events.reset_t):
+                # one ordinary point after the last one scanned, no reset: what update() would record
+                events.scanned_t = timestamps[-1]
+                events.scanned_v = events.previous = newest
+            else:
+                events.update(timestamps, values)
         stale = events.stale_t
         count = hi - lo
         first, last = lo, hi - 1
