@@ -281,22 +281,29 @@ def _histograms(rng: random.Random) -> list[tuple[Labels, float]]:
 
 @pytest.mark.parametrize("seed", range(3))
 def test_histogram_quantiles_sharing_their_buckets_match_one_pass_bucket_quantile(seed: int) -> None:
-    """p50, p90 and p99 of the same bucket vector share :func:`histogram_buckets`; each must be what
-    ``bucketQuantile`` in one piece gives, whatever order the quantiles are asked in."""
+    """p50, p90 and p99 of the same bucket vector share :func:`histogram_buckets`, or one node's
+    :class:`functions.BucketLayout` kept over a sequence of vectors (the same label sets with new counts
+    half of the time); each must be what ``bucketQuantile`` in one piece gives, whatever order the
+    quantiles are asked in."""
     rng = random.Random(seed)
+    layout = functions.BucketLayout()
+    vector = _histograms(rng)
     for _ in range(300):
-        vector = _histograms(rng)
-        shared = functions.histogram_buckets(vector)
-        for q in rng.sample([0.5, 0.9, 0.99, 0.0, 1.0, -0.5, 1.5, float("nan"), 0.25], 9):
-            got = functions.histogram_quantile(q, vector, shared)
-            groups: dict[Labels, list[tuple[float, float]]] = {}
-            for labels, value in vector:
-                le = dict(labels)["le"]
-                try:
-                    upper = float(le)
-                except ValueError:
-                    continue
-                key = tuple(pair for pair in labels if pair[0] not in ("le", "__name__"))
-                groups.setdefault(key, []).append((upper, value))
-            want = [(key, _bucket_quantile_in_one(q, buckets)) for key, buckets in groups.items()]
-            assert _bits(got) == _bits(want), (q, vector)
+        if rng.random() < 0.5:
+            vector = _histograms(rng)
+        else:
+            vector = [(labels, rng.choice([0.0, 1.0, 3.0, 8.0, float("nan")])) for labels, _ in vector]
+        for shared in (functions.histogram_buckets(vector), layout.buckets(vector)):
+            for q in rng.sample([0.5, 0.9, 0.99, 0.0, 1.0, -0.5, 1.5, float("nan"), 0.25], 9):
+                got = functions.histogram_quantile(q, vector, shared)
+                groups: dict[Labels, list[tuple[float, float]]] = {}
+                for labels, value in vector:
+                    le = dict(labels)["le"]
+                    try:
+                        upper = float(le)
+                    except ValueError:
+                        continue
+                    key = tuple(pair for pair in labels if pair[0] not in ("le", "__name__"))
+                    groups.setdefault(key, []).append((upper, value))
+                want = [(key, _bucket_quantile_in_one(q, buckets)) for key, buckets in groups.items()]
+                assert _bits(got) == _bits(want), (q, vector)

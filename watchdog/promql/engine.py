@@ -492,7 +492,12 @@ class Evaluator:
         if name == "label_join":
             return _check_unique(functions.label_join(args[0], args[1], args[2], args[3:]))
         if name == "histogram_quantile":
-            buckets = None if self.cache is None else self.cache.derived(args[1], functions.histogram_buckets)
+            cache = self.cache
+            buckets = None
+            if cache is not None:
+                layout = functions.histogram_buckets if cache.plan is None else cache.plan.bucket_layout(
+                    expr.args[1]).buckets
+                buckets = cache.derived(args[1], layout)
             return _check_unique(functions.histogram_quantile(args[0], args[1], buckets))
         if name in ("histogram_count", "histogram_sum", "histogram_fraction"):
             return []  # native histograms only; classic series are skipped, as in Prometheus

@@ -527,16 +527,54 @@ appearance) with its buckets sorted, coalesced and made monotonic (None: no quan
 def histogram_buckets(vector: InstantVector) -> HistogramBuckets:
     """What :func:`histogram_quantile` computes of ``vector`` before it looks at ``q`` (so the p50, p90
     and p99 of the same buckets can share it)."""
-    groups: dict[Labels, tuple[Labels, list[tuple[float, float]]]] = {}
-    for labels, value in vector:
+    keys = [labels for labels, _ in vector]
+    return [(labels, _prepared_sorted(uppers, [vector[i][1] for i in positions]))
+            for labels, uppers, positions in _bucket_layout(keys)]
+
+
+BucketGroups = list[tuple[Labels, list[float], list[int]]]
+"""Each histogram of a vector of ``le`` buckets: its labels (without ``le`` and the name), its buckets'
+upper bounds sorted, and the positions in the vector of the buckets in that order."""
+
+
+def _bucket_layout(keys: list[Labels]) -> BucketGroups:
+    """What :func:`histogram_buckets` works out of the label sets alone: histograms in order of first
+    appearance, buckets sorted by upper bound (stable, as Go's sort of the same slice is not: ties are
+    coalesced, so their order only decides the order of a float sum, kept as the input's)."""
+    groups: dict[Labels, tuple[Labels, list[tuple[float, int]]]] = {}
+    for position, labels in enumerate(keys):
         key, upper = _split_le(labels)
         if upper is None:  # Prometheus skips a bucket whose le does not parse
             continue
         group = groups.get(key)
         if group is None:
             group = groups[key] = (drop_name(key), [])
-        group[1].append((upper, value))
-    return [(labels, _prepared_buckets(buckets)) for labels, buckets in groups.values()]
+        group[1].append((upper, position))
+    out: BucketGroups = []
+    for labels, members in groups.values():
+        members.sort(key=lambda member: member[0])
+        out.append((labels, [upper for upper, _ in members], [position for _, position in members]))
+    return out
+
+
+class BucketLayout:
+    """:func:`histogram_buckets` of one ``histogram_quantile`` argument, with :func:`_bucket_layout` kept
+    from its last evaluation: while the vector holds the same label sets in the same order (most
+    evaluations), only the counts are placed, coalesced and made monotonic. Replaced whole (one tuple)."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[list[Labels], BucketGroups] | None = None
+
+    def buckets(self, vector: InstantVector) -> HistogramBuckets:
+        """:func:`histogram_buckets` of ``vector``."""
+        keys = [labels for labels, _ in vector]
+        last = self._last
+        if last is None or last[0] != keys:
+            last = self._last = (keys, _bucket_layout(keys))
+        return [(labels, _prepared_sorted(uppers, [vector[i][1] for i in positions]))
+                for labels, uppers, positions in last[1]]
 
 
 def histogram_quantile(q: float, vector: InstantVector, buckets: HistogramBuckets | None = None) -> InstantVector:
@@ -575,11 +613,16 @@ def _prepared_buckets(buckets: list[tuple[float, float]]) -> list[list[float]] |
     made monotonic; None when it returns NaN for every ``q`` in [0, 1] (no +Inf bucket, fewer than two
     buckets, no observations)."""
     ordered = sorted(buckets, key=lambda b: b[0])  # Go sorts by upper bound; ties keep no order
-    if not (math.isinf(ordered[-1][0]) and ordered[-1][0] > 0):
+    return _prepared_sorted([upper for upper, _ in ordered], [count for _, count in ordered])
+
+
+def _prepared_sorted(uppers: list[float], counts: list[float]) -> list[list[float]] | None:
+    """:func:`_prepared_buckets` of buckets already sorted by upper bound (``uppers[i]``, ``counts[i]``)."""
+    if not uppers or not (math.isinf(uppers[-1]) and uppers[-1] > 0):
         return None
     # Coalesce buckets with the same upper bound.
     merged: list[list[float]] = []
-    for upper, count in ordered:
+    for upper, count in zip(uppers, counts, strict=True):
         if merged and merged[-1][0] == upper:
             merged[-1][1] += count
         else:
