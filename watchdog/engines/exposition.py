@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Labels
@@ -189,10 +189,17 @@ def _cache_put(key: str, labels: Labels) -> None:
     _bounded_put(_series_cache, key, labels)
 
 
-def parse_exposition(text: str, *, drop_created: bool = False,
-                     cache: dict[str, Labels] | None = None) -> Iterator[ParsedSample]:
+def parse_exposition(text: str, *, drop_created: bool = False, cache: dict[str, Labels] | None = None,
+                     relabel: Callable[[Labels], Labels] | None = None) -> Iterator[ParsedSample]:
     """Yield ``(labels, value, timestamp_ms | None)`` per sample line; see the module contract. ``cache``
-    (series text -> labels) is the caller's to keep and to bound; without it the module's table is used."""
+    (series text -> labels) is the caller's to keep and to bound; without it the module's table is used.
+
+    ``relabel`` (only with the caller's ``cache``) maps each label set as parsed to the one yielded, and
+    the cache holds the result: a line whose series text was seen before yields the relabelled set at
+    no further cost. It must keep ``__name__`` (the ``*_created`` check reads it after relabelling).
+    """
+    if relabel is not None and cache is None:
+        raise ValueError("relabel needs the caller's own cache")
     put = _cache_put if cache is None else cache.__setitem__
     if cache is None:
         cache = _series_cache
@@ -235,6 +242,8 @@ def parse_exposition(text: str, *, drop_created: bool = False,
                 rest = line[close + 1:]
             else:
                 labels, end = _parse_series(line, line_no)
+                if relabel is not None:
+                    labels = relabel(labels)
                 put(line[:end], labels)
                 rest = line[end:]
             if rest and rest[0] not in " \t":
@@ -248,6 +257,8 @@ def parse_exposition(text: str, *, drop_created: bool = False,
                 labels, end = _parse_series(key, line_no)
                 if end != len(key):
                     raise ExpositionError(line_no, f"unexpected character {key[end]!r} in the metric name")
+                if relabel is not None:
+                    labels = relabel(labels)
                 put(key, labels)
         if types is not None:
             name = _name_of(labels)
