@@ -204,10 +204,9 @@ def parse_exposition(text: str, *, drop_created: bool = False, cache: dict[str, 
     if cache is None:
         cache = _series_cache
     types: dict[str, str] | None = {} if drop_created else None
-    line_no = 0
-    for line in text.split("\n"):
-        line_no += 1
-        if not line or line.isspace():
+    comments = _comment_cache
+    for line_no, line in enumerate(text.split("\n"), 1):
+        if not line:
             continue
         if line[0] != "#":
             # The steady state: ``<series text> <value>`` whose series text a previous line cached.
@@ -221,6 +220,18 @@ def parse_exposition(text: str, *, drop_created: bool = False, cache: dict[str, 
                 else:
                     yield known, value, None
                     continue
+            if line.isspace():  # never a cached series text: the fast path above passed it by
+                continue
+        else:
+            # The steady comment: a HELP or TYPE line seen before, exactly as memoised by _known_comment
+            # (a line that was not stripped there is stripped below, and validated the same either way).
+            comment = comments.get(line, _MISSING)
+            if comment is not _MISSING:
+                if comment is _EOF:
+                    return
+                if comment is not None and types is not None:
+                    types[comment[0]] = comment[1]  # type: ignore[index]
+                continue
         if line[-1] == "\r":
             line = line[:-1]
         if line[0] in " \t":
