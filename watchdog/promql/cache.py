@@ -32,7 +32,7 @@ import math
 import weakref
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Labels, is_stale
@@ -119,45 +119,60 @@ class CounterIndex:
     def window(self, series: Any, mint: int, maxt: int, counter: bool = True) -> CounterWindow | None:
         """What ``rate``/``increase`` (``counter``) or ``delta`` need of ``series``' points in
         ``[mint, maxt]``; None when it has none there (a window of only stale markers: 0 non-stale)."""
-        timestamps, values = series.tail(mint)  # uncompressed arrays from at or before mint to the newest
-        lo = bisect_left(timestamps, mint)
-        hi = bisect_right(timestamps, maxt, lo)
-        if lo == hi:
-            return None
-        events = self._events.get(id(series))
-        if events is None or events.ref() is not series:
-            events = self._events_of(series)
-        newest = values[-1]
-        scanned_t = events.scanned_t
-        if scanned_t != timestamps[-1] or (newest != events.scanned_v and not _same(newest, events.scanned_v)):
-            n = len(timestamps)
-            previous = events.previous
-            if (n > 1 and timestamps[n - 2] == scanned_t and values[n - 2] == events.scanned_v
-                    and previous is not None and newest >= previous and not events.stale_t and not events.reset_t):
-                # one ordinary point after the last one scanned, no reset: what update() would record
-                events.scanned_t = timestamps[-1]
-                events.scanned_v = events.previous = newest
-            else:
-                events.update(timestamps, values)
-        stale = events.stale_t
-        count = hi - lo
-        first, last = lo, hi - 1
-        if stale:
-            count -= bisect_right(stale, timestamps[last]) - bisect_left(stale, timestamps[first])
-            if count == 0:
-                return (hi - lo, 0, 0, 0, 0.0, 0.0)
-            while values[first] != values[first] and is_stale(values[first]):
-                first += 1
-            while values[last] != values[last] and is_stale(values[last]):
-                last -= 1
-        first_t = timestamps[first]
-        result = values[last] - values[first]
-        reset_t = events.reset_t
-        if counter and reset_t:
-            reset_prev = events.reset_prev
-            for k in range(bisect_right(reset_t, first_t), bisect_right(reset_t, timestamps[last])):
-                result += reset_prev[k]
-        return (hi - lo, count, first_t, timestamps[last], values[first], result)
+        return self.windows([series], mint, maxt, counter)[0]
+
+    def windows(self, selected: Sequence[Any], mint: int, maxt: int,
+                counter: bool = True) -> list[CounterWindow | None]:
+        """:meth:`window` of each of ``selected`` (store series), in order: one call per selector, not per
+        series (this loop runs for every series a counter function reads)."""
+        out: list[CounterWindow | None] = []
+        append = out.append
+        known = self._events
+        for series in selected:
+            timestamps, values = series.tail(mint)  # uncompressed arrays from at or before mint to the newest
+            lo = bisect_left(timestamps, mint)
+            hi = bisect_right(timestamps, maxt, lo)
+            if lo == hi:
+                append(None)
+                continue
+            events = known.get(id(series))
+            if events is None or events.ref() is not series:
+                events = self._events_of(series)
+                known = self._events
+            newest = values[-1]
+            scanned_t = events.scanned_t
+            if scanned_t != timestamps[-1] or (newest != events.scanned_v and not _same(newest, events.scanned_v)):
+                n = len(timestamps)
+                previous = events.previous
+                if (n > 1 and timestamps[n - 2] == scanned_t and values[n - 2] == events.scanned_v
+                        and previous is not None and newest >= previous and not events.stale_t
+                        and not events.reset_t):
+                    # one ordinary point after the last one scanned, no reset: what update() would record
+                    events.scanned_t = timestamps[-1]
+                    events.scanned_v = events.previous = newest
+                else:
+                    events.update(timestamps, values)
+            stale = events.stale_t
+            count = hi - lo
+            first, last = lo, hi - 1
+            if stale:
+                count -= bisect_right(stale, timestamps[last]) - bisect_left(stale, timestamps[first])
+                if count == 0:
+                    append((hi - lo, 0, 0, 0, 0.0, 0.0))
+                    continue
+                while values[first] != values[first] and is_stale(values[first]):
+                    first += 1
+                while values[last] != values[last] and is_stale(values[last]):
+                    last -= 1
+            first_t = timestamps[first]
+            result = values[last] - values[first]
+            reset_t = events.reset_t
+            if counter and reset_t:
+                reset_prev = events.reset_prev
+                for k in range(bisect_right(reset_t, first_t), bisect_right(reset_t, timestamps[last])):
+                    result += reset_prev[k]
+            append((hi - lo, count, first_t, timestamps[last], values[first], result))
+        return out
 
     def _events_of(self, series: Any) -> _SeriesEvents:
         """A new index entry for ``series``; entries of series gone from the store are dropped once as
