@@ -23,6 +23,7 @@ from watchdog.golang import gomath
 from watchdog.model import Labels, make_labels
 from watchdog.promql import aggregations, binary, functions
 from watchdog.promql import nodes as n
+from watchdog.promql.errors import PromQLError
 from watchdog.promql.labels import find_duplicate
 
 NAMES = ("__name__", "a", "b", "c")
@@ -104,6 +105,66 @@ def test_groupings_kept_between_evaluations_match_the_general_loop_bit_for_bit(s
             for op, memo in sorted(memos.items()):
                 assert _bits(memo.aggregate(op, vector, grouping, without)) == _bits(
                     aggregations.general_aggregate(op, vector, grouping, without, None)), (op, vector, grouping)
+
+
+def _general_binop(op: str, lhs: list[tuple[Labels, float]], rhs: list[tuple[Labels, float]],
+                   matching: n.VectorMatching, return_bool: bool) -> list[tuple[Labels, bytes]] | str:
+    """What the evaluator's general path gives: the result, or the error it raises."""
+    try:
+        result = binary.vector_binop(op, lhs, rhs, matching, return_bool)
+    except PromQLError as exc:
+        return str(exc)
+    return "duplicate" if find_duplicate(labels for labels, _ in result) is not None else _bits(result)
+
+
+def _binop_matching(rng: random.Random) -> n.VectorMatching:
+    card = rng.choice([n.CARD_ONE_TO_ONE, n.CARD_MANY_TO_ONE, n.CARD_ONE_TO_MANY])
+    labels = tuple(sorted(rng.sample(NAMES[1:], rng.randrange(4))))
+    include = tuple(sorted(rng.sample(NAMES[1:], rng.randrange(3)))) if card != n.CARD_ONE_TO_ONE else ()
+    return n.VectorMatching(card, rng.random() < 0.5, labels, include)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_match_plans_kept_between_evaluations_give_the_general_results(seed: int) -> None:
+    """One node's :class:`binary.MatchPlan` over a sequence of evaluations (new values, then reordered,
+    fewer and new label sets): a set operation gives the general one's samples; an arithmetic or
+    comparison operator gives, whenever the plan settles it, exactly what the general path gives, which
+    then neither raises nor holds a label set twice; with a scalar, the general result, said distinct
+    only when it is."""
+    rng = random.Random(seed)
+    values = [0.0, -0.0, 1.5, -2.25, float("inf"), float("nan"), 3.0]
+    planned = 0
+    ops = ["and", "or", "unless", "+", "-", "*", "/", "%", "^", "atan2", *sorted(n.COMPARISON_OPS)]
+    for _ in range(60):
+        matching = _binop_matching(rng)
+        set_matching = n.VectorMatching(n.CARD_MANY_TO_MANY, matching.on, matching.labels, ())
+        plans = {(op, flag): binary.MatchPlan() for op in ops for flag in (False, True)}
+        left = [labels for labels, _ in _vector(rng)]
+        right = [labels for labels, _ in _vector(rng)]
+        for step in range(6):
+            if step in (2, 4):
+                left = left[::-1] if step == 2 else left[1:] + [labels for labels, _ in _vector(rng)][:2]
+                right = list(dict.fromkeys(right[1:] + [labels for labels, _ in _vector(rng)][:3]))
+                left = list(dict.fromkeys(left))
+            lhs = [(labels, rng.choice(values)) for labels in left]
+            rhs = [(labels, rng.choice(values)) for labels in right]
+            for (op, flag), plan in plans.items():
+                if op in n.SET_OPS:
+                    if not flag:
+                        assert _bits(plan.set_operation(op, lhs, rhs, set_matching)) == _bits(
+                            binary.set_operation(op, lhs, rhs, set_matching))
+                    continue
+                if flag and op not in n.COMPARISON_OPS:  # scalar operands instead of bool
+                    for on_left in (False, True):
+                        result, distinct = plan.vector_scalar_binop(op, lhs, 2.0, on_left, False)
+                        assert _bits(result) == _bits(binary.vector_scalar_binop(op, lhs, 2.0, on_left, False))
+                        assert not distinct or find_duplicate(labels for labels, _ in result) is None
+                    continue
+                got = plan.vector_binop(op, lhs, rhs, matching, flag)
+                if got is not None:
+                    planned += 1
+                    assert _bits(got) == _general_binop(op, lhs, rhs, matching, flag), (op, lhs, rhs, matching)
+    assert planned > 1000  # the plans settle most evaluations
 
 
 def _bucket_quantile_in_one(q: float, buckets: list[tuple[float, float]]) -> float:

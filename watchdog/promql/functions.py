@@ -82,14 +82,14 @@ def extrapolate(result: float, count: int, first_t: int, last_t: int, first_valu
     sampled_interval = (last_t - first_t) / 1000
     average_interval = sampled_interval / (count - 1)
     if is_counter and result > 0 and first_value >= 0:
-        duration_to_zero = sampled_interval * gomath.div(first_value, result)
+        duration_to_zero = sampled_interval * (first_value / result)  # result > 0: Go's division too
         if duration_to_zero < duration_to_start:
             duration_to_start = duration_to_zero
     threshold = average_interval * 1.1
     extrapolate_to = sampled_interval
     extrapolate_to += duration_to_start if duration_to_start < threshold else average_interval / 2
     extrapolate_to += duration_to_end if duration_to_end < threshold else average_interval / 2
-    factor = gomath.div(extrapolate_to, sampled_interval)
+    factor = extrapolate_to / sampled_interval if sampled_interval else gomath.div(extrapolate_to, sampled_interval)
     if is_rate:
         factor /= ctx.range_ms / 1000
     return result * factor
