@@ -17,6 +17,9 @@ Contract:
 - The trees come from one pass over the host's processes per collection (shared by every engine), and an
   engine's tree is walked again every :data:`TREE_REFRESH_SECONDS` or when its root changes; members
   that ended in between are skipped at once, a new worker is counted from the next walk.
+- The engine's knobs (``watchdog_engine_config_*``, :mod:`watchdog.engines.engine_args`) come from its
+  root's command line and environment, read once per root process (pid and create time): a restarted
+  engine's are read again; an unreadable environment reads as empty.
 - Collected with the engine scrapes (``background``: every ``engine_scrape_interval_seconds``, off the
   fault path), since a process tree is only found by walking every process of the host.
 - psutil, NVML, the sysfs root and the state database are injected; a process vanishing mid-read is
