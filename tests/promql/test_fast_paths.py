@@ -107,6 +107,57 @@ def test_groupings_kept_between_evaluations_match_the_general_loop_bit_for_bit(s
                     aggregations.general_aggregate(op, vector, grouping, without, None)), (op, vector, grouping)
 
 
+def _regression_in_one_loop(ts: list[int], vs: list[float], intercept_ms: int) -> tuple[float, float]:
+    """Prometheus 2.42's ``linearRegression`` (Kahan sums) as one loop over the points."""
+
+    def kahan(total: float, c: float, x: float) -> tuple[float, float]:
+        s = total + x
+        c += (total - s) + x if abs(total) >= abs(x) else (x - s) + total
+        return s, c
+
+    sum_x = c_x = sum_y = c_y = sum_xy = c_xy = sum_x2 = c_x2 = 0.0
+    const_y = True
+    for i, (t, v) in enumerate(zip(ts, vs, strict=True)):
+        if const_y and i > 0 and v != vs[0]:
+            const_y = False
+        x = (t - intercept_ms) / 1e3
+        sum_x, c_x = kahan(sum_x, c_x, x)
+        sum_y, c_y = kahan(sum_y, c_y, v)
+        sum_xy, c_xy = kahan(sum_xy, c_xy, x * v)
+        sum_x2, c_x2 = kahan(sum_x2, c_x2, x * x)
+    if const_y:
+        return (math.nan, math.nan) if math.isinf(vs[0]) else (0.0, vs[0])
+    n = float(len(ts))
+    sum_x, sum_y, sum_xy, sum_x2 = sum_x + c_x, sum_y + c_y, sum_xy + c_xy, sum_x2 + c_x2
+    slope = gomath.div(sum_xy - sum_x * sum_y / n, sum_x2 - sum_x * sum_x / n)
+    return slope, sum_y / n - slope * sum_x / n
+
+
+def test_regressions_sharing_timestamps_match_one_loop_bit_for_bit() -> None:
+    """``deriv``/``predict_linear``'s regression takes its x sums from a memo keyed by the window's
+    timestamps: several series over the same timestamps, and windows with the same first and last
+    timestamp, length and intercept but other points between, all give the one-loop result's bits."""
+    rng = random.Random(5)
+    pool = [0.0, -0.0, 1.5, 1e16, -3.25, math.inf, math.nan, 7.0]
+    checked = 0
+    for _ in range(300):
+        start = rng.randrange(0, 10**13)
+        ts = sorted({start + rng.randrange(0, 600_000) for _ in range(rng.randrange(2, 70))} | {start})
+        if len(ts) < 3:
+            continue
+        moved = [ts[0], *sorted({t + rng.choice([-1, 1]) for t in ts[1:-1]} - {ts[0], ts[-1]}), ts[-1]]
+        for window in (ts, moved, ts):
+            intercept = window[0] if rng.random() < 0.5 else window[-1] + rng.randrange(10_000)
+            for _ in range(3):  # series sharing the window's timestamps
+                vs = ([rng.choice(pool)] * len(window) if rng.random() < 0.2 else
+                      [rng.choice(pool) if rng.random() < 0.2 else rng.uniform(-1e6, 1e6) for _ in window])
+                got = functions._linear_regression(window, vs, intercept)
+                want = _regression_in_one_loop(window, vs, intercept)
+                assert [struct.pack("<d", v) for v in got] == [struct.pack("<d", v) for v in want], (window, vs)
+                checked += 1
+    assert checked > 2000
+
+
 def _general_binop(op: str, lhs: list[tuple[Labels, float]], rhs: list[tuple[Labels, float]],
                    matching: n.VectorMatching, return_bool: bool) -> list[tuple[Labels, bytes]] | str:
     """What the evaluator's general path gives: the result, or the error it raises."""

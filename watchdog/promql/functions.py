@@ -138,20 +138,53 @@ def _idelta(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float 
 
 # --- regression ---------------------------------------------------------------------------------
 
-def _linear_regression(ts: Sequence[int], vs: Sequence[float], intercept_ms: int) -> tuple[float, float]:
-    """Least-squares slope (per second) and intercept at ``intercept_ms`` (Kahan sums, as Prometheus;
-    :func:`_kahan_inc` written out in the loop, the same operations in the same order)."""
-    count = float(len(ts))
-    sum_x = c_x = sum_y = c_y = sum_xy = c_xy = sum_x2 = c_x2 = 0.0
-    init_y = vs[0]
-    const_y = True
-    for i, (t, v) in enumerate(zip(ts, vs, strict=True)):
-        if const_y and i > 0 and v != init_y:
-            const_y = False
+XSums = tuple[list[float], float, float, float, float]
+"""A regression's x side: each point's ``x`` (seconds from the intercept), then ``sum_x`` and its Kahan
+compensation, ``sum_x2`` and its compensation, accumulated in point order."""
+
+_X_SUMS: dict[tuple[int, int, int, int], tuple[tuple[int, ...], XSums]] = {}
+_X_SUMS_CAP = 256
+
+
+def _x_sums(ts: Sequence[int], intercept_ms: int) -> XSums:
+    """The x side of a regression over ``ts`` (it depends on the timestamps alone). The series one rule
+    wrote, or one collector collected, share their timestamps: the same sums are looked up, checked
+    equal point by point, and reused."""
+    key = (intercept_ms, len(ts), ts[0], ts[-1])
+    found = _X_SUMS.get(key)
+    if found is not None and found[0] == tuple(ts):
+        return found[1]
+    xs: list[float] = []
+    sum_x = c_x = sum_x2 = c_x2 = 0.0
+    for t in ts:
         x = (t - intercept_ms) / 1e3
+        xs.append(x)
         s = sum_x + x
         c_x += (sum_x - s) + x if abs(sum_x) >= abs(x) else (x - s) + sum_x
         sum_x = s
+        x2 = x * x
+        s = sum_x2 + x2
+        c_x2 += (sum_x2 - s) + x2 if abs(sum_x2) >= abs(x2) else (x2 - s) + sum_x2
+        sum_x2 = s
+    sums = (xs, sum_x, c_x, sum_x2, c_x2)
+    if len(_X_SUMS) >= _X_SUMS_CAP:
+        _X_SUMS.clear()
+    _X_SUMS[key] = (tuple(ts), sums)
+    return sums
+
+
+def _linear_regression(ts: Sequence[int], vs: Sequence[float], intercept_ms: int) -> tuple[float, float]:
+    """Least-squares slope (per second) and intercept at ``intercept_ms`` (Kahan sums, as Prometheus;
+    :func:`_kahan_inc` written out in the loops, the same operations in the same order for each sum: the
+    x sums, which depend on the timestamps alone, come from :func:`_x_sums`)."""
+    count = float(len(ts))
+    xs, sum_x, c_x, sum_x2, c_x2 = _x_sums(ts, intercept_ms)
+    sum_y = c_y = sum_xy = c_xy = 0.0
+    init_y = vs[0]
+    const_y = True
+    for x, v in zip(xs, vs, strict=True):
+        if const_y and v != init_y:
+            const_y = False
         s = sum_y + v
         c_y += (sum_y - s) + v if abs(sum_y) >= abs(v) else (v - s) + sum_y
         sum_y = s
@@ -159,10 +192,6 @@ def _linear_regression(ts: Sequence[int], vs: Sequence[float], intercept_ms: int
         s = sum_xy + xy
         c_xy += (sum_xy - s) + xy if abs(sum_xy) >= abs(xy) else (xy - s) + sum_xy
         sum_xy = s
-        x2 = x * x
-        s = sum_x2 + x2
-        c_x2 += (sum_x2 - s) + x2 if abs(sum_x2) >= abs(x2) else (x2 - s) + sum_x2
-        sum_x2 = s
     if const_y:
         if math.isinf(init_y):
             return math.nan, math.nan
