@@ -291,7 +291,8 @@ class Agent:
             self._reconciled = True
             self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))
         events = self._stage("runbooks", lambda: self.runbooks.on_alerts(alerts, now_ms), [])
-        causes = self._stage("incidents", lambda: incident_causes(alerts, engine_gpus_in(self.store, now_ms)), {})
+        causes = self._stage("incidents", lambda: incident_causes(
+            alerts, functools.partial(engine_gpus_in, self.store, now_ms)), {})
         self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms, causes=causes))
         return alerts
 

@@ -28,7 +28,14 @@ from watchdog.demo.harness import ScenarioResult, run_scenario
 from watchdog.model import Alert, AlertState
 from watchdog.notify.blockkit import validate_message, visible_text
 from watchdog.notify.dispatcher import NotificationDispatcher
-from watchdog.notify.incidents import Incident, correlate, inhibit_rules, render_incident
+from watchdog.notify.incidents import (
+    Incident,
+    correlate,
+    incident_causes,
+    inhibit_rules,
+    render_incident,
+    symptom_causes,
+)
 
 
 def alert(name: str, severity: str = "warning", at_s: float = 0.0, **labels: str) -> Alert:
@@ -59,6 +66,26 @@ def test_alerts_far_apart_in_time_are_separate_incidents() -> None:
     incidents = correlate([alert("GpuHwSlowdown", at_s=0, gpu="1", uuid="GPU-1"),
                            alert("EngineQueueBuildup", at_s=3600, job="vllm-a", instance="h:8000")], TOPOLOGY)
     assert len(incidents) == 2
+
+
+def test_incident_causes_reads_the_tp_groups_only_when_two_alerts_could_form_an_incident() -> None:
+    reads: list[int] = []
+
+    def topology() -> dict[tuple[str, str], set[str]]:
+        reads.append(1)
+        return TOPOLOGY
+
+    bus = alert("GpuFallenOffBus", "critical", at_s=10, gpu="5", uuid="GPU-5")
+    burn = alert("EngineTtftSloBurn", "critical", at_s=60, job="vllm-b", instance="h:8001")
+    finding = alert("EngineConfigNcclTimeoutsUnset", "info", job="vllm-b", instance="h:8001")
+    resolved = replace(burn, state=AlertState.INACTIVE, fingerprint="resolved")
+    node_wide = alert("HostMemoryPressure", "critical", at_s=20)
+    for alerts in ([], [bus], [bus, finding], [bus, resolved], [bus, node_wide]):
+        assert incident_causes(alerts, topology) == {} == symptom_causes(correlate(alerts, TOPOLOGY))
+    assert reads == []
+    # The symptom joins its cause only through the TP group: the topology must be read.
+    assert incident_causes([bus, burn], topology) == {burn.fingerprint: bus.fingerprint}
+    assert reads == [1]
 
 
 def with_slack(slack: FakeSlack, inhibit: bool) -> Callable[[Settings], Settings]:

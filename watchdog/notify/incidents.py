@@ -16,7 +16,7 @@ alerts and topology in, data out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -170,9 +170,17 @@ def symptom_causes(incidents: Iterable[Incident]) -> dict[str, str]:
 
 
 def incident_causes(alerts: Sequence[Alert],
-                    engine_gpus: Mapping[tuple[str, str], Iterable[str]]) -> dict[str, str]:
-    """:func:`symptom_causes` of this tick's alerts, given the engines' TP groups."""
-    return symptom_causes(correlate(alerts, engine_gpus))
+                    engine_gpus: Callable[[], Mapping[tuple[str, str], Iterable[str]]]) -> dict[str, str]:
+    """:func:`symptom_causes` of this tick's alerts, given the engines' TP groups.
+
+    ``engine_gpus`` is called only when two alerts could form an incident (two active, non-info alerts
+    that touch a GPU or an engine): a symptom needs a cause, so with fewer there is none, and the usual
+    tick (no alert, or one) does not read the TP groups (a query over 15 minutes of the store)."""
+    candidates = [a for a in alerts if a.state in (AlertState.PENDING, AlertState.FIRING)
+                  and a.severity != "info" and (a.labels.get("gpu") or a.labels.get("job"))]
+    if len(candidates) < 2:
+        return {}
+    return symptom_causes(correlate(alerts, engine_gpus()))
 
 
 def render_incident(incident: Incident, node: str) -> str:
