@@ -190,6 +190,7 @@ class Agent:
         self._reconciled = False
         self.alerts: list[Alert] = []
         self.health: list[Problem] = []
+        self._health_samples: list[Sample] | None = None  # health_samples(self.health), made when it changes
         self._last_tick: tuple[int, float] | None = None  # (tick time ms, monotonic seconds)
         self.incremental = True
         self._last_results: dict[str, CollectResult] = {}
@@ -354,7 +355,10 @@ class Agent:
         ruleset = self.rule_engine.ruleset
         names = {c.name for c in self.collectors}
         latest = [r for name, r in self._last_results.items() if name in names]
-        return assess(ruleset.rule_count, len(ruleset.alerting_rules()), latest)
+        problems = assess(ruleset.rule_count, len(ruleset.alerting_rules()), latest)
+        if self._health_samples is None or problems != self.health:
+            self._health_samples = health_samples(problems)
+        return problems
 
     def _flag_gpus(self, results: list[CollectResult], now_ms: int) -> None:
         for flag in self.gpu_flags.observe((s for r in results if r.name == "nvml" for s in r.samples), now_ms):
@@ -451,7 +455,7 @@ class Agent:
             Sample(_metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
             Sample(_metric("watchdog_clock_steps_total", direction="backward"), float(s.clock_steps_total)),
             Sample(_metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
-            *health_samples(self.health),
+            *(self._health_samples if self._health_samples is not None else health_samples(self.health)),
         ]
         for kind in sorted({"corrupt", "write", *self.db.errors}):
             out.append(Sample(_metric("watchdog_state_errors_total", kind=kind), float(self.db.errors[kind])))

@@ -11,7 +11,7 @@ from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_settings
 from watchdog.fakes.pynvml import FakeNvml
-from watchdog.model import AlertState, metric_name
+from watchdog.model import AlertState, Sample, metric, metric_name
 
 RULE = """
 groups:
@@ -152,4 +152,52 @@ def test_health_is_stored_every_tick_and_component_metrics_every_few_ticks_and_a
     clock[0] += 1
     agent.tick()  # the tick after a reload stores them again (a new rule set, a new runbook catalogue)
     assert newest("watchdog_rule_group_evaluations_total") == newest("watchdog_health") == clock[0]
+    agent.close()
+
+
+class Flaky:
+    """A collector that fails while ``broken``."""
+
+    name = "flaky"
+    timeout_seconds = 2.0
+    broken = False
+
+    def collect(self) -> list[Sample]:
+        if self.broken:
+            raise OSError("flaky is down")
+        return [Sample(metric("flaky_up"), 1.0)]
+
+
+def test_health_problems_and_gpu_flags_follow_the_tick_that_reports_them(tmp_path: Path) -> None:
+    """What the tick keeps from one tick to the next (the health series, the TP-group read) never holds
+    back a change: a failing collector is a problem, and ``watchdog_health`` says so, in the tick it
+    fails and not after it recovers; a lost GPU is flagged in the tick NVML reports it."""
+    from watchdog.agent import build_runner
+    from watchdog.model import label_value
+
+    clock = [1_800_000_000.0]
+    nvml = FakeNvml.from_profile("h100-sxm-8")
+    agent = _agent(tmp_path, clock, nvml)
+    flaky = Flaky()
+    agent.collectors.append(flaky)
+    agent.runner = build_runner(agent.settings, agent.collectors)
+
+    def tick() -> dict[str, float]:
+        clock[0] += 1
+        agent.tick()
+        return {metric_name(labels) + label_value(labels, "check") + label_value(labels, "gpu"): value
+                for labels, _, value in agent.store.latest_values(int(clock[0] * 1000), 500)
+                if metric_name(labels).startswith(("watchdog_health", "watchdog_gpu_recovery_required"))}
+
+    for broken in (False, False, True, True, False, True, False):
+        flaky.broken = broken
+        exported = tick()
+        assert [p.check for p in agent.health] == (["flaky"] if broken else [])
+        assert exported == ({"watchdog_health": 1.0, "watchdog_health_problemflaky": 1.0} if broken
+                            else {"watchdog_health": 0.0})
+    nvml.schedule([{"at_seconds": nvml.now, "gpu": 6, "fault": "gpu_lost", "duration_seconds": 60}])
+    nvml.advance(0)
+    exported = tick()
+    assert [f.gpu for f in agent.gpu_flags.flags()] == ["6"]
+    assert exported["watchdog_gpu_recovery_required6"] == 1.0
     agent.close()
