@@ -40,7 +40,7 @@ from watchdog.notify.dispatcher import dispatcher_for
 from watchdog.notify.incidents import incident_causes
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.lanes import Lane
-from watchdog.rules.loader import load_ruleset
+from watchdog.rules.loader import RuleSet, load_ruleset
 from watchdog.rules.queries import engine_gpus_in
 from watchdog.rules.state_store import RuleStateStore
 from watchdog.runbooks.catalogue import catalogue_from_settings
@@ -191,6 +191,7 @@ class Agent:
         self.alerts: list[Alert] = []
         self.health: list[Problem] = []
         self._health_samples: list[Sample] | None = None  # health_samples(self.health), made when it changes
+        self._rule_counts: tuple[RuleSet, int, int] | None = None  # (rule set, rules, alerting rules)
         self._last_tick: tuple[int, float] | None = None  # (tick time ms, monotonic seconds)
         self.incremental = True
         self._last_results: dict[str, CollectResult] = {}
@@ -353,9 +354,12 @@ class Agent:
 
     def _assess_health(self) -> list[Problem]:
         ruleset = self.rule_engine.ruleset
+        counted = self._rule_counts
+        if counted is None or counted[0] is not ruleset:  # a rule set is immutable: count it once
+            counted = self._rule_counts = (ruleset, ruleset.rule_count, len(ruleset.alerting_rules()))
         names = {c.name for c in self.collectors}
         latest = [r for name, r in self._last_results.items() if name in names]
-        problems = assess(ruleset.rule_count, len(ruleset.alerting_rules()), latest)
+        problems = assess(counted[1], counted[2], latest)
         if self._health_samples is None or problems != self.health:
             self._health_samples = health_samples(problems)
         return problems

@@ -171,7 +171,8 @@ class Flaky:
 def test_health_problems_and_gpu_flags_follow_the_tick_that_reports_them(tmp_path: Path) -> None:
     """What the tick keeps from one tick to the next (the health series, the TP-group read) never holds
     back a change: a failing collector is a problem, and ``watchdog_health`` says so, in the tick it
-    fails and not after it recovers; a lost GPU is flagged in the tick NVML reports it."""
+    fails and not after it recovers; a lost GPU is flagged in the tick NVML reports it; a reload to a rule
+    set without alerting rules is a problem in the next tick."""
     from watchdog.agent import build_runner
     from watchdog.model import label_value
 
@@ -200,4 +201,9 @@ def test_health_problems_and_gpu_flags_follow_the_tick_that_reports_them(tmp_pat
     exported = tick()
     assert [f.gpu for f in agent.gpu_flags.flags()] == ["6"]
     assert exported["watchdog_gpu_recovery_required6"] == 1.0
+    (tmp_path / "rules.yaml").write_text(RULE.split("      - alert:")[0])  # the recording rule alone
+    assert agent.reload()
+    exported = tick()
+    assert [(p.check, p.severity.word) for p in agent.health] == [("rules", "warning")]
+    assert exported["watchdog_health_problemrules"] == 1.0
     agent.close()
