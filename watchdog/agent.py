@@ -180,6 +180,8 @@ class Agent:
         self.before_tick: list[Callable[[float], None]] = []
         self.after_tick: list[Callable[[], None]] = []
         self.history_fired: list[Alert] = []
+        """Each alert that fired since the start, once (its first firing), in order; for the demo."""
+        self._fired: set[str] = set()  # the fingerprints in history_fired
         self.trim_heap: Callable[[], bool] | None = heap_trimmer()
         """Called every :data:`TRIM_EVERY_TICKS` ticks; ``None`` without glibc (or to turn it off)."""
         self.rule_engine = self._build_rule_engine(settings, restored=self.rule_state.load())
@@ -277,9 +279,10 @@ class Agent:
             checkpoints.append(("finish", time.monotonic()))
             self._note_overran_stage(started, interval, checkpoints)
             self._stage("self_metrics", lambda: self._ingest_self_metrics(now_ms))
-            known = {a.fingerprint for a in self.history_fired}
-            self.history_fired.extend(a for a in alerts
-                                      if a.state is AlertState.FIRING and a.fingerprint not in known)
+            fired = [a for a in alerts if a.state is AlertState.FIRING and a.fingerprint not in self._fired]
+            if fired:
+                self.history_fired.extend(fired)
+                self._fired.update(a.fingerprint for a in fired)
             self.alerts = alerts
             self.ready = True
         for hook in self.after_tick:

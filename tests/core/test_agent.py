@@ -207,3 +207,17 @@ def test_health_problems_and_gpu_flags_follow_the_tick_that_reports_them(tmp_pat
     assert [(p.check, p.severity.word) for p in agent.health] == [("rules", "warning")]
     assert exported["watchdog_health_problemrules"] == 1.0
     agent.close()
+
+
+def test_history_fired_holds_each_alert_once_from_its_first_firing(tmp_path: Path) -> None:
+    clock = [1_800_000_000.0]
+    nvml = FakeNvml.from_profile("h100-sxm-8")
+    nvml.set(2, temperature_celsius=85)
+    agent = _agent(tmp_path, clock, nvml)
+    for hot in (2, 2, 5, 5, 2):
+        nvml.set(hot, temperature_celsius=85)
+        clock[0] += 1
+        agent.tick()
+    assert [(a.name, a.labels["gpu"], a.fired_at_ms) for a in agent.history_fired] == [
+        ("GpuHotForTest", "2", 1_800_000_001_000), ("GpuHotForTest", "5", 1_800_000_003_000)]
+    agent.close()
