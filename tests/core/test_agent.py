@@ -210,11 +210,9 @@ def test_health_problems_and_gpu_flags_follow_the_tick_that_reports_them(tmp_pat
 
 
 def test_history_fired_holds_each_alert_once_from_its_first_firing(tmp_path: Path) -> None:
-    clock = [1_800_000_000.0]
-    nvml = FakeNvml.from_profile("h100-sxm-8")
-    nvml.set(2, temperature_celsius=85)
+    clock, nvml = [1_800_000_000.0], FakeNvml.from_profile("h100-sxm-8")
     agent = _agent(tmp_path, clock, nvml)
-    for hot in (2, 2, 5, 5, 2):
+    for hot in (2, 2, 5, 5, 2):  # GPU 2 stays hot: one alert firing in four ticks
         nvml.set(hot, temperature_celsius=85)
         clock[0] += 1
         agent.tick()
