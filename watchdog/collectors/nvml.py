@@ -47,8 +47,6 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +56,8 @@ from watchdog.config.settings import NvmlSettings, Settings, section_settings
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric
 
 log = logging.getLogger(__name__)
+
+_sample = Sample._make  # Sample(labels, value) from a (labels, value) pair, without the keyword parsing
 
 #: Memo key of the field-values call as a whole (a driver without it answers FUNCTION_NOT_FOUND).
 FIELD_VALUES_MEMO: tuple[str, ...] = ("nvmlDeviceGetFieldValues",)
@@ -208,34 +208,104 @@ class GpuRead:
     """Whether this call read the counters."""
 
 
-LabelCache = dict[tuple[Any, ...], Labels]
-FieldSeries = tuple[tuple[Labels, Callable[[float], float]], ...]
+class ReadBatch:
+    """The GPU reads one collection started, waited for together: one wake-up of the collector when the
+    last of them returns (or at the deadline), instead of one wait per read."""
+
+    def __init__(self, reads: int) -> None:
+        """A batch of ``reads`` reads, each to call :meth:`finished` once when it returns."""
+        self._lock = threading.Lock()
+        self._left = reads
+        self._all_done = threading.Lock()
+        self._all_done.acquire()
+
+    def finished(self) -> None:
+        """One read has returned (from its thread)."""
+        with self._lock:
+            self._left -= 1
+            last = self._left == 0
+        if last:
+            self._all_done.release()
+
+    def wait(self, timeout: float) -> None:
+        """Until every read has returned, or ``timeout`` seconds."""
+        with self._lock:
+            if self._left <= 0:
+                return
+        if timeout > 0:
+            self._all_done.acquire(timeout=timeout)
+
+
+class GpuReadCall:
+    """One GPU's read on its worker thread, as a small future: :meth:`done`, :meth:`result`, and the
+    read's ``value`` or ``error`` once done. Cheaper than a ``concurrent.futures.Future`` (no condition
+    variable): the collector waits on the :class:`ReadBatch`, not on each read."""
+
+    __slots__ = ("_batch", "_done", "_finished", "_fn", "error", "value")
+
+    def __init__(self, fn: Callable[[], GpuRead], batch: ReadBatch) -> None:
+        self._fn = fn
+        self._batch = batch
+        self._done = False
+        self._finished = threading.Lock()
+        self._finished.acquire()
+        self.value: GpuRead | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        """Read (on the worker's thread); never raises: the outcome is kept for the collector."""
+        try:
+            self.value = self._fn()
+        except BaseException as exc:  # classified by the collector
+            self.error = exc
+        finally:
+            self._done = True
+            self._finished.release()
+            self._batch.finished()
+
+    def done(self) -> bool:
+        """Whether the read has returned."""
+        return self._done
+
+    def result(self, timeout: float | None = None) -> GpuRead:
+        """The read's value, waiting up to ``timeout`` seconds (None: for ever); raises its error, or
+        ``TimeoutError`` when it has not returned in time."""
+        if not self._done:
+            if not self._finished.acquire(timeout=-1 if timeout is None else timeout):
+                raise TimeoutError("the GPU read has not returned")
+            self._finished.release()
+        if self.error is not None:
+            raise self.error
+        assert self.value is not None
+        return self.value
+
+
+LabelCache = dict[Any, Labels]
+Convert = Callable[[float], float] | None  # None: the value as it is
+FieldSeries = tuple[tuple[Labels, Convert], ...]
 FieldCache = dict[tuple[Any, ...], FieldSeries]
-
-
-def _same(value: float) -> float:
-    return value
 
 
 def _is_code(code: int, value: float) -> float:
     return float(int(value) == code)
 
 
-def field_series(key: tuple[Any, ...]) -> list[tuple[str, dict[str, str], Callable[[float], float]]]:
-    """The series one field-slot value becomes: (name, labels beyond gpu/uuid, value conversion) each."""
+def field_series(key: tuple[Any, ...]) -> list[tuple[str, dict[str, str], Convert]]:
+    """The series one field-slot value becomes: (name, labels beyond gpu/uuid, value conversion or None
+    for the value as it is) each."""
     head = key[0]
     if head == "memory_temperature":
-        return [("watchdog_gpu_memory_temperature_celsius", {}, _same)]
+        return [("watchdog_gpu_memory_temperature_celsius", {}, None)]
     if head == "energy_mj":
         return [("watchdog_gpu_energy_joules_total", {}, lambda v: v / 1000.0)]
     if head == "pcie_replays":
-        return [("watchdog_gpu_pcie_replays_total", {}, _same)]
+        return [("watchdog_gpu_pcie_replays_total", {}, None)]
     if head == "ecc_mode":
         return [("watchdog_gpu_ecc_mode_enabled", {}, lambda v: float(v == F.NVML_FEATURE_ENABLED))]
     if head == "ecc":
-        return [("watchdog_gpu_ecc_errors_total", {"type": key[1], "scope": key[2]}, _same)]
+        return [("watchdog_gpu_ecc_errors_total", {"type": key[1], "scope": key[2]}, None)]
     if head == "remapped":
-        return [("watchdog_gpu_remapped_rows", {"kind": key[1]}, _same)]
+        return [("watchdog_gpu_remapped_rows", {"kind": key[1]}, None)]
     if head == "remap_pending":
         return [("watchdog_gpu_row_remap_pending", {}, lambda v: float(v != 0))]
     if head == "remap_failed":
@@ -248,7 +318,7 @@ def field_series(key: tuple[Any, ...]) -> list[tuple[str, dict[str, str], Callab
         # 1 = active (field and legacy call alike), 2 = sleep (idle power saving, still trained).
         return [("watchdog_gpu_nvlink_up", {"link": str(key[1])}, lambda v: float(int(v) in (1, 2)))]
     if head == "nvlink":
-        return [("watchdog_gpu_nvlink_errors_total", {"link": str(key[1]), "type": key[2]}, _same)]
+        return [("watchdog_gpu_nvlink_errors_total", {"link": str(key[1]), "type": key[2]}, None)]
     return []
 
 
@@ -272,11 +342,22 @@ class SampleSink:
         """Append one sample unless ``value`` is None (not read)."""
         if value is None:
             return
-        key = (name, *labels.items())
+        key = (name, *labels.items()) if labels else name
         cached = self.cache.get(key)
         if cached is None:
             cached = self.cache[key] = metric(name, gpu=self.gpu, uuid=self.uuid, **labels)
-        self.samples.append(Sample(cached, float(value)))
+        self.samples.append(_sample((cached, float(value))))
+
+    def add_flags(self, name: str, label: str, flags: dict[str, float]) -> None:
+        """Append one sample per ``flags`` item, ``label`` set to its key (the label sets of each distinct
+        key sequence are kept with the field series)."""
+        key = (name, label, *flags)
+        series = self.fields.get(key)
+        if series is None:
+            series = self.fields[key] = tuple((metric(name, gpu=self.gpu, uuid=self.uuid, **{label: value}), None)
+                                              for value in flags)
+        self.samples.extend([_sample((labels, value))
+                             for (labels, _), value in zip(series, flags.values(), strict=True)])
 
     def sibling(self) -> SampleSink:
         """An empty sink for the same GPU, sharing this one's label caches."""
@@ -293,7 +374,7 @@ class SampleSink:
                 for name, labels, convert in field_series(key))
         append = self.samples.append
         for labels, convert in series:
-            append(Sample(labels, float(convert(value))))
+            append(_sample((labels, float(value if convert is None else convert(value)))))
 
 
 class FieldPlanner:
@@ -434,9 +515,11 @@ class NvmlCollector:
         self._errors: Counter[tuple[int, str, str]] = Counter()
         self._errors_lock = threading.Lock()
         self._gone: dict[int, int] = {}
-        self._inflight: dict[int, Future[GpuRead]] = {}
+        self._inflight: dict[int, GpuReadCall] = {}
         self._workers: dict[int, Worker] = {}
         self._labels: dict[int, tuple[str, LabelCache, FieldCache]] = {}
+        # GPU -> ((identity, driver version), its watchdog_gpu_info labels)
+        self._info_labels: dict[int, tuple[tuple[tuple[str, str, str, str], str], Labels]] = {}
         self.gpu_deadline_seconds = 0.8 * self.timeout_seconds
         self.last_stats = CallStats()
 
@@ -539,30 +622,38 @@ class NvmlCollector:
             raise self._break_session(nvml, code if code is not None else F.NVML_ERROR_UNKNOWN) from exc
         samples: list[Sample] = [Sample(metric("watchdog_gpu_nvml_devices"), float(count))]
         deadline = time.monotonic() + self.gpu_deadline_seconds
-        started_reads: dict[int, Future[GpuRead]] = {}
         stalled: list[int] = []
+        to_read: list[int] = []
         for index in range(count):
             previous = self._inflight.get(index)
             if previous is not None and not previous.done():
                 stalled.append(index)  # still hung since an earlier tick: do not pile up threads
-                continue
+            else:
+                to_read.append(index)
+        batch = ReadBatch(len(to_read))
+        started_reads: dict[int, GpuReadCall] = {}
+        for index in to_read:
             worker = self._workers.get(index)
             if worker is None:
                 worker = self._workers[index] = Worker(f"nvml-gpu{index}")
-            future = worker.submit(functools.partial(self._read_gpu, nvml, index))
-            self._inflight[index] = started_reads[index] = future
+            call = GpuReadCall(functools.partial(self._read_gpu, nvml, index), batch)
+            worker.post(call.run)
+            self._inflight[index] = started_reads[index] = call
+        batch.wait(deadline - time.monotonic())
         broken: SessionBroken | None = None
         counters: dict[int, list[Sample]] = {}
         fresh = False
-        for index, future in started_reads.items():
-            try:
-                read = future.result(timeout=max(0.0, deadline - time.monotonic()))
-            except FutureTimeout:
+        for index, call in started_reads.items():
+            if not call.done():
                 stalled.append(index)
                 continue
-            except SessionBroken as exc:
-                broken = exc
+            if isinstance(call.error, SessionBroken):
+                broken = call.error
                 continue
+            if call.error is not None:
+                raise call.error
+            read = call.value
+            assert read is not None
             samples.extend(read.samples)
             stats.merge(read.stats)
             if read.counters is not None:
@@ -661,12 +752,16 @@ class NvmlCollector:
         return self._info_samples(index) + sink.samples
 
     def _info_samples(self, index: int) -> list[Sample]:
-        if index not in self._identity:
+        identity = self._identity.get(index)
+        if identity is None:
             return []
-        name, uuid, serial, pci = self._identity[index]
-        labels = make_labels({METRIC_NAME: "watchdog_gpu_info", "gpu": str(index), "uuid": uuid, "name": name,
-                              "pci_bus_id": pci, "driver_version": self._driver_version, "serial": serial})
-        return [Sample(labels, 1.0)]
+        known = self._info_labels.get(index)
+        if known is None or known[0] != (identity, self._driver_version):
+            name, uuid, serial, pci = identity
+            labels = make_labels({METRIC_NAME: "watchdog_gpu_info", "gpu": str(index), "uuid": uuid, "name": name,
+                                  "pci_bus_id": pci, "driver_version": self._driver_version, "serial": serial})
+            known = self._info_labels[index] = ((identity, self._driver_version), labels)
+        return [_sample((known[1], 1.0))]
 
     # ---- static attributes ---------------------------------------------------------------------
     def _static_info(self, calls: GpuCalls, handle: Any, index: int) -> StaticInfo:
@@ -752,8 +847,8 @@ class NvmlCollector:
         if reasons is None:
             reasons = calls.call("clock_events", "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
         if reasons is not None:
-            for reason, active in F.clock_event_flags(int(reasons), info.supported_reasons).items():
-                sink.add("watchdog_gpu_clock_event_active", active, reason=reason)
+            sink.add_flags("watchdog_gpu_clock_event_active", "reason",
+                           F.clock_event_flags(int(reasons), info.supported_reasons))
         g = "pcie"
         sink.add("watchdog_gpu_pcie_link_generation",
                  calls.call(g, "nvmlDeviceGetCurrPcieLinkGeneration", handle), kind="current")
