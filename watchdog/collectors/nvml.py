@@ -56,8 +56,10 @@ from watchdog.config.settings import NvmlSettings, Settings, section_settings
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric
 
 log = logging.getLogger(__name__)
+_perf_counter = time.perf_counter
 
-_sample = Sample._make  # Sample(labels, value) from a (labels, value) pair, without the keyword parsing
+#: ``Sample`` from a ``(labels, value)`` pair, in C (``Sample(labels, value)`` and ``Sample._make`` run Python code).
+_sample: Callable[[tuple[Labels, float]], Sample] = functools.partial(tuple.__new__, Sample)
 
 #: Memo key of the field-values call as a whole (a driver without it answers FUNCTION_NOT_FOUND).
 FIELD_VALUES_MEMO: tuple[str, ...] = ("nvmlDeviceGetFieldValues",)
@@ -136,6 +138,7 @@ class GpuCalls:
         self.errors = errors
         self.errors_lock = errors_lock or threading.Lock()
         self.stats = stats
+        self._seconds, self._calls = stats.seconds, stats.calls
         self.mismatch: type[BaseException] | tuple[()] = getattr(nvml, "NVMLLibraryMismatchError", ())
 
     def call(self, group: str, name: str, *args: Any, memo: tuple[Any, ...] | None = None) -> Any | None:
@@ -149,7 +152,7 @@ class GpuCalls:
         if fn is None:
             self.unsupported.add(key)
             return None
-        started = time.perf_counter()
+        started = _perf_counter()
         try:
             return fn(*args)
         except self.mismatch:
@@ -168,8 +171,8 @@ class GpuCalls:
             self.count_error(name, code)
             return None
         finally:
-            self.stats.seconds[group] += time.perf_counter() - started
-            self.stats.calls[group] += 1
+            self._seconds[group] += _perf_counter() - started
+            self._calls[group] += 1
 
     def count_error(self, call: str, code: int | None) -> None:
         """Count one failed call (``watchdog_gpu_nvml_errors_total``); GPUs are read in parallel."""
@@ -281,6 +284,9 @@ class GpuReadCall:
 
 
 LabelCache = dict[Any, Labels]
+SettledPairs = list[tuple[tuple[Any, ...], F.FieldRequest]]
+#: Per settled plan (by identity): the plan, and per pair its request, series and whether it is read every call.
+SettledCache = dict[int, tuple[SettledPairs, tuple[tuple[F.FieldRequest, "FieldSeries", bool], ...]]]
 Convert = Callable[[float], float] | None  # None: the value as it is
 FieldSeries = tuple[tuple[Labels, Convert], ...]
 FieldCache = dict[tuple[Any, ...], FieldSeries]
@@ -325,17 +331,18 @@ def field_series(key: tuple[Any, ...]) -> list[tuple[str, dict[str, str], Conver
 class SampleSink:
     """Collects the samples of one GPU, adding ``gpu`` and ``uuid`` to each.
 
-    ``cache`` and ``fields`` keep the label tuples of this GPU across ticks (the same ~130 series every
-    tick), so that a steady tick builds no new label sets; they must belong to this ``gpu`` and ``uuid``
-    only.
+    ``cache``, ``fields`` and ``settled`` keep the label tuples of this GPU across ticks (the same ~130
+    series every tick), so that a steady tick builds no new label sets; they must belong to this ``gpu``
+    and ``uuid`` only.
     """
 
     def __init__(self, gpu: int, uuid: str, cache: LabelCache | None = None,
-                 fields: FieldCache | None = None) -> None:
+                 fields: FieldCache | None = None, settled: SettledCache | None = None) -> None:
         self.gpu = str(gpu)
         self.uuid = uuid
         self.cache: LabelCache = {} if cache is None else cache
         self.fields: FieldCache = {} if fields is None else fields
+        self.settled: SettledCache = {} if settled is None else settled
         self.samples: list[Sample] = []
 
     def add(self, name: str, value: float | None, **labels: str) -> None:
@@ -361,17 +368,50 @@ class SampleSink:
 
     def sibling(self) -> SampleSink:
         """An empty sink for the same GPU, sharing this one's label caches."""
-        sink = SampleSink(0, self.uuid, self.cache, self.fields)
+        sink = SampleSink(0, self.uuid, self.cache, self.fields, self.settled)
         sink.gpu = self.gpu
         return sink
 
-    def add_field(self, key: tuple[Any, ...], value: float) -> None:
-        """Append the samples of one field-slot value (see :func:`field_series`)."""
+    def add_settled(self, pairs: SettledPairs, answers: dict[F.FieldRequest, tuple[int, float]],
+                    counters: SampleSink | None) -> bool:
+        """The samples of a settled field plan (:meth:`FieldPlanner.plan`) when every one of its requests
+        was answered with success: those of the values read at every call here, the counters' into
+        ``counters`` (when given), in the plan's order, as :meth:`add_field` would append them one by one.
+        Returns False, having appended nothing, when an answer is missing or not a success (then the
+        planner's bookkeeping decides)."""
+        known = self.settled.get(id(pairs))
+        if known is None or known[0] is not pairs:
+            if len(self.settled) >= 8:  # a GPU has two or three plans; never grow without bound
+                self.settled.clear()
+            known = self.settled[id(pairs)] = (pairs, tuple(
+                (request, self._series(key), key in FAST_KEYS) for key, request in pairs))
+        read: list[tuple[float, FieldSeries, bool]] = []
+        get = answers.get
+        for request, series, fast in known[1]:
+            answer = get(request)
+            if answer is None or answer[0] != F.NVML_SUCCESS:
+                return False
+            read.append((answer[1], series, fast))
+        here = self.samples.append
+        there = here if counters is None else counters.samples.append
+        for value, series, fast in read:
+            append = here if fast else there
+            for labels, convert in series:
+                append(_sample((labels, float(value if convert is None else convert(value)))))
+        return True
+
+    def _series(self, key: tuple[Any, ...]) -> FieldSeries:
+        """The series of one field-slot value, with this GPU's labels (see :func:`field_series`)."""
         series = self.fields.get(key)
         if series is None:
             series = self.fields[key] = tuple(
                 (metric(name, gpu=self.gpu, uuid=self.uuid, **labels), convert)
                 for name, labels, convert in field_series(key))
+        return series
+
+    def add_field(self, key: tuple[Any, ...], value: float) -> None:
+        """Append the samples of one field-slot value (see :func:`field_series`)."""
+        series = self._series(key)
         append = self.samples.append
         for labels, convert in series:
             append(_sample((labels, float(value if convert is None else convert(value)))))
@@ -399,8 +439,7 @@ class FieldPlanner:
             self.chosen[key] = request
             self._version += 1
 
-    def _planned(self, slots: Sequence[F.FieldSlot]) -> tuple[list[F.FieldRequest],
-                                                              list[tuple[tuple[Any, ...], F.FieldRequest]] | None]:
+    def _planned(self, slots: Sequence[F.FieldSlot]) -> tuple[list[F.FieldRequest], SettledPairs | None]:
         """(requests, the (slot key, chosen request) pairs when every slot has settled, else None)."""
         plan = self._plans.get(id(slots))
         if plan is not None and plan[0] is slots and plan[1] == self._version:
@@ -427,6 +466,11 @@ class FieldPlanner:
     def requests(self, slots: Sequence[F.FieldSlot]) -> list[F.FieldRequest]:
         """Unique requests, in slot order, for every slot still worth asking (do not modify the list)."""
         return self._planned(slots)[0]
+
+    def plan(self, slots: Sequence[F.FieldSlot]) -> tuple[list[F.FieldRequest], SettledPairs | None]:
+        """:meth:`requests`, and the (slot key, chosen request) pairs in slot order when every slot has
+        settled (else None): the same list object while no choice changes (do not modify either)."""
+        return self._planned(slots)
 
     def resolve(self, slots: Sequence[F.FieldSlot], answers: dict[F.FieldRequest, tuple[int, float]],
                 ) -> tuple[dict[tuple[Any, ...], float], list[F.FieldRequest]]:
@@ -517,7 +561,7 @@ class NvmlCollector:
         self._gone: dict[int, int] = {}
         self._inflight: dict[int, GpuReadCall] = {}
         self._workers: dict[int, Worker] = {}
-        self._labels: dict[int, tuple[str, LabelCache, FieldCache]] = {}
+        self._labels: dict[int, tuple[str, LabelCache, FieldCache, SettledCache]] = {}
         # GPU -> ((identity, driver version), its watchdog_gpu_info labels)
         self._info_labels: dict[int, tuple[tuple[tuple[str, str, str, str], str], Labels]] = {}
         self.gpu_deadline_seconds = 0.8 * self.timeout_seconds
@@ -728,12 +772,12 @@ class NvmlCollector:
             calls.stats.seconds["identity"] += time.perf_counter() - started
             calls.stats.calls["identity"] += 1
 
-    def _label_caches(self, index: int, uuid: str) -> tuple[LabelCache, FieldCache]:
+    def _label_caches(self, index: int, uuid: str) -> tuple[LabelCache, FieldCache, SettledCache]:
         """This GPU's label caches, new whenever the GPU at ``index`` has another uuid."""
         known = self._labels.get(index)
         if known is None or known[0] != uuid:
-            known = self._labels[index] = (uuid, {}, {})
-        return known[1], known[2]
+            known = self._labels[index] = (uuid, {}, {}, {})
+        return known[1], known[2], known[3]
 
     def _gone_samples(self, index: int, code: int) -> list[Sample]:
         if self._gone.get(index) != code:
@@ -899,10 +943,10 @@ class NvmlCollector:
                 if FIELD_VALUES_MEMO in calls.unsupported:
                     return None
                 continue  # counted as an error; the values of this batch are skipped this tick
+            decode = F.decode_field_value
             for entry in entries:
                 ret = int(entry.nvmlReturn)
-                value = F.decode_field_value(entry) if ret == F.NVML_SUCCESS else 0.0
-                answers[(int(entry.fieldId), int(entry.scopeId))] = (ret, value)
+                answers[(int(entry.fieldId), int(entry.scopeId))] = (ret, decode(entry) if ret == 0 else 0.0)
         return answers
 
     def _read_fields(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink,
@@ -915,11 +959,13 @@ class NvmlCollector:
         answers = None
         if FIELD_VALUES_MEMO not in calls.unsupported:
             planner = self._planners[calls.index]
-            answers = self._field_answers(calls, handle, planner.requests(slots))
+            requests, pairs = planner.plan(slots)
+            answers = self._field_answers(calls, handle, requests)
             if answers is not None:
-                values, failed = planner.resolve(slots, answers)
-                for fid, scope in failed:
-                    calls.count_error(f"nvmlDeviceGetFieldValues[{fid}]", answers[(fid, scope)][0])
+                if pairs is None or not sink.add_settled(pairs, answers, counters):
+                    values, failed = planner.resolve(slots, answers)
+                    for fid, scope in failed:
+                        calls.count_error(f"nvmlDeviceGetFieldValues[{fid}]", answers[(fid, scope)][0])
                 if full:
                     self._legacy_nvlink(calls, handle, info, values, planner)
         if answers is None:
