@@ -131,7 +131,9 @@ class GpuCalls:
 
     def __init__(self, nvml: Any, index: int, unsupported: set[tuple[Any, ...]],
                  errors: Counter[tuple[int, str, str]], stats: CallStats,
-                 errors_lock: threading.Lock | None = None) -> None:
+                 errors_lock: threading.Lock | None = None,
+                 mismatch: type[BaseException] | tuple[()] | None = None) -> None:
+        """``mismatch``: the module's ``NVMLLibraryMismatchError`` (looked up when None; ``()`` if none)."""
         self.nvml = nvml
         self.index = index
         self.unsupported = unsupported
@@ -139,7 +141,8 @@ class GpuCalls:
         self.errors_lock = errors_lock or threading.Lock()
         self.stats = stats
         self._seconds, self._calls = stats.seconds, stats.calls
-        self.mismatch: type[BaseException] | tuple[()] = getattr(nvml, "NVMLLibraryMismatchError", ())
+        self.mismatch: type[BaseException] | tuple[()] = (
+            getattr(nvml, "NVMLLibraryMismatchError", ()) if mismatch is None else mismatch)
 
     def call(self, group: str, name: str, *args: Any, memo: tuple[Any, ...] | None = None) -> Any | None:
         """``nvml.<name>(*args)``, or None when unsupported or failed; raises :class:`GpuGone` and
@@ -565,7 +568,17 @@ class NvmlCollector:
         # GPU -> ((identity, driver version), its watchdog_gpu_info labels)
         self._info_labels: dict[int, tuple[tuple[tuple[str, str, str, str], str], Labels]] = {}
         self.gpu_deadline_seconds = 0.8 * self.timeout_seconds
-        self.last_stats = CallStats()
+        self._stats_parts: list[CallStats] = []  # the last collection's: its own, then each GPU read's
+        self._mismatch: type[BaseException] | tuple[()] | None = None
+
+    @property
+    def last_stats(self) -> CallStats:
+        """Time and number of NVML calls per call group in the last collection (merged when asked: only
+        ``scripts/gpu-smoke`` reads them)."""
+        merged = CallStats()
+        for part in self._stats_parts:
+            merged.merge(part)
+        return merged
 
     @property
     def driver_version(self) -> str:
@@ -655,7 +668,7 @@ class NvmlCollector:
         if self._counters_due:
             self._counters_read_at = now
         stats = CallStats()
-        self.last_stats = stats
+        self._stats_parts = parts = [stats]
         try:
             started = time.perf_counter()
             count = int(nvml.nvmlDeviceGetCount())
@@ -699,7 +712,7 @@ class NvmlCollector:
             read = call.value
             assert read is not None
             samples.extend(read.samples)
-            stats.merge(read.stats)
+            parts.append(read.stats)
             if read.counters is not None:
                 counters[index] = read.counters
                 fresh = fresh or read.fresh
@@ -737,7 +750,10 @@ class NvmlCollector:
         return out
 
     def _collect_gpu(self, nvml: Any, index: int, stats: CallStats) -> GpuRead:
-        calls = GpuCalls(nvml, index, self._unsupported[index], self._errors, stats, self._errors_lock)
+        if self._mismatch is None:
+            self._mismatch = getattr(nvml, "NVMLLibraryMismatchError", ())
+        calls = GpuCalls(nvml, index, self._unsupported[index], self._errors, stats, self._errors_lock,
+                         self._mismatch)
         try:
             handle = self._handle(calls, index)
             if handle is None:
