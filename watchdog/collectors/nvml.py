@@ -375,26 +375,27 @@ class SampleSink:
         sink.gpu = self.gpu
         return sink
 
-    def add_settled(self, pairs: SettledPairs, answers: dict[F.FieldRequest, tuple[int, float]],
-                    counters: SampleSink | None) -> bool:
-        """The samples of a settled field plan (:meth:`FieldPlanner.plan`) when every one of its requests
-        was answered with success: those of the values read at every call here, the counters' into
-        ``counters`` (when given), in the plan's order, as :meth:`add_field` would append them one by one.
-        Returns False, having appended nothing, when an answer is missing or not a success (then the
-        planner's bookkeeping decides)."""
+    def add_settled(self, pairs: SettledPairs, entries: Sequence[Any], counters: SampleSink | None) -> bool:
+        """The samples of a settled field plan (:meth:`FieldPlanner.plan`) straight from the
+        ``nvmlFieldValue_t`` entries answering its requests, in order: those of the values read at every
+        call here, the counters' into ``counters`` (when given), in the plan's order, as :meth:`add_field`
+        would append them one by one. Returns False, having appended nothing, unless every entry is a
+        success for the request at its place (then the planner's bookkeeping decides)."""
         known = self.settled.get(id(pairs))
         if known is None or known[0] is not pairs:
             if len(self.settled) >= 8:  # a GPU has two or three plans; never grow without bound
                 self.settled.clear()
             known = self.settled[id(pairs)] = (pairs, tuple(
                 (request, self._series(key), key in FAST_KEYS) for key, request in pairs))
+        plan = known[1]
+        if len(plan) != len(entries):
+            return False
         read: list[tuple[float, FieldSeries, bool]] = []
-        get = answers.get
-        for request, series, fast in known[1]:
-            answer = get(request)
-            if answer is None or answer[0] != F.NVML_SUCCESS:
+        decode = F.decode_field_value
+        for (request, series, fast), entry in zip(plan, entries, strict=True):
+            if entry.nvmlReturn != F.NVML_SUCCESS or entry.fieldId != request[0] or entry.scopeId != request[1]:
                 return False
-            read.append((answer[1], series, fast))
+            read.append((decode(entry), series, fast))
         here = self.samples.append
         there = here if counters is None else counters.samples.append
         for value, series, fast in read:
@@ -948,22 +949,36 @@ class NvmlCollector:
         sink.add("watchdog_gpu_pcie_link_generation", info.pcie_gpu_max_generation, kind="gpu_max")
         sink.add("watchdog_gpu_pcie_link_width", info.pcie_max_width, kind="max")
 
+    def _field_batches(self, calls: GpuCalls, handle: Any, requests: list[F.FieldRequest],
+                       ) -> list[Any] | None:
+        """The entries of each batched ``nvmlDeviceGetFieldValues`` call for ``requests`` (None for a batch
+        whose call failed: counted as an error, its values skipped this tick); None when the call itself is
+        unavailable (old driver)."""
+        batches: list[Any] = []
+        for batch in F.chunked(requests):
+            entries = calls.call("fields", "nvmlDeviceGetFieldValues", handle, batch, memo=FIELD_VALUES_MEMO)
+            if entries is None and FIELD_VALUES_MEMO in calls.unsupported:
+                return None
+            batches.append(entries)
+        return batches
+
+    @staticmethod
+    def _answers(batches: list[Any]) -> dict[F.FieldRequest, tuple[int, float]]:
+        """(nvmlReturn, value) per request answered in ``batches`` (see :meth:`_field_batches`)."""
+        answers: dict[F.FieldRequest, tuple[int, float]] = {}
+        decode = F.decode_field_value
+        for entries in batches:
+            for entry in entries or ():
+                ret = int(entry.nvmlReturn)
+                answers[(int(entry.fieldId), int(entry.scopeId))] = (ret, decode(entry) if ret == 0 else 0.0)
+        return answers
+
     def _field_answers(self, calls: GpuCalls, handle: Any, requests: list[F.FieldRequest],
                        ) -> dict[F.FieldRequest, tuple[int, float]] | None:
         """Answers per request from batched ``nvmlDeviceGetFieldValues`` calls; None when the call
         itself is unavailable (old driver)."""
-        answers: dict[F.FieldRequest, tuple[int, float]] = {}
-        for batch in F.chunked(requests):
-            entries = calls.call("fields", "nvmlDeviceGetFieldValues", handle, batch, memo=FIELD_VALUES_MEMO)
-            if entries is None:
-                if FIELD_VALUES_MEMO in calls.unsupported:
-                    return None
-                continue  # counted as an error; the values of this batch are skipped this tick
-            decode = F.decode_field_value
-            for entry in entries:
-                ret = int(entry.nvmlReturn)
-                answers[(int(entry.fieldId), int(entry.scopeId))] = (ret, decode(entry) if ret == 0 else 0.0)
-        return answers
+        batches = self._field_batches(calls, handle, requests)
+        return None if batches is None else self._answers(batches)
 
     def _read_fields(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink,
                      counters: SampleSink | None) -> None:
@@ -972,19 +987,23 @@ class NvmlCollector:
         full = counters is not None
         slots = self._slots(info.link_count) if full else F.FAST_SCALAR_SLOTS
         values: dict[tuple[Any, ...], float] = {}
-        answers = None
+        batches = None
         if FIELD_VALUES_MEMO not in calls.unsupported:
             planner = self._planners[calls.index]
             requests, pairs = planner.plan(slots)
-            answers = self._field_answers(calls, handle, requests)
-            if answers is not None:
-                if pairs is None or not sink.add_settled(pairs, answers, counters):
+            batches = self._field_batches(calls, handle, requests)
+            if batches is not None:
+                settled = pairs is not None and None not in batches and sink.add_settled(
+                    pairs, batches[0] if len(batches) == 1 else [e for entries in batches for e in entries],
+                    counters)
+                if not settled:
+                    answers = self._answers(batches)
                     values, failed = planner.resolve(slots, answers)
                     for fid, scope in failed:
                         calls.count_error(f"nvmlDeviceGetFieldValues[{fid}]", answers[(fid, scope)][0])
                 if full:
                     self._legacy_nvlink(calls, handle, info, values, planner)
-        if answers is None:
+        if batches is None:
             values = self._direct_values(calls, handle, info, full)
         if counters is None:
             for key, value in values.items():
