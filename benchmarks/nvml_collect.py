@@ -2,7 +2,7 @@
 """CPU of the NVML collection at 8 GPUs, per thread, checkouts side by side: the agent's share and the fake's.
 
     .venv/bin/python benchmarks/nvml_collect.py [--gpus 8] [--ticks 60] [--rounds 4] [--warmup 30]
-        [--pace 0.05] [--split] [--tree main=/path/to/old/checkout --tree this=.]
+        [--pace 0.05] [--split] [--inline] [--tree main=/path/to/old/checkout --tree this=.]
 
 Each checkout (default: this tree) runs in its own child process with its own fake NVML (h100-sxm-8 cut
 to ``--gpus``, NVLink on, processes on: the default settings), NVML collector, collector runner and store,
@@ -20,6 +20,11 @@ and, with ``--split``, the time spent inside the fake's NVML functions (timed wi
 around each call: a wrapper that itself costs about 0.2 µs a call, counted on the agent's side) and the
 agent's share (the three threads less the fake). The fake stands in for a driver whose calls cost CPU
 too (pynvml's ctypes wrappers and the kernel's ioctls): read the agent's share for what this code costs.
+
+``--inline`` measures the collector's own code: each GPU's read runs at once on the collector's thread
+(the per-GPU workers replaced by an inline stand-in) and, after the warm-up, NVML answers the calls from a
+recording of the fake's answers (a dict look-up, about 2 µs a call with its key, counted as the agent's),
+so the values stop moving; what is left is the collector's work per collection, without thread hand-offs.
 """
 
 from __future__ import annotations
@@ -36,15 +41,56 @@ HERE = Path(__file__).resolve()
 CHILD = r"""
 import json, math, sys, threading, time
 gpus, warmup, ticks = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-pace, split = float(sys.argv[4]), sys.argv[5] == "1"
+pace, split, inline = float(sys.argv[4]), sys.argv[5] == "1", sys.argv[6] == "1"
+from concurrent.futures import Future
+from watchdog.collectors import nvml as nvml_module
 from watchdog.collectors.base import CollectorRunner, ingest_results
 from watchdog.collectors.nvml import NvmlCollector
 from watchdog.fakes.pynvml import FakeNvml, load_profile
+
+class Inline:  # a per-GPU worker that runs each read at once on the caller's thread (--inline)
+    def __init__(self, name, idle_seconds=60.0):
+        pass
+    def submit(self, fn):
+        future = Future()
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(fn())
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
+    def post(self, fn):
+        fn()
+    def stop(self):
+        pass
+
+class Replay:  # the fake NVML recording its answers until ``recording`` is False, then replaying them
+    def __init__(self, fake):
+        self._fake, self._answers, self.recording = fake, {}, True
+    def __getattr__(self, name):
+        real = getattr(self._fake, name)
+        if not name.startswith("nvmlDevice") or not callable(real):
+            return real
+        answers = self._answers
+        def call(*args):
+            key = (name, *(getattr(a, "index", None) if type(a).__name__ == "c_nvmlDevice_t"
+                           else tuple(a) if isinstance(a, list) else a for a in args))
+            if self.recording:
+                try:
+                    answers[key] = (True, real(*args))
+                except Exception as exc:
+                    answers[key] = (False, exc)
+            ok, value = answers[key]
+            if not ok:
+                raise value
+            return value
+        setattr(self, name, call)
+        return call
 from watchdog.store import Store
 
 profile = load_profile("h100-sxm-8")
 profile["gpus"] = profile["gpus"][:gpus]
-nvml = FakeNvml(profile)
+fake = nvml = FakeNvml(profile)
 inside = {}  # thread ident -> seconds inside the fake's NVML functions
 if split:
     perf = time.perf_counter
@@ -60,6 +106,9 @@ if split:
     for name in dir(type(nvml)):
         if name.startswith("nvml") and callable(getattr(nvml, name)):
             setattr(nvml, name, timed(getattr(nvml, name)))
+if inline:
+    nvml_module.Worker = Inline
+    nvml = Replay(fake)
 now = [1_800_000_000.0]
 collector = NvmlCollector(nvml, counters_clock=lambda: now[0])
 runner = CollectorRunner([collector])
@@ -69,9 +118,9 @@ control = [0.0]  # CPU of the fake's control calls on this thread (not the agent
 def tick():
     now[0] += 1.0
     started = time.thread_time()
-    nvml.set_time(nvml.now + 1.0)
+    fake.set_time(fake.now + 1.0)
     for gpu in range(gpus):
-        nvml.set_load(gpu, 50.0 + 40.0 * math.sin(nvml.now / 7.0 + gpu))
+        fake.set_load(gpu, 50.0 + 40.0 * math.sin(fake.now / 7.0 + gpu))
     control[0] += time.thread_time() - started
     ingest_results(store, runner.run_once(now=now[0]), int(now[0] * 1000))
     if int(now[0]) % 60 == 0:
@@ -88,6 +137,8 @@ def clocks():
 
 for _ in range(warmup):
     tick()
+if inline:
+    nvml.recording = False
 main = threading.get_ident()
 for line in sys.stdin:
     before, process, control[0] = clocks(), time.process_time(), 0.0
@@ -98,15 +149,15 @@ for line in sys.stdin:
             time.sleep(pace)
     after, process = clocks(), time.process_time() - process
     roles = {"caller": 0.0, "collector": 0.0, "gpu workers": 0.0}
-    fake = {"caller": 0.0, "collector": 0.0, "gpu workers": 0.0}
+    in_fake = {"caller": 0.0, "collector": 0.0, "gpu workers": 0.0}
     for ident, (name, seconds) in after.items():
         role = ("caller" if ident == main else "collector" if name.startswith("collector-nvml")
                 else "gpu workers" if name.startswith("nvml-gpu") else None)
         if role is not None:
             roles[role] += seconds - before.get(ident, (name, 0.0))[1]
-            fake[role] += inside.get(ident, 0.0)
+            in_fake[role] += inside.get(ident, 0.0)
     roles["caller"] -= control[0]
-    print(json.dumps({"process": process, "roles": roles, "fake": fake, "ticks": ticks}), flush=True)
+    print(json.dumps({"process": process, "roles": roles, "fake": in_fake, "ticks": ticks}), flush=True)
 runner.close()
 collector.close()
 """
@@ -123,6 +174,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--pace", type=float, default=0.05, help="seconds of sleep after each tick")
     parser.add_argument("--split", action="store_true", help="time the fake's NVML functions")
+    parser.add_argument("--inline", action="store_true",
+                        help="the collector's own code: GPU reads on the collector's thread, NVML answers replayed")
     parser.add_argument("--tree", action="append", default=[], help="NAME=PATH of a checkout (repeatable)")
     args = parser.parse_args()
     trees = [(name, Path(path).resolve()) for name, path in (t.split("=", 1) for t in args.tree or ["this=."])]
@@ -131,7 +184,7 @@ def main() -> int:
         python = tree / ".venv" / "bin" / "python"
         children[name] = subprocess.Popen(
             [str(python if python.exists() else sys.executable), "-c", CHILD, str(args.gpus), str(args.warmup),
-             str(args.ticks), str(args.pace), "1" if args.split else "0"],
+             str(args.ticks), str(args.pace), "1" if args.split else "0", "1" if args.inline else "0"],
             cwd=tree, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     totals: dict[str, dict[str, float]] = {name: {} for name in children}
