@@ -305,12 +305,8 @@ class CollectorRunner:
 T = TypeVar("T")
 
 
-def start_daemon(fn: Callable[[], T], name: str) -> Future[T]:
-    """Run ``fn`` on a new daemon thread; its result or exception lands in the returned future.
-
-    For calls that may never return (a wedged driver): nobody joins the thread, and it cannot keep the
-    process from exiting.
-    """
+def _future_call(fn: Callable[[], T]) -> tuple[Future[T], Callable[[], None]]:
+    """A running future and the call that runs ``fn`` into it (its result or exception)."""
     future: Future[T] = Future()
     future.set_running_or_notify_cancel()
 
@@ -320,6 +316,16 @@ def start_daemon(fn: Callable[[], T], name: str) -> Future[T]:
         except BaseException as exc:  # handed to the waiter, which classifies and reports it
             future.set_exception(exc)
 
+    return future, run
+
+
+def start_daemon(fn: Callable[[], T], name: str) -> Future[T]:
+    """Run ``fn`` on a new daemon thread; its result or exception lands in the returned future.
+
+    For calls that may never return (a wedged driver): nobody joins the thread, and it cannot keep the
+    process from exiting.
+    """
+    future, run = _future_call(fn)
     threading.Thread(target=run, name=name, daemon=True).start()
     return future
 
@@ -348,15 +354,7 @@ class Worker:
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         """Run ``fn`` on the worker's thread; raises ``RuntimeError`` while the previous call runs or
         after :meth:`stop`."""
-        future: Future[T] = Future()
-        future.set_running_or_notify_cancel()
-
-        def call() -> None:
-            try:
-                future.set_result(fn())
-            except BaseException as exc:  # handed to the waiter, which classifies and reports it
-                future.set_exception(exc)
-
+        future, call = _future_call(fn)
         with self._lock:
             if self._last is not None and not self._last.done() and not self._stopped:
                 raise RuntimeError(f"worker {self.name}: previous call still running")
