@@ -133,7 +133,13 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="measured wall seconds")
     parser.add_argument("--warmup", type=float, default=30.0)
     parser.add_argument("--tree", default=str(ROOT), help="the checkout to run")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help="comma-separated children to run, daemon among them (default all; daemon alone to run two "
+                             "checkouts at once)")
     args = parser.parse_args()
+    modes = [mode for mode in MODES if mode in args.modes.split(",")]
+    if "daemon" not in modes:  # its exporter scrapes pace the run
+        parser.error("--modes must include daemon")
     gpus, engines = (int(x) for x in args.size.split("x"))
     tree = Path(args.tree).resolve()
     sim, _, ports = start_simulator(gpus, engines)
@@ -144,7 +150,7 @@ def main() -> int:
             children = {}
             env = env_for(tree)
             env["PYTHONPATH"] += f"{os.pathsep}{tree / 'benchmarks'}"
-            for mode in MODES:
+            for mode in modes:
                 config = agent_config(workdir, mode, tree, ports, 900, {})
                 listen = f"127.0.0.1:{free_port()}"
                 children[mode] = (subprocess.Popen(
@@ -175,19 +181,19 @@ def main() -> int:
     per = {mode: r["cpu"] / (r["ticks"] if mode == "simulated" else r["wall"]) * 1000 for mode, r in results.items()}
     print(f"{args.size}: CPU ms per second of agent time (simulated: per tick), {args.seconds:g} s after "
           f"{args.warmup:g} s of warm-up; tree {tree}")
-    print(f"{'thread':<34}" + "".join(f" {m:>10}" for m in MODES))
-    print(f"{'whole process':<34}" + "".join(f" {per[m]:10.2f}" for m in MODES))
+    print(f"{'thread':<34}" + "".join(f" {m:>10}" for m in modes))
+    print(f"{'whole process':<34}" + "".join(f" {per[m]:10.2f}" for m in modes))
     labels = sorted({label for r in results.values() for label in r["threads"]},
                     key=lambda label: -max(r["threads"].get(label, 0.0) for r in results.values()))
     for label in labels:
         cells = []
-        for mode in MODES:
+        for mode in modes:
             r = results[mode]
             value = r["threads"].get(label)
             scale = r["ticks"] if mode == "simulated" else r["wall"]
             cells.append(f" {value / scale * 1000:10.2f}" if value is not None else f" {'':>10}")
         print(f"{label:<34}" + "".join(cells))
-    print("ticks measured: " + ", ".join(f"{m} {results[m]['ticks']}" for m in MODES))
+    print("ticks measured: " + ", ".join(f"{m} {results[m]['ticks']}" for m in modes))
     return 0
 
 

@@ -322,6 +322,22 @@ class Series:
         if drop:
             self._drop_head(drop)
 
+    def expire(self, min_t_ms: int, max_points: int) -> bool:
+        """:meth:`trim_before` ``min_t_ms`` and :meth:`trim_count` ``max_points``, each only when it has
+        something to drop (the store's gc calls this for every series); True when the series is left with
+        no point, or with nothing but one staleness marker."""
+        chunks = self._chunks
+        n = len(self._head_v)
+        if chunks:
+            if chunk_bounds(chunks[0])[0] < min_t_ms:
+                self.trim_before(min_t_ms)
+        elif n and self._head_t[0] < min_t_ms:
+            self.trim_before(min_t_ms)
+        if len(self._head_v) + CHUNK_POINTS * len(self._chunks) > max_points:  # an upper bound of len()
+            self.trim_count(max_points)
+        point = self.latest()
+        return point is None or (is_stale(point[1]) and len(self) == 1)
+
     def window(self, mint_ms: int, maxt_ms: int) -> tuple[list[int], list[float]]:
         """Points with ``mint_ms <= t <= maxt_ms`` (both ends closed), oldest first."""
         times, values = self.span(mint_ms, maxt_ms)
@@ -756,14 +772,10 @@ class Store:
         min_t = now_ms - self.retention_ms
         with self._lock:
             forget_shared()
-            for name in list(self._by_name):
-                bucket = self._by_name[name]
-                for labels in list(bucket):
-                    series = bucket[labels]
-                    series.trim_before(min_t)
-                    series.trim_count(self.max_points)
-                    point = series.latest()
-                    if point is None or (is_stale(point[1]) and len(series) == 1):
+            max_points = self.max_points
+            for name, bucket in list(self._by_name.items()):
+                for labels, series in list(bucket.items()):
+                    if series.expire(min_t, max_points):
                         del bucket[labels]
                         self._disown(labels)
                         removed += 1

@@ -48,10 +48,11 @@ time.sleep(600)
 class Engine:
     """A real engine-like process tree: a listener on 127.0.0.1 with two worker children."""
 
-    def __init__(self, script: Path, port: int = 0, token: str = "") -> None:
+    def __init__(self, script: Path, port: int = 0, token: str = "", args: tuple[str, ...] = (),
+                 env: dict[str, str] | None = None) -> None:
         self.token = token or f"fake-engine-{uuid.uuid4().hex[:8]}"
-        self.proc = subprocess.Popen([sys.executable, str(script), str(port), self.token],
-                                     stdout=subprocess.PIPE, text=True, start_new_session=True)
+        self.proc = subprocess.Popen([sys.executable, str(script), str(port), self.token, *args],
+                                     stdout=subprocess.PIPE, text=True, start_new_session=True, env=env)
         assert self.proc.stdout is not None
         first = self.proc.stdout.readline().split()
         self.port = int(first[0])
@@ -78,8 +79,9 @@ def engines(script: Path) -> Iterator[list[Engine]]:
         engine.stop()
 
 
-def start(engines: list[Engine], script: Path, port: int = 0, token: str = "") -> Engine:
-    engine = Engine(script, port, token)
+def start(engines: list[Engine], script: Path, port: int = 0, token: str = "", args: tuple[str, ...] = (),
+          env: dict[str, str] | None = None) -> Engine:
+    engine = Engine(script, port, token, args, env)
     engines.append(engine)
     return engine
 
@@ -278,3 +280,67 @@ def test_one_pass_over_the_host_serves_every_engine_and_is_repeated_only_every_r
     monkeypatch.setattr("watchdog.collectors.processes.TREE_REFRESH_SECONDS", 0.0)
     proc.collect()
     assert ps.walks == 3  # children_map above, then one walk for the three engines
+
+
+class ReadCounting:
+    """The real psutil, counting command-line and environment reads; ``environ_denied``: every
+    environment unreadable, as another user's is to an agent that is not root."""
+
+    def __init__(self, environ_denied: bool = False) -> None:
+        self.reads: list[str] = []
+        counting = self
+
+        class Process(psutil.Process):
+            def cmdline(self) -> list[str]:
+                counting.reads.append("cmdline")
+                return super().cmdline()
+
+            def environ(self) -> dict[str, str]:
+                counting.reads.append("environ")
+                if environ_denied:
+                    raise psutil.AccessDenied(self.pid)
+                return super().environ()
+
+        self.Process = Process
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(psutil, name)
+
+
+def config(samples: list[Any]) -> dict[str, float]:
+    prefix = "watchdog_engine_config_"
+    return {metric_name(s.labels)[len(prefix):]: s.value for s in samples if metric_name(s.labels).startswith(prefix)}
+
+
+def test_engine_config_is_read_once_per_root_process_and_again_after_a_restart(
+        tmp_path: Path, script: Path, engines: list[Engine]) -> None:
+    first = start(engines, script, args=("--max-num-seqs", "64", "--tensor-parallel-size", "2"),
+                  env={**os.environ, "NCCL_ASYNC_ERROR_HANDLING": "1"})
+    ps = ReadCounting()
+    proc = collector(tmp_path, [{"job": "vllm", "url": f"http://127.0.0.1:{first.port}/metrics"}], ps=ps)
+    for _ in range(3):
+        assert config(proc.collect()) == {"max_num_seqs": 64.0, "tensor_parallel_size": 2.0,
+                                          "nccl_async_error_handling": 1.0, "nccl_timeout_set": 0.0}
+    assert ps.reads == ["cmdline", "environ"]
+    first.stop()
+    down = proc.collect()
+    assert one(down, "watchdog_engine_process_up") == 0 and config(down) == {}
+    start(engines, script, port=first.port, args=("--max-num-seqs", "128"),
+          env={**os.environ, "NCCL_WATCHDOG_TIMEOUT": "600"})  # the same engine, restarted with new flags
+    for _ in range(2):
+        assert config(proc.collect()) == {"max_num_seqs": 128.0, "tensor_parallel_size": 1.0,
+                                          "nccl_async_error_handling": 0.0, "nccl_timeout_set": 1.0}
+    assert ps.reads == ["cmdline", "environ"] * 2
+
+
+def test_engine_config_without_a_readable_environment(tmp_path: Path, script: Path,
+                                                      engines: list[Engine]) -> None:
+    engine = start(engines, script, args=("--max-model-len", "4096"),
+                   env={**os.environ, "NCCL_ASYNC_ERROR_HANDLING": "1"})
+    proc = collector(tmp_path, [{"job": "vllm", "url": f"http://127.0.0.1:{engine.port}/metrics"}],
+                     ps=ReadCounting(environ_denied=True))
+    for _ in range(2):
+        samples = proc.collect()
+        assert one(samples, "watchdog_engine_process_up") == 1
+        assert config(samples) == {"max_model_len_tokens": 4096.0, "tensor_parallel_size": 1.0,
+                                   "nccl_async_error_handling": 0.0, "nccl_timeout_set": 0.0}

@@ -184,3 +184,21 @@ def test_garbage_after_its_series_text_was_cached_raises_as_when_cold(line: str)
 def test_parse_types() -> None:
     text = "# TYPE a counter\n# TYPE b histogram\n# HELP c x\nc 1\n# TYPE d GAUGE\n"
     assert parse_types(text) == {"a": "counter", "b": "histogram", "d": "gauge"}
+
+
+def test_memoised_comment_lines_with_stray_line_ends_and_indentation_read_as_when_cold() -> None:
+    page = ("# TYPE a counter\r\r\n# TYPE a counter\r\n  # TYPE b counter\n# TYPE b counter\n"
+            "a_total 1\na_created 2\r\nb_created 3\n \t \nc 4\r\n# EOF\r\nafter 5\n")
+
+    def parsed() -> list[tuple[Labels, float, int | None]]:
+        return list(parse_exposition(page, drop_created=True, cache={}))
+
+    clear_cache()
+    cold = parsed()
+    assert cold == [(metric("a_total"), 1.0, None), (metric("c"), 4.0, None)]
+    assert parsed() == parsed() == cold  # every comment line memoised by now
+    clear_cache()
+    with pytest.raises(ExpositionError, match="line 2"):
+        list(parse_exposition("# TYPE a counter\n# TYPE a nonsense\n"))
+    with pytest.raises(ExpositionError, match="line 3"):  # a line memoised as valid never hides a bad one
+        list(parse_exposition("# TYPE a counter\n# TYPE a counter\n# TYPE a nonsense\n"))

@@ -159,7 +159,7 @@ def test_scrape_caches_stay_bounded_under_label_churn_and_keep_sharing_pairs() -
         churn = "".join(f'vllm:lat{{request_id="{step}-{k}"}} 1\n' for k in range(100))
         samples = parse_payload(steady + churn, {"job": "j", "instance": "h:1"}, caches)
         assert len(samples) == 150
-        sizes.append(max(len(caches.series), len(caches.relabelled), len(caches.pairs)))
+        sizes.append(max(len(caches.series), len(caches.pairs)))
     assert max(sizes) <= 2 * 150 + CACHE_SLACK + 100
     first, second = (s.labels for s in samples[:2])
     assert dict(first)["job"] == "j" and first[2] is second[2]  # ("job", "j") held once

@@ -73,6 +73,25 @@ def test_rate_increase_delta_from_the_counter_index_equal_the_full_walk() -> Non
         assert checked > 500
 
 
+def test_a_point_replaced_after_it_was_scanned_is_rescanned() -> None:
+    """The index records one appended point without a rescan only when the point before it is the one it
+    scanned, value included: a scanned point replaced by a higher value, then a lower one appended, is a
+    counter reset the index must see."""
+    store, counters = Store(), CounterIndex()
+    labels = make_labels({"__name__": "c"})
+    query = parse_query("increase(c[1m])")
+    t = 1_000_000
+    for value in (10.0, 20.0, 30.0):
+        t += 1000
+        store.append(labels, t, value)
+    evaluate(query, store, t, cache=EvalCache(None, counters))  # scanned up to 30
+    store.append(labels, t, 40.0)  # the newest point replaced
+    t += 1000
+    store.append(labels, t, 35.0)  # a reset against 40, not against 30
+    plain = evaluate(query, store, t)
+    assert _same_vector(plain, evaluate(query, store, t, cache=EvalCache(None, counters)))
+
+
 def _gauge_store(seed: int) -> list[tuple[int, int, float]]:
     """Gauges over a few levels (runs of identical values, both zeros, infinities), with staleness
     markers, ordinary NaNs and gaps, in time order across series."""

@@ -23,6 +23,7 @@ from watchdog.golang import gomath
 from watchdog.model import Labels, make_labels
 from watchdog.promql import aggregations, binary, functions
 from watchdog.promql import nodes as n
+from watchdog.promql.errors import PromQLError
 from watchdog.promql.labels import find_duplicate
 
 NAMES = ("__name__", "a", "b", "c")
@@ -106,6 +107,117 @@ def test_groupings_kept_between_evaluations_match_the_general_loop_bit_for_bit(s
                     aggregations.general_aggregate(op, vector, grouping, without, None)), (op, vector, grouping)
 
 
+def _regression_in_one_loop(ts: list[int], vs: list[float], intercept_ms: int) -> tuple[float, float]:
+    """Prometheus 2.42's ``linearRegression`` (Kahan sums) as one loop over the points."""
+
+    def kahan(total: float, c: float, x: float) -> tuple[float, float]:
+        s = total + x
+        c += (total - s) + x if abs(total) >= abs(x) else (x - s) + total
+        return s, c
+
+    sum_x = c_x = sum_y = c_y = sum_xy = c_xy = sum_x2 = c_x2 = 0.0
+    const_y = True
+    for i, (t, v) in enumerate(zip(ts, vs, strict=True)):
+        if const_y and i > 0 and v != vs[0]:
+            const_y = False
+        x = (t - intercept_ms) / 1e3
+        sum_x, c_x = kahan(sum_x, c_x, x)
+        sum_y, c_y = kahan(sum_y, c_y, v)
+        sum_xy, c_xy = kahan(sum_xy, c_xy, x * v)
+        sum_x2, c_x2 = kahan(sum_x2, c_x2, x * x)
+    if const_y:
+        return (math.nan, math.nan) if math.isinf(vs[0]) else (0.0, vs[0])
+    n = float(len(ts))
+    sum_x, sum_y, sum_xy, sum_x2 = sum_x + c_x, sum_y + c_y, sum_xy + c_xy, sum_x2 + c_x2
+    slope = gomath.div(sum_xy - sum_x * sum_y / n, sum_x2 - sum_x * sum_x / n)
+    return slope, sum_y / n - slope * sum_x / n
+
+
+def test_regressions_sharing_timestamps_match_one_loop_bit_for_bit() -> None:
+    """``deriv``/``predict_linear``'s regression takes its x sums from a memo keyed by the window's
+    timestamps: several series over the same timestamps, and windows with the same first and last
+    timestamp, length and intercept but other points between, all give the one-loop result's bits."""
+    rng = random.Random(5)
+    pool = [0.0, -0.0, 1.5, 1e16, -3.25, math.inf, math.nan, 7.0]
+    checked = 0
+    for _ in range(300):
+        start = rng.randrange(0, 10**13)
+        ts = sorted({start + rng.randrange(0, 600_000) for _ in range(rng.randrange(2, 70))} | {start})
+        if len(ts) < 3:
+            continue
+        moved = [ts[0], *sorted({t + rng.choice([-1, 1]) for t in ts[1:-1]} - {ts[0], ts[-1]}), ts[-1]]
+        for window in (ts, moved, ts):
+            intercept = window[0] if rng.random() < 0.5 else window[-1] + rng.randrange(10_000)
+            for _ in range(3):  # series sharing the window's timestamps
+                vs = ([rng.choice(pool)] * len(window) if rng.random() < 0.2 else
+                      [rng.choice(pool) if rng.random() < 0.2 else rng.uniform(-1e6, 1e6) for _ in window])
+                got = functions._linear_regression(window, vs, intercept)
+                want = _regression_in_one_loop(window, vs, intercept)
+                assert [struct.pack("<d", v) for v in got] == [struct.pack("<d", v) for v in want], (window, vs)
+                checked += 1
+    assert checked > 2000
+
+
+def _general_binop(op: str, lhs: list[tuple[Labels, float]], rhs: list[tuple[Labels, float]],
+                   matching: n.VectorMatching, return_bool: bool) -> list[tuple[Labels, bytes]] | str:
+    """What the evaluator's general path gives: the result, or the error it raises."""
+    try:
+        result = binary.vector_binop(op, lhs, rhs, matching, return_bool)
+    except PromQLError as exc:
+        return str(exc)
+    return "duplicate" if find_duplicate(labels for labels, _ in result) is not None else _bits(result)
+
+
+def _binop_matching(rng: random.Random) -> n.VectorMatching:
+    card = rng.choice([n.CARD_ONE_TO_ONE, n.CARD_MANY_TO_ONE, n.CARD_ONE_TO_MANY])
+    labels = tuple(sorted(rng.sample(NAMES[1:], rng.randrange(4))))
+    include = tuple(sorted(rng.sample(NAMES[1:], rng.randrange(3)))) if card != n.CARD_ONE_TO_ONE else ()
+    return n.VectorMatching(card, rng.random() < 0.5, labels, include)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_match_plans_kept_between_evaluations_give_the_general_results(seed: int) -> None:
+    """One node's :class:`binary.MatchPlan` over a sequence of evaluations (new values, then reordered,
+    fewer and new label sets): a set operation gives the general one's samples; an arithmetic or
+    comparison operator gives, whenever the plan settles it, exactly what the general path gives, which
+    then neither raises nor holds a label set twice; with a scalar, the general result, said distinct
+    only when it is."""
+    rng = random.Random(seed)
+    values = [0.0, -0.0, 1.5, -2.25, float("inf"), float("nan"), 3.0]
+    planned = 0
+    ops = ["and", "or", "unless", "+", "-", "*", "/", "%", "^", "atan2", *sorted(n.COMPARISON_OPS)]
+    for _ in range(60):
+        matching = _binop_matching(rng)
+        set_matching = n.VectorMatching(n.CARD_MANY_TO_MANY, matching.on, matching.labels, ())
+        plans = {(op, flag): binary.MatchPlan() for op in ops for flag in (False, True)}
+        left = [labels for labels, _ in _vector(rng)]
+        right = [labels for labels, _ in _vector(rng)]
+        for step in range(6):
+            if step in (2, 4):
+                left = left[::-1] if step == 2 else left[1:] + [labels for labels, _ in _vector(rng)][:2]
+                right = list(dict.fromkeys(right[1:] + [labels for labels, _ in _vector(rng)][:3]))
+                left = list(dict.fromkeys(left))
+            lhs = [(labels, rng.choice(values)) for labels in left]
+            rhs = [(labels, rng.choice(values)) for labels in right]
+            for (op, flag), plan in plans.items():
+                if op in n.SET_OPS:
+                    if not flag:
+                        assert _bits(plan.set_operation(op, lhs, rhs, set_matching)) == _bits(
+                            binary.set_operation(op, lhs, rhs, set_matching))
+                    continue
+                if flag and op not in n.COMPARISON_OPS:  # scalar operands instead of bool
+                    for on_left in (False, True):
+                        result, distinct = plan.vector_scalar_binop(op, lhs, 2.0, on_left, False)
+                        assert _bits(result) == _bits(binary.vector_scalar_binop(op, lhs, 2.0, on_left, False))
+                        assert not distinct or find_duplicate(labels for labels, _ in result) is None
+                    continue
+                got = plan.vector_binop(op, lhs, rhs, matching, flag)
+                if got is not None:
+                    planned += 1
+                    assert _bits(got) == _general_binop(op, lhs, rhs, matching, flag), (op, lhs, rhs, matching)
+    assert planned > 1000  # the plans settle most evaluations
+
+
 def _bucket_quantile_in_one(q: float, buckets: list[tuple[float, float]]) -> float:
     """Prometheus 2.42's ``bucketQuantile`` as one function (the evaluator splits it around ``q``)."""
     if math.isnan(q):
@@ -169,22 +281,29 @@ def _histograms(rng: random.Random) -> list[tuple[Labels, float]]:
 
 @pytest.mark.parametrize("seed", range(3))
 def test_histogram_quantiles_sharing_their_buckets_match_one_pass_bucket_quantile(seed: int) -> None:
-    """p50, p90 and p99 of the same bucket vector share :func:`histogram_buckets`; each must be what
-    ``bucketQuantile`` in one piece gives, whatever order the quantiles are asked in."""
+    """p50, p90 and p99 of the same bucket vector share :func:`histogram_buckets`, or one node's
+    :class:`functions.BucketLayout` kept over a sequence of vectors (the same label sets with new counts
+    half of the time); each must be what ``bucketQuantile`` in one piece gives, whatever order the
+    quantiles are asked in."""
     rng = random.Random(seed)
+    layout = functions.BucketLayout()
+    vector = _histograms(rng)
     for _ in range(300):
-        vector = _histograms(rng)
-        shared = functions.histogram_buckets(vector)
-        for q in rng.sample([0.5, 0.9, 0.99, 0.0, 1.0, -0.5, 1.5, float("nan"), 0.25], 9):
-            got = functions.histogram_quantile(q, vector, shared)
-            groups: dict[Labels, list[tuple[float, float]]] = {}
-            for labels, value in vector:
-                le = dict(labels)["le"]
-                try:
-                    upper = float(le)
-                except ValueError:
-                    continue
-                key = tuple(pair for pair in labels if pair[0] not in ("le", "__name__"))
-                groups.setdefault(key, []).append((upper, value))
-            want = [(key, _bucket_quantile_in_one(q, buckets)) for key, buckets in groups.items()]
-            assert _bits(got) == _bits(want), (q, vector)
+        if rng.random() < 0.5:
+            vector = _histograms(rng)
+        else:
+            vector = [(labels, rng.choice([0.0, 1.0, 3.0, 8.0, float("nan")])) for labels, _ in vector]
+        for shared in (functions.histogram_buckets(vector), layout.buckets(vector)):
+            for q in rng.sample([0.5, 0.9, 0.99, 0.0, 1.0, -0.5, 1.5, float("nan"), 0.25], 9):
+                got = functions.histogram_quantile(q, vector, shared)
+                groups: dict[Labels, list[tuple[float, float]]] = {}
+                for labels, value in vector:
+                    le = dict(labels)["le"]
+                    try:
+                        upper = float(le)
+                    except ValueError:
+                        continue
+                    key = tuple(pair for pair in labels if pair[0] not in ("le", "__name__"))
+                    groups.setdefault(key, []).append((upper, value))
+                want = [(key, _bucket_quantile_in_one(q, buckets)) for key, buckets in groups.items()]
+                assert _bits(got) == _bits(want), (q, vector)

@@ -27,8 +27,9 @@ import http.client
 import logging
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from urllib.parse import urlsplit
 
 from watchdog.collectors.base import Collector, CollectorContext
@@ -188,8 +189,8 @@ def apply_target_labels(labels: Labels, targets: Mapping[str, str],
 
 @dataclass
 class ScrapeCaches:
-    """What one endpoint's scrapes reuse from the previous ones: series text -> parsed labels, parsed ->
-    relabelled labels, and the (name, value) pairs its label sets share.
+    """What one endpoint's scrapes reuse from the previous ones: series text -> its label set with the
+    target labels attached, and the (name, value) pairs those label sets share.
 
     Bounded by the endpoint's own size: :meth:`bound` empties them all when one holds more than twice the
     lines of the last payload (plus :data:`CACHE_SLACK`), so an engine that invents label values at every
@@ -198,16 +199,14 @@ class ScrapeCaches:
     """
 
     series: dict[str, Labels] = field(default_factory=dict)
-    relabelled: dict[int, tuple[Labels, Labels]] = field(default_factory=dict)
-    """id(parsed label set) -> (that label set, relabelled)."""
+    """Series text -> relabelled labels (the parser's cache, see ``parse_exposition(relabel=...)``)."""
     pairs: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
     def bound(self, lines: int) -> None:
         """Empty every cache when one holds more than ``2 * lines + CACHE_SLACK`` entries."""
         limit = 2 * lines + CACHE_SLACK
-        if len(self.series) > limit or len(self.relabelled) > limit or len(self.pairs) > limit:
+        if len(self.series) > limit or len(self.pairs) > limit:
             self.series.clear()
-            self.relabelled.clear()
             self.pairs.clear()
 
 
@@ -232,12 +231,18 @@ SCRAPE_SERIES = (
 )
 
 
-def scrape_result_samples(targets: Mapping[str, str], up: bool, duration_seconds: float,
-                          samples_scraped: int) -> list[Sample]:
-    """The per-target series Prometheus synthesises for every scrape, under its names and under ours."""
+def scrape_result_labels(targets: Mapping[str, str]) -> list[Labels]:
+    """The label sets of :func:`scrape_result_samples`, in its order (two per :data:`SCRAPE_SERIES` row)."""
+    return [make_labels({**targets, METRIC_NAME: name}) for names in SCRAPE_SERIES for name in names]
+
+
+def scrape_result_samples(targets: Mapping[str, str], up: bool, duration_seconds: float, samples_scraped: int,
+                          labels: Sequence[Labels] | None = None) -> list[Sample]:
+    """The per-target series Prometheus synthesises for every scrape, under its names and under ours
+    (``labels``: :func:`scrape_result_labels` of ``targets``, when the caller keeps them)."""
     values = (1.0 if up else 0.0, duration_seconds, float(samples_scraped))
-    return [Sample(make_labels({**targets, METRIC_NAME: name}), value)
-            for names, value in zip(SCRAPE_SERIES, values, strict=True) for name in names]
+    return [Sample(series, values[i // 2])
+            for i, series in enumerate(labels if labels is not None else scrape_result_labels(targets))]
 
 
 def parse_payload(text: str, targets: Mapping[str, str], caches: ScrapeCaches | None = None,
@@ -246,22 +251,30 @@ def parse_payload(text: str, targets: Mapping[str, str], caches: ScrapeCaches | 
     ScrapeError once ``clock()`` passes ``deadline`` (checked every few thousand samples).
 
     ``caches`` may be kept by the caller across scrapes of the same target (then bounded here after each
-    parse): the steady state is two dictionary lookups per sample.
+    parse): the steady state is one dictionary lookup per sample, the parser's own.
     """
     caches = caches or ScrapeCaches()
-    cache, pairs = caches.relabelled, caches.pairs
+    pairs = caches.pairs
+
+    def relabel(labels: Labels) -> Labels:  # once per new series text: the parser caches the result
+        return apply_target_labels(labels, targets, pairs)
+
+    parsed = parse_exposition(text, drop_created=True, cache=caches.series, relabel=relabel)
     out: list[Sample] = []
-    for labels, value, _timestamp in parse_exposition(text, drop_created=True, cache=caches.series):
-        if deadline is not None and len(out) % DEADLINE_CHECK_EVERY == 0 and clock() > deadline:
+    while True:
+        if deadline is not None and clock() > deadline:
             raise ScrapeError(f"parsing passed the scrape deadline after {len(out)} samples")
-        # Keyed by identity: the parsed label sets are the series cache's own objects, held until it is
-        # emptied (with this one); a tuple's hash would be computed again at every lookup.
-        found = cache.get(id(labels))
-        if found is None or found[0] is not labels:
-            found = cache[id(labels)] = (labels, apply_target_labels(labels, targets, pairs))
-        out.append(Sample(found[1], value))
+        # tuple.__new__ builds the same Sample as Sample(labels, value) without a Python-level call
+        chunk = [_new_tuple(Sample, (labels, value))
+                 for labels, value, _timestamp in islice(parsed, DEADLINE_CHECK_EVERY)]
+        out += chunk
+        if len(chunk) < DEADLINE_CHECK_EVERY:
+            break
     caches.bound(text.count("\n"))
     return out
+
+
+_new_tuple = tuple.__new__
 
 
 # --------------------------------------------------------------------------------------------------
@@ -285,6 +298,11 @@ class EngineCollector:
         self.last_error = ""
         self.kind = endpoint.kind.value if endpoint.kind is not EngineKind.AUTO else "unknown"
         self._caches = ScrapeCaches()
+        self._result_labels = scrape_result_labels(self.targets)
+        self._failure = scrape_result_samples(self.targets, False, endpoint.scrape_timeout_seconds, 0,
+                                              self._result_labels)
+        self._info_labels: dict[str, Labels] = {}  # kind -> watchdog_engine_info's label set
+        self._kind_input: list[Labels] = []  # the label sets detect_kind last ran over (kind auto)
 
     def collect(self) -> list[Sample]:
         """Scrape once; never raises for the endpoint's faults (they become ``up 0``)."""
@@ -298,21 +316,28 @@ class EngineCollector:
             self.last_error = str(exc)
             log.info("engine scrape failed", extra={"collector": self.name, "url": redact_url(self.endpoint.url),
                                                     "error": self.last_error})
-            return scrape_result_samples(self.targets, False, self._clock() - started, 0)
+            return scrape_result_samples(self.targets, False, self._clock() - started, 0, self._result_labels)
         self.last_error = ""
         if self.endpoint.kind is EngineKind.AUTO:
-            self.kind = detect_kind(_name_of(s.labels) for s in samples)
+            kind_input = [s.labels for s in samples]
+            if kind_input != self._kind_input:  # the same label sets (compared by identity first): same kind
+                self.kind = detect_kind(_name_of(labels) for labels in kind_input)
+                self._kind_input = kind_input
         scraped = len(samples)
         samples.extend(config_series(samples, self.targets))
-        samples.append(Sample(make_labels({**self.targets, METRIC_NAME: "watchdog_engine_info",
-                                           "kind": self.kind}), 1.0))
-        samples.extend(scrape_result_samples(self.targets, True, self._clock() - started, scraped))
+        info = self._info_labels.get(self.kind)
+        if info is None:
+            info = self._info_labels[self.kind] = make_labels({**self.targets, METRIC_NAME: "watchdog_engine_info",
+                                                               "kind": self.kind})
+        samples.append(Sample(info, 1.0))
+        samples.extend(scrape_result_samples(self.targets, True, self._clock() - started, scraped,
+                                             self._result_labels))
         return samples
 
 
     def failure_samples(self) -> list[Sample]:
         """What a scrape the runner gave up on (or the store refused) reports: ``up 0``."""
-        return scrape_result_samples(self.targets, False, self.endpoint.scrape_timeout_seconds, 0)
+        return list(self._failure)
 
 
 def redact_url(url: str) -> str:
@@ -347,6 +372,7 @@ __all__ = [
     "parse_payload",
     "redact_url",
     "scrape_instance",
+    "scrape_result_labels",
     "scrape_result_samples",
     "target_labels",
 ]

@@ -17,6 +17,9 @@ Contract:
 - The trees come from one pass over the host's processes per collection (shared by every engine), and an
   engine's tree is walked again every :data:`TREE_REFRESH_SECONDS` or when its root changes; members
   that ended in between are skipped at once, a new worker is counted from the next walk.
+- The engine's knobs (``watchdog_engine_config_*``, :mod:`watchdog.engines.engine_args`) come from its
+  root's command line and environment, read once per root process (pid and create time): a restarted
+  engine's are read again; an unreadable environment reads as empty.
 - Collected with the engine scrapes (``background``: every ``engine_scrape_interval_seconds``, off the
   fault path), since a process tree is only found by walking every process of the host.
 - psutil, NVML, the sysfs root and the state database are injected; a process vanishing mid-read is
@@ -41,7 +44,7 @@ from watchdog.config.settings import EngineSettings, Settings
 from watchdog.engines.engine_args import engine_arg_samples, parse_engine_args
 from watchdog.infra.state import StateDB
 from watchdog.kmsg.pci import GpuRef, InitialisedNvml, sysfs_pci_address
-from watchdog.model import Sample, metric
+from watchdog.model import Labels, Sample, metric
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,7 @@ SCHEMA_DDL = (
 PREFIX = "watchdog_engine_process_"
 TREE_REFRESH_SECONDS = 30.0
 """An engine's process tree is walked again this often (and whenever its root changes)."""
+LABEL_SETS_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,9 @@ class ProcessCollector:
         self._roots: dict[tuple[str, str], tuple[int, float, int]] = {}
         self._cached_roots: dict[EngineTarget, Any] = {}
         self._trees: dict[EngineTarget, tuple[tuple[int, float], float, list[Any]]] = {}
+        self._configs: dict[EngineTarget, tuple[tuple[int, float], list[Sample]]] = {}
+        self._label_sets: dict[tuple[str, ...], Labels] = {}
+        """The config series of each engine's root as last read, by its (pid, create time)."""
         self._skip = (ps.NoSuchProcess, ps.AccessDenied, getattr(ps, "ZombieProcess", ps.NoSuchProcess))
         db.ensure_schema(SCHEMA_COMPONENT, SCHEMA_VERSION, SCHEMA_DDL)
 
@@ -324,6 +331,17 @@ class ProcessCollector:
         return int(rows[0]["restarts"]) if rows else 0
 
     # ---- collection ---------------------------------------------------------------------------------
+    def _metric(self, name: str, target: EngineTarget, *extra: tuple[str, str]) -> Labels:
+        """``metric(name, job=..., instance=..., **dict(extra))``, built once (at most
+        :data:`LABEL_SETS_LIMIT` kept: the engines' series times the GPUs they hold)."""
+        key = (name, target.job, target.instance, *(item for pair in extra for item in pair))
+        found = self._label_sets.get(key)
+        if found is None:
+            if len(self._label_sets) >= LABEL_SETS_LIMIT:
+                self._label_sets.clear()
+            found = self._label_sets[key] = metric(name, job=target.job, instance=target.instance, **dict(extra))
+        return found
+
     def _alive(self, proc: Any) -> bool:
         try:
             return bool(proc.is_running()) and proc.status() != getattr(self.ps, "STATUS_ZOMBIE", "zombie")
@@ -374,12 +392,13 @@ class ProcessCollector:
                         children: Callable[[], Mapping[int, list[int]] | None]) -> list[Sample]:
         ids = {"job": target.job, "instance": target.instance}
         if root is None:
-            return [Sample(metric(PREFIX + "up", **ids), 0.0),
-                    Sample(metric(PREFIX + "restarts_total", **ids), float(self._stored_restarts(target)))]
+            self._configs.pop(target, None)
+            return [Sample(self._metric(PREFIX + "up", target), 0.0),
+                    Sample(self._metric(PREFIX + "restarts_total", target), float(self._stored_restarts(target)))]
         try:
             create_time = float(root.create_time())
         except self._skip:
-            return [Sample(metric(PREFIX + "up", **ids), 0.0)]
+            return [Sample(self._metric(PREFIX + "up", target), 0.0)]
         cpu = threads = rss = 0.0
         members: set[int] = set()
         affinity: dict[int, set[int]] = {}
@@ -397,34 +416,46 @@ class ProcessCollector:
                 continue
         count = len(members)
         out = [
-            Sample(metric(PREFIX + "up", **ids), 1.0),
-            Sample(metric(PREFIX + "cpu_seconds_total", **ids), cpu),
-            Sample(metric(PREFIX + "threads", **ids), threads),
-            Sample(metric(PREFIX + "resident_memory_bytes", **ids), rss),
-            Sample(metric(PREFIX + "count", **ids), float(count)),
-            Sample(metric(PREFIX + "start_time_seconds", **ids), create_time),
-            Sample(metric(PREFIX + "restarts_total", **ids),
+            Sample(self._metric(PREFIX + "up", target), 1.0),
+            Sample(self._metric(PREFIX + "cpu_seconds_total", target), cpu),
+            Sample(self._metric(PREFIX + "threads", target), threads),
+            Sample(self._metric(PREFIX + "resident_memory_bytes", target), rss),
+            Sample(self._metric(PREFIX + "count", target), float(count)),
+            Sample(self._metric(PREFIX + "start_time_seconds", target), create_time),
+            Sample(self._metric(PREFIX + "restarts_total", target),
                    float(self._restarts(target, int(root.pid), create_time))),
         ]
-        out.extend(self._config_samples(root, ids))
+        out.extend(self._config_samples(target, root, create_time, ids))
         for gpu, procs in gpu_processes:
             held = [pid for pid in procs if pid in members]
             if not held:
                 continue
-            labels = {**ids, "gpu": str(gpu.index), "uuid": gpu.uuid}
-            out.append(Sample(metric("watchdog_engine_gpu_info", **labels), 1.0))
+            gpu_ids = ("gpu", str(gpu.index)), ("uuid", gpu.uuid)
+            out.append(Sample(self._metric("watchdog_engine_gpu_info", target, *gpu_ids), 1.0))
             used = [procs[pid] for pid in held if procs[pid] is not None]
             if used:
-                out.append(Sample(metric("watchdog_engine_gpu_memory_used_bytes", **labels),
+                out.append(Sample(self._metric("watchdog_engine_gpu_memory_used_bytes", target, *gpu_ids),
                                   float(sum(int(u) for u in used if u is not None))))
             gpu_node = read_gpu_numa_node(self.sysfs_root, gpu.bus_id_raw) if gpu.bus_id_raw else None
             cpus: set[int] = set().union(*(affinity.get(pid, set()) for pid in held))
             mismatch = numa_mismatch(gpu_node, cpus, cpu_nodes)
-            out.append(Sample(metric("watchdog_engine_numa_mismatch", **labels), 1.0 if mismatch else 0.0))
+            out.append(Sample(self._metric("watchdog_engine_numa_mismatch", target, *gpu_ids),
+                              1.0 if mismatch else 0.0))
         return out
 
-    def _config_samples(self, root: Any, ids: dict[str, str]) -> list[Sample]:
-        """The engine's knobs from its command line and environment (config audit); none if unreadable."""
+    def _config_samples(self, target: EngineTarget, root: Any, create_time: float,
+                        ids: dict[str, str]) -> list[Sample]:
+        """The engine's knobs from its command line and environment (config audit); none if unreadable.
+
+        Read once per root process: a process's command line and environment are fixed at its start, so
+        they are kept while the root is the same (pid, create time), one entry per engine; a command line
+        that could not be read is tried again at the next collection.
+        """
+        identity = (int(root.pid), create_time)
+        known = self._configs.get(target)
+        if known is not None and known[0] == identity:
+            return known[1]
+        self._configs.pop(target, None)
         try:
             argv = list(root.cmdline())
         except self._skip:
@@ -433,7 +464,9 @@ class ProcessCollector:
             environ = dict(root.environ())
         except self._skip:  # another user's environment needs root: the NCCL flags then read unset
             environ = {}
-        return engine_arg_samples(ids, parse_engine_args(argv, environ))
+        samples = engine_arg_samples(ids, parse_engine_args(argv, environ))
+        self._configs[target] = (identity, samples)
+        return samples
 
 
 def process_collectors(settings: Settings, context: CollectorContext) -> list[Any]:

@@ -39,7 +39,12 @@ def config_series(samples: Iterable[Sample], target_label_names: Iterable[str]) 
     out: list[Sample] = []
     marker = (METRIC_NAME, INFO_SERIES)
     for sample in samples:
-        if marker not in sample.labels:
+        # Labels are sorted: ``__name__`` comes first unless a label name sorts before it (upper case)
+        first = sample.labels[0] if sample.labels else ("", "")
+        if first[0] == METRIC_NAME:
+            if first[1] != INFO_SERIES:
+                continue
+        elif marker not in sample.labels:
             continue
         labels = dict(sample.labels)
         base = {k: v for k, v in labels.items() if k in keep}

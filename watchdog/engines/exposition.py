@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Labels
@@ -189,18 +189,24 @@ def _cache_put(key: str, labels: Labels) -> None:
     _bounded_put(_series_cache, key, labels)
 
 
-def parse_exposition(text: str, *, drop_created: bool = False,
-                     cache: dict[str, Labels] | None = None) -> Iterator[ParsedSample]:
+def parse_exposition(text: str, *, drop_created: bool = False, cache: dict[str, Labels] | None = None,
+                     relabel: Callable[[Labels], Labels] | None = None) -> Iterator[ParsedSample]:
     """Yield ``(labels, value, timestamp_ms | None)`` per sample line; see the module contract. ``cache``
-    (series text -> labels) is the caller's to keep and to bound; without it the module's table is used."""
+    (series text -> labels) is the caller's to keep and to bound; without it the module's table is used.
+
+    ``relabel`` (only with the caller's ``cache``) maps each label set as parsed to the one yielded, and
+    the cache holds the result: a line whose series text was seen before yields the relabelled set at
+    no further cost. It must keep ``__name__`` (the ``*_created`` check reads it after relabelling).
+    """
+    if relabel is not None and cache is None:
+        raise ValueError("relabel needs the caller's own cache")
     put = _cache_put if cache is None else cache.__setitem__
     if cache is None:
         cache = _series_cache
     types: dict[str, str] | None = {} if drop_created else None
-    line_no = 0
-    for line in text.split("\n"):
-        line_no += 1
-        if not line or line.isspace():
+    comments = _comment_cache
+    for line_no, line in enumerate(text.split("\n"), 1):
+        if not line:
             continue
         if line[0] != "#":
             # The steady state: ``<series text> <value>`` whose series text a previous line cached.
@@ -214,6 +220,18 @@ def parse_exposition(text: str, *, drop_created: bool = False,
                 else:
                     yield known, value, None
                     continue
+            if line.isspace():  # never a cached series text: the fast path above passed it by
+                continue
+        else:
+            # The steady comment: a HELP or TYPE line seen before, exactly as memoised by _known_comment
+            # (a line that was not stripped there is stripped below, and validated the same either way).
+            comment = comments.get(line, _MISSING)
+            if comment is not _MISSING:
+                if comment is _EOF:
+                    return
+                if comment is not None and types is not None:
+                    types[comment[0]] = comment[1]  # type: ignore[index]
+                continue
         if line[-1] == "\r":
             line = line[:-1]
         if line[0] in " \t":
@@ -235,6 +253,8 @@ def parse_exposition(text: str, *, drop_created: bool = False,
                 rest = line[close + 1:]
             else:
                 labels, end = _parse_series(line, line_no)
+                if relabel is not None:
+                    labels = relabel(labels)
                 put(line[:end], labels)
                 rest = line[end:]
             if rest and rest[0] not in " \t":
@@ -248,6 +268,8 @@ def parse_exposition(text: str, *, drop_created: bool = False,
                 labels, end = _parse_series(key, line_no)
                 if end != len(key):
                     raise ExpositionError(line_no, f"unexpected character {key[end]!r} in the metric name")
+                if relabel is not None:
+                    labels = relabel(labels)
                 put(key, labels)
         if types is not None:
             name = _name_of(labels)

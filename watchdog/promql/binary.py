@@ -8,6 +8,7 @@ with ``on(...)`` keeps only the ``on`` labels; ``group_x(...)`` labels are copie
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from watchdog.golang import gomath, gotrig
 from watchdog.model import METRIC_NAME, Labels
@@ -227,3 +228,144 @@ def vector_binop(
             inserted.add(metric)
         out.append((metric, result))
     return out
+
+
+class MatchPlan:
+    """One binary node's vector matching, kept from its last evaluation: which left and right samples
+    pair up and the label set of each result, worked out from the operands' label sets alone. While the
+    operands hold the same label sets in the same order (a stable series set: most evaluations), an
+    evaluation only does the arithmetic or the comparison, instead of computing and hashing every
+    sample's match signature and building every result's labels.
+
+    Results are those of :func:`set_operation`, :func:`vector_binop` and :func:`vector_scalar_binop`, in
+    the same order, with the same values. A plan is made only when no evaluation over those label sets
+    can fail (no duplicate match group on the "one" side, no match group or result label set met twice):
+    otherwise :meth:`vector_binop` returns None and the caller runs the general function, which raises
+    what Prometheus raises for the values at hand. Replaced whole (one tuple), so a reader never sees
+    half of an update."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[list[Labels], list[Labels], Any] | None = None
+
+    def _plan(self, lhs: InstantVector, rhs: InstantVector, make: Callable[[list[Labels], list[Labels]], Any]) -> Any:
+        """What ``make`` gave for the operands' label sets, made again when they changed."""
+        left = [labels for labels, _ in lhs]
+        right = [labels for labels, _ in rhs]
+        last = self._last
+        if last is None or last[0] != left or last[1] != right:
+            last = self._last = (left, right, make(left, right))
+        return last[2]
+
+    def set_operation(self, op: str, lhs: InstantVector, rhs: InstantVector,
+                      matching: n.VectorMatching) -> InstantVector:
+        """:func:`set_operation`."""
+        if not lhs or not rhs:
+            return set_operation(op, lhs, rhs, matching)
+        picked: list[int] = self._plan(lhs, rhs, lambda left, right: _set_plan(op, left, right, matching))
+        if op == "or":
+            return lhs + [rhs[j] for j in picked]
+        return [lhs[i] for i in picked]
+
+    def vector_binop(self, op: str, lhs: InstantVector, rhs: InstantVector, matching: n.VectorMatching,
+                     return_bool: bool) -> InstantVector | None:
+        """:func:`vector_binop`, known to hold distinct label sets; None when no plan can settle it."""
+        if not lhs or not rhs:
+            return []
+        swapped = matching.card == n.CARD_ONE_TO_MANY
+        if swapped:
+            lhs, rhs = rhs, lhs
+        pairs: list[tuple[int, int, Labels]] | None = self._plan(
+            lhs, rhs, lambda left, right: _binop_plan(op, left, right, matching, return_bool))
+        if pairs is None:
+            return None
+        out: InstantVector = []
+        append = out.append
+        if op in n.COMPARISON_OPS:
+            compare = _compare(op)
+            for i, j, metric in pairs:
+                left_value, right_value = (rhs[j][1], lhs[i][1]) if swapped else (lhs[i][1], rhs[j][1])
+                keep = compare(left_value, right_value)
+                if return_bool:
+                    append((metric, 1.0 if keep else 0.0))
+                elif keep:
+                    append((metric, left_value))
+            return out
+        arith = _arith(op)
+        for i, j, metric in pairs:
+            left_value, right_value = (rhs[j][1], lhs[i][1]) if swapped else (lhs[i][1], rhs[j][1])
+            append((metric, 1.0 if return_bool else arith(left_value, right_value)))
+        return out
+
+    def vector_scalar_binop(self, op: str, vector: InstantVector, scalar: float, scalar_on_left: bool,
+                            return_bool: bool) -> tuple[InstantVector, bool]:
+        """:func:`vector_scalar_binop`, and whether its label sets are known to be distinct."""
+        if op in n.COMPARISON_OPS and not return_bool:  # a filter: the operand's own samples
+            return vector_scalar_binop(op, vector, scalar, scalar_on_left, return_bool), True
+        if op not in n.COMPARISON_OPS and op not in n.ARITHMETIC_OPS:  # atan2 keeps the name
+            return vector_scalar_binop(op, vector, scalar, scalar_on_left, return_bool), False
+        renamed: tuple[list[Labels], bool] = self._plan(
+            vector, [], lambda left, _: _renamed(left))
+        labels, distinct = renamed
+        if op in n.COMPARISON_OPS:
+            compare = _compare(op)
+            if scalar_on_left:
+                return [(metric, 1.0 if compare(scalar, value) else 0.0)
+                        for metric, (_, value) in zip(labels, vector, strict=True)], distinct
+            return [(metric, 1.0 if compare(value, scalar) else 0.0)
+                    for metric, (_, value) in zip(labels, vector, strict=True)], distinct
+        arith = _arith(op)
+        if scalar_on_left:
+            return [(metric, arith(scalar, value)) for metric, (_, value) in zip(labels, vector, strict=True)], distinct
+        return [(metric, arith(value, scalar)) for metric, (_, value) in zip(labels, vector, strict=True)], distinct
+
+
+def _set_plan(op: str, left: list[Labels], right: list[Labels], matching: n.VectorMatching) -> list[int]:
+    """``and``/``unless``: the indices of the left samples kept; ``or``: of the right samples added."""
+    signature = signature_function(matching)
+    if op == "or":
+        have = {signature(labels) for labels in left}
+        return [j for j, labels in enumerate(right) if signature(labels) not in have]
+    other = {signature(labels) for labels in right}
+    keep = op == "and"
+    return [i for i, labels in enumerate(left) if (signature(labels) in other) is keep]
+
+
+def _binop_plan(op: str, left: list[Labels], right: list[Labels], matching: n.VectorMatching,
+                return_bool: bool) -> list[tuple[int, int, Labels]] | None:
+    """(left index, right index, result labels) of each match, in left order (operands already swapped
+    for ``group_right``); None when some evaluation over these label sets could raise (see
+    :class:`MatchPlan`)."""
+    signature = signature_function(matching)
+    one_side: dict[Signature, int] = {}
+    for j, labels in enumerate(right):
+        sig = signature(labels)
+        if sig in one_side:
+            return None
+        one_side[sig] = j
+    one_to_one = matching.card == n.CARD_ONE_TO_ONE
+    met: set[object] = set()
+    results: set[Labels] = set()
+    pairs: list[tuple[int, int, Labels]] = []
+    for i, labels in enumerate(left):
+        sig = signature(labels)
+        match = one_side.get(sig)
+        if match is None:
+            continue
+        metric = _result_metric(labels, right[match], op, matching)
+        if return_bool:
+            metric = drop_name(metric)
+        key = sig if one_to_one else (sig, metric)
+        if key in met or metric in results:
+            return None
+        met.add(key)
+        results.add(metric)
+        pairs.append((i, match, metric))
+    return pairs
+
+
+def _renamed(vector_labels: list[Labels]) -> tuple[list[Labels], bool]:
+    """Each label set without ``__name__``, and whether they are all distinct."""
+    labels = [drop_name(item) for item in vector_labels]
+    return labels, len(set(labels)) == len(labels)

@@ -20,7 +20,10 @@ Contract:
   fixed name; selector matches only when the write created or removed series), so a later rule still
   sees an earlier rule's output of the same pass.
 - :meth:`SharedPlan.groupings` keeps each aggregation node's groups from pass to pass
-  (:class:`~watchdog.promql.aggregations.Groupings`: reused while its input's label sets are the same).
+  (:class:`~watchdog.promql.aggregations.Groupings`: reused while its input's label sets are the same),
+  :meth:`SharedPlan.matching` each binary operator's matches (:class:`~watchdog.promql.binary.MatchPlan`:
+  the same, for both operands), :meth:`SharedPlan.bucket_layout` each ``histogram_quantile`` argument's
+  grouped and sorted buckets (:class:`~watchdog.promql.functions.BucketLayout`).
 Results handed out from the cache are shared: callers must not mutate them (the evaluator never does).
 """
 
@@ -30,12 +33,14 @@ import math
 import weakref
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Labels, is_stale
 from watchdog.promql import nodes as n
 from watchdog.promql.aggregations import Groupings
+from watchdog.promql.binary import MatchPlan
+from watchdog.promql.functions import BucketLayout
 from watchdog.promql.labels import drop_name
 
 
@@ -116,36 +121,60 @@ class CounterIndex:
     def window(self, series: Any, mint: int, maxt: int, counter: bool = True) -> CounterWindow | None:
         """What ``rate``/``increase`` (``counter``) or ``delta`` need of ``series``' points in
         ``[mint, maxt]``; None when it has none there (a window of only stale markers: 0 non-stale)."""
-        timestamps, values = series.tail(mint)  # uncompressed arrays from at or before mint to the newest
-        lo = bisect_left(timestamps, mint)
-        hi = bisect_right(timestamps, maxt, lo)
-        if lo == hi:
-            return None
-        events = self._events.get(id(series))
-        if events is None or events.ref() is not series:
-            events = self._events_of(series)
-        newest = values[-1]
-        if events.scanned_t != timestamps[-1] or (newest != events.scanned_v and not _same(newest, events.scanned_v)):
-            events.update(timestamps, values)
-        stale = events.stale_t
-        count = hi - lo
-        first, last = lo, hi - 1
-        if stale:
-            count -= bisect_right(stale, timestamps[last]) - bisect_left(stale, timestamps[first])
-            if count == 0:
-                return (hi - lo, 0, 0, 0, 0.0, 0.0)
-            while values[first] != values[first] and is_stale(values[first]):
-                first += 1
-            while values[last] != values[last] and is_stale(values[last]):
-                last -= 1
-        first_t = timestamps[first]
-        result = values[last] - values[first]
-        reset_t = events.reset_t
-        if counter and reset_t:
-            reset_prev = events.reset_prev
-            for k in range(bisect_right(reset_t, first_t), bisect_right(reset_t, timestamps[last])):
-                result += reset_prev[k]
-        return (hi - lo, count, first_t, timestamps[last], values[first], result)
+        return self.windows([series], mint, maxt, counter)[0]
+
+    def windows(self, selected: Sequence[Any], mint: int, maxt: int,
+                counter: bool = True) -> list[CounterWindow | None]:
+        """:meth:`window` of each of ``selected`` (store series), in order: one call per selector, not per
+        series (this loop runs for every series a counter function reads)."""
+        out: list[CounterWindow | None] = []
+        append = out.append
+        known = self._events
+        for series in selected:
+            timestamps, values = series.tail(mint)  # uncompressed arrays from at or before mint to the newest
+            lo = bisect_left(timestamps, mint)
+            hi = bisect_right(timestamps, maxt, lo)
+            if lo == hi:
+                append(None)
+                continue
+            events = known.get(id(series))
+            if events is None or events.ref() is not series:
+                events = self._events_of(series)
+                known = self._events
+            newest = values[-1]
+            scanned_t = events.scanned_t
+            if scanned_t != timestamps[-1] or (newest != events.scanned_v and not _same(newest, events.scanned_v)):
+                n = len(timestamps)
+                previous = events.previous
+                if (n > 1 and timestamps[n - 2] == scanned_t and values[n - 2] == events.scanned_v
+                        and previous is not None and newest >= previous and not events.stale_t
+                        and not events.reset_t):
+                    # one ordinary point after the last one scanned, no reset: what update() would record
+                    events.scanned_t = timestamps[-1]
+                    events.scanned_v = events.previous = newest
+                else:
+                    events.update(timestamps, values)
+            stale = events.stale_t
+            count = hi - lo
+            first, last = lo, hi - 1
+            if stale:
+                count -= bisect_right(stale, timestamps[last]) - bisect_left(stale, timestamps[first])
+                if count == 0:
+                    append((hi - lo, 0, 0, 0, 0.0, 0.0))
+                    continue
+                while values[first] != values[first] and is_stale(values[first]):
+                    first += 1
+                while values[last] != values[last] and is_stale(values[last]):
+                    last -= 1
+            first_t = timestamps[first]
+            result = values[last] - values[first]
+            reset_t = events.reset_t
+            if counter and reset_t:
+                reset_prev = events.reset_prev
+                for k in range(bisect_right(reset_t, first_t), bisect_right(reset_t, timestamps[last])):
+                    result += reset_prev[k]
+            append((hi - lo, count, first_t, timestamps[last], values[first], result))
+        return out
 
     def _events_of(self, series: Any) -> _SeriesEvents:
         """A new index entry for ``series``; entries of series gone from the store are dropped once as
@@ -293,7 +322,10 @@ class SharedPlan:
         self.key_of: dict[int, int] = {}  # id(node) -> shared key
         self.reads: dict[int, frozenset[str] | None] = {}
         self._nodes: list[n.Expr] = []  # keeps every keyed node alive (ids stay unique)
-        self._groupings: dict[int, tuple[n.Aggregate, Groupings]] = {}
+        # id(node) (or a negative shared key) -> (node, what is kept for it), one table per kind
+        self._groupings: dict[int, tuple[n.Expr, Any]] = {}
+        self._matchings: dict[int, tuple[n.Expr, Any]] = {}
+        self._layouts: dict[int, tuple[n.Expr, Any]] = {}
         for root in roots:
             for node in n.walk(root):
                 if counts.get(node, 0) < 2 or node is root or node.type == n.MATRIX:
@@ -308,17 +340,39 @@ class SharedPlan:
 
     def groupings(self, node: n.Aggregate) -> Groupings:
         """The :class:`~watchdog.promql.aggregations.Groupings` of aggregation ``node``, kept from pass to
-        pass (at most :data:`GROUPINGS_CAP` nodes: beyond that the table starts again)."""
-        found = self._groupings.get(id(node))
-        if found is None or found[0] is not node:
-            if len(self._groupings) >= GROUPINGS_CAP:
-                self._groupings.clear()
-            found = self._groupings[id(node)] = (node, Groupings())
-        return found[1]
+        pass (at most :data:`GROUPINGS_CAP` nodes per table: beyond that a table starts again)."""
+        found: Groupings = _kept(self._groupings, id(node), node, Groupings)
+        return found
+
+    def matching(self, node: n.Binary) -> MatchPlan:
+        """The :class:`~watchdog.promql.binary.MatchPlan` of binary operator ``node``, kept from pass to
+        pass (as :meth:`groupings`)."""
+        found: MatchPlan = _kept(self._matchings, id(node), node, MatchPlan)
+        return found
+
+    def bucket_layout(self, node: n.Expr) -> BucketLayout:
+        """The :class:`~watchdog.promql.functions.BucketLayout` of ``histogram_quantile`` argument ``node``,
+        kept from pass to pass (as :meth:`groupings`); the arguments one shared sub-expression stands for
+        (the buckets of a p50, p90 and p99) share one."""
+        key = self.key_of.get(id(node))
+        found: BucketLayout = _kept(self._layouts, id(node) if key is None else -1 - key, node, BucketLayout)
+        return found
+
+
+def _kept(table: dict[int, tuple[n.Expr, Any]], slot: int, node: n.Expr, make: Any) -> Any:
+    """What ``make()`` made for ``node`` at ``slot`` of ``table`` (its id, or a negative shared key: then
+    any node of that key), made now if missing."""
+    found = table.get(slot)
+    if found is None or (slot >= 0 and found[0] is not node):
+        if len(table) >= GROUPINGS_CAP:
+            table.clear()
+        found = table[slot] = (node, make())
+    return found[1]
 
 
 GROUPINGS_CAP = 10_000
-"""Aggregation nodes whose groups a :class:`SharedPlan` keeps (a rule set has a few hundred)."""
+"""Nodes whose groups, matches or bucket layouts a :class:`SharedPlan` keeps, per kind (a rule set has a
+few hundred)."""
 
 
 class Selections:

@@ -391,8 +391,12 @@ class Evaluator:
         rhs_scalar = isinstance(rhs, float)
         if lhs_scalar and rhs_scalar:
             return binary.scalar_binop(expr.op, lhs, rhs)
+        plan = self.cache.plan.matching(expr) if self.cache is not None and self.cache.plan is not None else None
         if rhs_scalar or lhs_scalar:
             vector, scalar = (rhs, lhs) if lhs_scalar else (lhs, rhs)
+            if plan is not None:
+                result, distinct = plan.vector_scalar_binop(expr.op, vector, scalar, lhs_scalar, expr.return_bool)
+                return result if distinct else _check_unique(result)
             result = binary.vector_scalar_binop(expr.op, vector, scalar, lhs_scalar, expr.return_bool)
             # A filtering comparison keeps a subset of its operand's samples, labels untouched: distinct.
             filtered = expr.op in n.COMPARISON_OPS and not expr.return_bool
@@ -401,7 +405,13 @@ class Evaluator:
         if expr.op in n.SET_OPS:
             # ``and``/``unless`` keep a subset of the left side; ``or`` adds right samples whose match
             # group the left lacks, so never a label set the left has: distinct when both sides are.
+            if plan is not None:
+                return plan.set_operation(expr.op, lhs, rhs, expr.matching)
             return binary.set_operation(expr.op, lhs, rhs, expr.matching)
+        if plan is not None:
+            planned = plan.vector_binop(expr.op, lhs, rhs, expr.matching, expr.return_bool)
+            if planned is not None:
+                return planned  # distinct label sets by construction
         return _check_unique(binary.vector_binop(expr.op, lhs, rhs, expr.matching, expr.return_bool))
 
     def aggregate(self, expr: n.Aggregate, t: int) -> InstantVector:
@@ -482,7 +492,12 @@ class Evaluator:
         if name == "label_join":
             return _check_unique(functions.label_join(args[0], args[1], args[2], args[3:]))
         if name == "histogram_quantile":
-            buckets = None if self.cache is None else self.cache.derived(args[1], functions.histogram_buckets)
+            cache = self.cache
+            buckets = None
+            if cache is not None:
+                layout = functions.histogram_buckets if cache.plan is None else cache.plan.bucket_layout(
+                    expr.args[1]).buckets
+                buckets = cache.derived(args[1], layout)
             return _check_unique(functions.histogram_quantile(args[0], args[1], buckets))
         if name in ("histogram_count", "histogram_sum", "histogram_fraction"):
             return []  # native histograms only; classic series are skipped, as in Prometheus
@@ -495,7 +510,7 @@ class Evaluator:
         values, in the same order, as :meth:`range_selector` and the range function, without walking
         the window (other series kinds take that path)."""
         assert self.cache is not None and self.cache.counters is not None
-        window_of = self.cache.counters.window
+        windows_of = self.cache.counters.windows
         is_counter, is_rate = COUNTER_FUNCTIONS[name]
         fn = functions.RANGE_FUNCTIONS[name]
         extrapolate = functions.extrapolate
@@ -504,8 +519,8 @@ class Evaluator:
         out: InstantVector = []
         append = out.append
         selected, unnamed = self._series_unnamed(source.selector.matchers)
-        for series, labels in zip(selected, unnamed, strict=True):
-            if getattr(series, "tail", None) is None:  # not a watchdog.store.Series
+        if selected and getattr(selected[0], "tail", None) is None:  # not watchdog.store series (all alike)
+            for series, labels in zip(selected, unnamed, strict=True):
                 times, values = _window(series, mint, maxt)
                 if limit is not None and len(times):
                     self._hold(len(times))
@@ -513,20 +528,18 @@ class Evaluator:
                 result = fn(times, values, context) if times else None
                 if result is not None:
                     append((labels, result))
-                continue
-            window = window_of(series, mint, maxt, is_counter)
+            return out
+        held = 0
+        for window, labels in zip(windows_of(selected, mint, maxt, is_counter), unnamed, strict=True):
             if window is None:
                 continue
-            held, count, first_t, last_t, first_value, increase = window
-            if limit is not None:  # self._hold(held), inlined: this loop runs once per series
-                self._held += held
-                if self._held > self._peak:
-                    self._peak = self._held
-                if self._held > limit:
-                    self._hold(0)
-            if count < 2:
+            held += window[0]
+            if window[1] < 2:
                 continue
+            _, count, first_t, last_t, first_value, increase = window
             append((labels, extrapolate(increase, count, first_t, last_t, first_value, context, is_counter, is_rate)))
+        if limit is not None and held:
+            self._hold(held)  # every window's points held at once by the end: the same peak, the same stop
         return out
 
     def _indexed_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:

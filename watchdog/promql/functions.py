@@ -82,14 +82,14 @@ def extrapolate(result: float, count: int, first_t: int, last_t: int, first_valu
     sampled_interval = (last_t - first_t) / 1000
     average_interval = sampled_interval / (count - 1)
     if is_counter and result > 0 and first_value >= 0:
-        duration_to_zero = sampled_interval * gomath.div(first_value, result)
+        duration_to_zero = sampled_interval * (first_value / result)  # result > 0: Go's division too
         if duration_to_zero < duration_to_start:
             duration_to_start = duration_to_zero
     threshold = average_interval * 1.1
     extrapolate_to = sampled_interval
     extrapolate_to += duration_to_start if duration_to_start < threshold else average_interval / 2
     extrapolate_to += duration_to_end if duration_to_end < threshold else average_interval / 2
-    factor = gomath.div(extrapolate_to, sampled_interval)
+    factor = extrapolate_to / sampled_interval if sampled_interval else gomath.div(extrapolate_to, sampled_interval)
     if is_rate:
         factor /= ctx.range_ms / 1000
     return result * factor
@@ -138,20 +138,53 @@ def _idelta(ts: Sequence[int], vs: Sequence[float], ctx: RangeContext) -> float 
 
 # --- regression ---------------------------------------------------------------------------------
 
-def _linear_regression(ts: Sequence[int], vs: Sequence[float], intercept_ms: int) -> tuple[float, float]:
-    """Least-squares slope (per second) and intercept at ``intercept_ms`` (Kahan sums, as Prometheus;
-    :func:`_kahan_inc` written out in the loop, the same operations in the same order)."""
-    count = float(len(ts))
-    sum_x = c_x = sum_y = c_y = sum_xy = c_xy = sum_x2 = c_x2 = 0.0
-    init_y = vs[0]
-    const_y = True
-    for i, (t, v) in enumerate(zip(ts, vs, strict=True)):
-        if const_y and i > 0 and v != init_y:
-            const_y = False
+XSums = tuple[list[float], float, float, float, float]
+"""A regression's x side: each point's ``x`` (seconds from the intercept), then ``sum_x`` and its Kahan
+compensation, ``sum_x2`` and its compensation, accumulated in point order."""
+
+_X_SUMS: dict[tuple[int, int, int, int], tuple[tuple[int, ...], XSums]] = {}
+_X_SUMS_CAP = 256
+
+
+def _x_sums(ts: Sequence[int], intercept_ms: int) -> XSums:
+    """The x side of a regression over ``ts`` (it depends on the timestamps alone). The series one rule
+    wrote, or one collector collected, share their timestamps: the same sums are looked up, checked
+    equal point by point, and reused."""
+    key = (intercept_ms, len(ts), ts[0], ts[-1])
+    found = _X_SUMS.get(key)
+    if found is not None and found[0] == tuple(ts):
+        return found[1]
+    xs: list[float] = []
+    sum_x = c_x = sum_x2 = c_x2 = 0.0
+    for t in ts:
         x = (t - intercept_ms) / 1e3
+        xs.append(x)
         s = sum_x + x
         c_x += (sum_x - s) + x if abs(sum_x) >= abs(x) else (x - s) + sum_x
         sum_x = s
+        x2 = x * x
+        s = sum_x2 + x2
+        c_x2 += (sum_x2 - s) + x2 if abs(sum_x2) >= abs(x2) else (x2 - s) + sum_x2
+        sum_x2 = s
+    sums = (xs, sum_x, c_x, sum_x2, c_x2)
+    if len(_X_SUMS) >= _X_SUMS_CAP:
+        _X_SUMS.clear()
+    _X_SUMS[key] = (tuple(ts), sums)
+    return sums
+
+
+def _linear_regression(ts: Sequence[int], vs: Sequence[float], intercept_ms: int) -> tuple[float, float]:
+    """Least-squares slope (per second) and intercept at ``intercept_ms`` (Kahan sums, as Prometheus;
+    :func:`_kahan_inc` written out in the loops, the same operations in the same order for each sum: the
+    x sums, which depend on the timestamps alone, come from :func:`_x_sums`)."""
+    count = float(len(ts))
+    xs, sum_x, c_x, sum_x2, c_x2 = _x_sums(ts, intercept_ms)
+    sum_y = c_y = sum_xy = c_xy = 0.0
+    init_y = vs[0]
+    const_y = True
+    for x, v in zip(xs, vs, strict=True):
+        if const_y and v != init_y:
+            const_y = False
         s = sum_y + v
         c_y += (sum_y - s) + v if abs(sum_y) >= abs(v) else (v - s) + sum_y
         sum_y = s
@@ -159,10 +192,6 @@ def _linear_regression(ts: Sequence[int], vs: Sequence[float], intercept_ms: int
         s = sum_xy + xy
         c_xy += (sum_xy - s) + xy if abs(sum_xy) >= abs(xy) else (xy - s) + sum_xy
         sum_xy = s
-        x2 = x * x
-        s = sum_x2 + x2
-        c_x2 += (sum_x2 - s) + x2 if abs(sum_x2) >= abs(x2) else (x2 - s) + sum_x2
-        sum_x2 = s
     if const_y:
         if math.isinf(init_y):
             return math.nan, math.nan
@@ -498,16 +527,54 @@ appearance) with its buckets sorted, coalesced and made monotonic (None: no quan
 def histogram_buckets(vector: InstantVector) -> HistogramBuckets:
     """What :func:`histogram_quantile` computes of ``vector`` before it looks at ``q`` (so the p50, p90
     and p99 of the same buckets can share it)."""
-    groups: dict[Labels, tuple[Labels, list[tuple[float, float]]]] = {}
-    for labels, value in vector:
+    keys = [labels for labels, _ in vector]
+    return [(labels, _prepared_sorted(uppers, [vector[i][1] for i in positions]))
+            for labels, uppers, positions in _bucket_layout(keys)]
+
+
+BucketGroups = list[tuple[Labels, list[float], list[int]]]
+"""Each histogram of a vector of ``le`` buckets: its labels (without ``le`` and the name), its buckets'
+upper bounds sorted, and the positions in the vector of the buckets in that order."""
+
+
+def _bucket_layout(keys: list[Labels]) -> BucketGroups:
+    """What :func:`histogram_buckets` works out of the label sets alone: histograms in order of first
+    appearance, buckets sorted by upper bound (stable, as Go's sort of the same slice is not: ties are
+    coalesced, so their order only decides the order of a float sum, kept as the input's)."""
+    groups: dict[Labels, tuple[Labels, list[tuple[float, int]]]] = {}
+    for position, labels in enumerate(keys):
         key, upper = _split_le(labels)
         if upper is None:  # Prometheus skips a bucket whose le does not parse
             continue
         group = groups.get(key)
         if group is None:
             group = groups[key] = (drop_name(key), [])
-        group[1].append((upper, value))
-    return [(labels, _prepared_buckets(buckets)) for labels, buckets in groups.values()]
+        group[1].append((upper, position))
+    out: BucketGroups = []
+    for labels, members in groups.values():
+        members.sort(key=lambda member: member[0])
+        out.append((labels, [upper for upper, _ in members], [position for _, position in members]))
+    return out
+
+
+class BucketLayout:
+    """:func:`histogram_buckets` of one ``histogram_quantile`` argument, with :func:`_bucket_layout` kept
+    from its last evaluation: while the vector holds the same label sets in the same order (most
+    evaluations), only the counts are placed, coalesced and made monotonic. Replaced whole (one tuple)."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[list[Labels], BucketGroups] | None = None
+
+    def buckets(self, vector: InstantVector) -> HistogramBuckets:
+        """:func:`histogram_buckets` of ``vector``."""
+        keys = [labels for labels, _ in vector]
+        last = self._last
+        if last is None or last[0] != keys:
+            last = self._last = (keys, _bucket_layout(keys))
+        return [(labels, _prepared_sorted(uppers, [vector[i][1] for i in positions]))
+                for labels, uppers, positions in last[1]]
 
 
 def histogram_quantile(q: float, vector: InstantVector, buckets: HistogramBuckets | None = None) -> InstantVector:
@@ -546,11 +613,16 @@ def _prepared_buckets(buckets: list[tuple[float, float]]) -> list[list[float]] |
     made monotonic; None when it returns NaN for every ``q`` in [0, 1] (no +Inf bucket, fewer than two
     buckets, no observations)."""
     ordered = sorted(buckets, key=lambda b: b[0])  # Go sorts by upper bound; ties keep no order
-    if not (math.isinf(ordered[-1][0]) and ordered[-1][0] > 0):
+    return _prepared_sorted([upper for upper, _ in ordered], [count for _, count in ordered])
+
+
+def _prepared_sorted(uppers: list[float], counts: list[float]) -> list[list[float]] | None:
+    """:func:`_prepared_buckets` of buckets already sorted by upper bound (``uppers[i]``, ``counts[i]``)."""
+    if not uppers or not (math.isinf(uppers[-1]) and uppers[-1] > 0):
         return None
     # Coalesce buckets with the same upper bound.
     merged: list[list[float]] = []
-    for upper, count in ordered:
+    for upper, count in zip(uppers, counts, strict=True):
         if merged and merged[-1][0] == upper:
             merged[-1][1] += count
         else:
