@@ -76,12 +76,15 @@ def run_scenario() -> dict[str, list[Cell]]:
     """Series text -> its value at each of the :data:`TICKS` ticks (see the module docstring)."""
     from watchdog.collectors.base import CollectorRunner, ingest_results
     from watchdog.collectors.nvml import NvmlCollector
+    from watchdog.config.settings import NvmlSettings, section_settings
     from watchdog.model import format_labels, is_stale, metric_name
     from watchdog.store import Store
 
     fake = _fake()
     clock = [0.0]
-    collector = NvmlCollector(fake, counters_clock=lambda: clock[0])
+    # a generous deadline: a GPU read reported stalled on a loaded machine would change what is stored
+    settings = section_settings(NvmlSettings, "collectors.nvml", {"timeout_seconds": 30})
+    collector = NvmlCollector(fake, settings, counters_clock=lambda: clock[0])
     runner = CollectorRunner([collector])
     store = Store(retention_ms=3_600_000)
     try:
