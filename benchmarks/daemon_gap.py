@@ -83,7 +83,10 @@ def report(start, end, ticks, wall):
         per[label] = per.get(label, 0.0) + value - start[1].get(tid, 0.0)
     live = sum(per.values())
     per["(threads gone)"] = (end[2] - start[2]) - live
-    print(json.dumps({"mode": mode, "wall": t1 - t0, "ticks": ticks, "cpu": end[2] - start[2], "threads": per}))
+    # one write, so that no log line of another thread lands inside it
+    sys.stdout.write(json.dumps({"mode": mode, "wall": t1 - t0, "ticks": ticks, "cpu": end[2] - start[2],
+                                 "threads": per}) + "\n")
+    sys.stdout.flush()
 
 def snap():
     return (time.monotonic(), cpu(), time.process_time())
@@ -174,7 +177,10 @@ def main() -> int:
                 lines = [line for line in out.splitlines() if line.startswith('{"mode": ')]
                 if not lines:
                     raise SystemExit(f"{mode} printed no result (exit {proc.returncode})")
-                results[mode] = json.loads(lines[-1])
+                try:
+                    results[mode] = json.loads(lines[-1])
+                except ValueError:
+                    raise SystemExit(f"{mode} printed an unreadable result: {lines[-1]!r}") from None
     finally:
         sim.kill()
         sim.wait()

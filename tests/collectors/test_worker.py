@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import pytest
 
 from watchdog.collectors.base import CollectorRunner, Worker
+from watchdog.collectors.nvml import CallStats, GpuRead, GpuReadCall, ReadBatch
 from watchdog.model import Sample, metric
 
 
@@ -87,3 +88,50 @@ def test_a_collector_with_an_interval_is_called_when_that_much_tick_time_has_pas
             called.append(now)
     assert called == [0.0, 4.9, 9.8, 3.0]  # 4.9 and 9.8: within the slack; 3.0: the clock went back
     runner.close()
+
+
+def test_a_posted_call_runs_on_the_worker_thread_and_one_that_raises_leaves_the_thread_working() -> None:
+    worker = Worker("posted")
+    seen: list[int] = []
+    done = threading.Event()
+    def broken() -> None:
+        raise ZeroDivisionError
+
+    worker.post(broken)  # breaks post's contract: logged, the thread goes on
+
+    def record() -> None:
+        seen.append(threading.get_ident())
+        done.set()
+
+    worker.post(record)
+    assert done.wait(5) and seen[0] != threading.get_ident()
+    assert worker.submit(threading.get_ident).result(timeout=5) == seen[0]  # the same thread
+    worker.stop()
+    with pytest.raises(RuntimeError, match="stopped"):
+        worker.post(lambda: None)
+
+
+def test_a_read_batch_wakes_its_waiter_once_every_read_has_returned_and_not_before() -> None:
+    batch = ReadBatch(2)
+    release = threading.Event()
+    quick = GpuReadCall(lambda: GpuRead([], CallStats()), batch)
+    slow = GpuReadCall(lambda: (release.wait(5), GpuRead([], CallStats()))[1], batch)
+    quick.run()  # the first read returns before the second starts: the batch still waits for it
+    assert quick.done() and not slow.done()
+    threading.Thread(target=slow.run, daemon=True).start()
+    started = time.monotonic()
+    batch.wait(0.2)
+    assert time.monotonic() - started >= 0.15 and not slow.done()  # the deadline, not the first read
+    with pytest.raises(TimeoutError):
+        slow.result(timeout=0.01)
+    release.set()
+    assert slow.result(timeout=5).samples == [] and slow.done()
+    def failing() -> GpuRead:
+        raise ZeroDivisionError
+
+    failed = GpuReadCall(failing, ReadBatch(1))
+    failed.run()
+    assert failed.done() and isinstance(failed.error, ZeroDivisionError)
+    with pytest.raises(ZeroDivisionError):
+        failed.result(timeout=0)
+    ReadBatch(0).wait(5)  # nothing started: returns at once

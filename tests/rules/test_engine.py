@@ -197,3 +197,32 @@ def test_retire_stale_marks_everything_the_engine_wrote() -> None:
     assert values(store, "ALERTS", 0) and values(store, "engine:requests_waiting", 0)
     engine.retire(MIN)
     assert values(store, "ALERTS", MIN) == [] and values(store, "engine:requests_waiting", MIN) == []
+
+
+def test_recording_label_sets_follow_the_result_and_clashes_fail_every_time() -> None:
+    """A recording rule keeps the label sets it wrote its last result under while the result's label sets
+    stay the same: new series, vanished ones and a result whose label sets clash once the rule's labels
+    are applied (an evaluation failure at each evaluation, not only the first) all come out as without it."""
+    store = Store()
+    engine = make(store, """
+groups:
+  - name: g
+    rules:
+      - record: engine:waiting
+        expr: vllm:num_requests_waiting
+        labels: {engine: "all"}
+""")
+    def scrape_engines(t_ms: int, engines: list[str]) -> None:
+        store.ingest("engine:vllm", [Sample(metric("vllm:num_requests_waiting", job="vllm", engine=e), t_ms / 1000)
+                                      for e in engines], t_ms)
+
+    for t_ms, engines in ((0, ["0"]), (1000, ["0"]), (2000, ["0", "1"]), (3000, ["0", "1"]), (4000, ["1"])):
+        scrape_engines(t_ms, engines)
+        engine.evaluate(t_ms)
+        written = values(store, "engine:waiting", t_ms)
+        if len(engines) == 1:
+            assert written == [({"__name__": "engine:waiting", "engine": "all", "job": "vllm"}, t_ms / 1000)]
+            assert not engine.failures_at(t_ms)
+        else:  # two engines, one label set once engine="all" is applied
+            assert [f.error for f in engine.failures_at(t_ms)] == [
+                "vector contains metrics with the same labelset after applying rule labels"]

@@ -306,12 +306,8 @@ class CollectorRunner:
 T = TypeVar("T")
 
 
-def start_daemon(fn: Callable[[], T], name: str) -> Future[T]:
-    """Run ``fn`` on a new daemon thread; its result or exception lands in the returned future.
-
-    For calls that may never return (a wedged driver): nobody joins the thread, and it cannot keep the
-    process from exiting.
-    """
+def _future_call(fn: Callable[[], T]) -> tuple[Future[T], Callable[[], None]]:
+    """A running future and the call that runs ``fn`` into it (its result or exception)."""
     future: Future[T] = Future()
     future.set_running_or_notify_cancel()
 
@@ -321,6 +317,16 @@ def start_daemon(fn: Callable[[], T], name: str) -> Future[T]:
         except BaseException as exc:  # handed to the waiter, which classifies and reports it
             future.set_exception(exc)
 
+    return future, run
+
+
+def start_daemon(fn: Callable[[], T], name: str) -> Future[T]:
+    """Run ``fn`` on a new daemon thread; its result or exception lands in the returned future.
+
+    For calls that may never return (a wedged driver): nobody joins the thread, and it cannot keep the
+    process from exiting.
+    """
+    future, run = _future_call(fn)
     threading.Thread(target=run, name=name, daemon=True).start()
     return future
 
@@ -340,7 +346,7 @@ class Worker:
     def __init__(self, name: str, idle_seconds: float = 60.0) -> None:
         self.name = name
         self.idle_seconds = idle_seconds
-        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._last: Future[Any] | None = None
         self._running = False
@@ -349,19 +355,29 @@ class Worker:
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         """Run ``fn`` on the worker's thread; raises ``RuntimeError`` while the previous call runs or
         after :meth:`stop`."""
+        future, call = _future_call(fn)
         with self._lock:
-            if self._stopped:
-                raise RuntimeError(f"worker {self.name}: stopped")
-            if self._last is not None and not self._last.done():
+            if self._last is not None and not self._last.done() and not self._stopped:
                 raise RuntimeError(f"worker {self.name}: previous call still running")
-            future: Future[T] = Future()
-            future.set_running_or_notify_cancel()
+            self._post(call)
             self._last = future
-            self._calls.put((fn, future))
-            if not self._running:
-                self._running = True
-                threading.Thread(target=self._run, name=self.name, daemon=True).start()
         return future
+
+    def post(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the worker's thread without a future: ``fn`` hands over its own outcome and
+        must not raise (what it raises is logged and dropped). The caller posts only once the previous
+        call has returned (it knows, as ``fn`` tells it); raises ``RuntimeError`` after :meth:`stop`."""
+        with self._lock:
+            self._post(fn)
+
+    def _post(self, fn: Callable[[], None]) -> None:
+        """Queue ``fn`` and start the thread if it is not running; under ``_lock``."""
+        if self._stopped:
+            raise RuntimeError(f"worker {self.name}: stopped")
+        self._calls.put(fn)
+        if not self._running:
+            self._running = True
+            threading.Thread(target=self._run, name=self.name, daemon=True).start()
 
     def stop(self) -> None:
         """End the thread once its current call (if any) returns; later calls are refused."""
@@ -381,11 +397,10 @@ class Worker:
                         self._running = False
                         return
                 continue
-            fn, future = item
             try:
-                future.set_result(fn())
-            except BaseException as exc:  # handed to the waiter, which classifies and reports it
-                future.set_exception(exc)
+                item()
+            except BaseException:  # a posted call that broke its contract: never take the thread down
+                log.exception("worker call raised", extra={"worker": self.name})
 
 
 @functools.lru_cache(maxsize=1024)

@@ -47,8 +47,6 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +56,10 @@ from watchdog.config.settings import NvmlSettings, Settings, section_settings
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric
 
 log = logging.getLogger(__name__)
+_perf_counter = time.perf_counter
+
+#: ``Sample`` from a ``(labels, value)`` pair, in C (``Sample(labels, value)`` and ``Sample._make`` run Python code).
+_sample: Callable[[tuple[Labels, float]], Sample] = functools.partial(tuple.__new__, Sample)
 
 #: Memo key of the field-values call as a whole (a driver without it answers FUNCTION_NOT_FOUND).
 FIELD_VALUES_MEMO: tuple[str, ...] = ("nvmlDeviceGetFieldValues",)
@@ -129,14 +131,18 @@ class GpuCalls:
 
     def __init__(self, nvml: Any, index: int, unsupported: set[tuple[Any, ...]],
                  errors: Counter[tuple[int, str, str]], stats: CallStats,
-                 errors_lock: threading.Lock | None = None) -> None:
+                 errors_lock: threading.Lock | None = None,
+                 mismatch: type[BaseException] | tuple[()] | None = None) -> None:
+        """``mismatch``: the module's ``NVMLLibraryMismatchError`` (looked up when None; ``()`` if none)."""
         self.nvml = nvml
         self.index = index
         self.unsupported = unsupported
         self.errors = errors
         self.errors_lock = errors_lock or threading.Lock()
         self.stats = stats
-        self.mismatch: type[BaseException] | tuple[()] = getattr(nvml, "NVMLLibraryMismatchError", ())
+        self._seconds, self._calls = stats.seconds, stats.calls
+        self.mismatch: type[BaseException] | tuple[()] = (
+            getattr(nvml, "NVMLLibraryMismatchError", ()) if mismatch is None else mismatch)
 
     def call(self, group: str, name: str, *args: Any, memo: tuple[Any, ...] | None = None) -> Any | None:
         """``nvml.<name>(*args)``, or None when unsupported or failed; raises :class:`GpuGone` and
@@ -149,7 +155,7 @@ class GpuCalls:
         if fn is None:
             self.unsupported.add(key)
             return None
-        started = time.perf_counter()
+        started = _perf_counter()
         try:
             return fn(*args)
         except self.mismatch:
@@ -168,8 +174,8 @@ class GpuCalls:
             self.count_error(name, code)
             return None
         finally:
-            self.stats.seconds[group] += time.perf_counter() - started
-            self.stats.calls[group] += 1
+            self._seconds[group] += _perf_counter() - started
+            self._calls[group] += 1
 
     def count_error(self, call: str, code: int | None) -> None:
         """Count one failed call (``watchdog_gpu_nvml_errors_total``); GPUs are read in parallel."""
@@ -208,34 +214,107 @@ class GpuRead:
     """Whether this call read the counters."""
 
 
-LabelCache = dict[tuple[Any, ...], Labels]
-FieldSeries = tuple[tuple[Labels, Callable[[float], float]], ...]
+class ReadBatch:
+    """The GPU reads one collection started, waited for together: one wake-up of the collector when the
+    last of them returns (or at the deadline), instead of one wait per read."""
+
+    def __init__(self, reads: int) -> None:
+        """A batch of ``reads`` reads, each to call :meth:`finished` once when it returns."""
+        self._lock = threading.Lock()
+        self._left = reads
+        self._all_done = threading.Lock()
+        self._all_done.acquire()
+
+    def finished(self) -> None:
+        """One read has returned (from its thread)."""
+        with self._lock:
+            self._left -= 1
+            last = self._left == 0
+        if last:
+            self._all_done.release()
+
+    def wait(self, timeout: float) -> None:
+        """Until every read has returned, or ``timeout`` seconds."""
+        with self._lock:
+            if self._left <= 0:
+                return
+        if timeout > 0:
+            self._all_done.acquire(timeout=timeout)
+
+
+class GpuReadCall:
+    """One GPU's read on its worker thread, as a small future: :meth:`done`, :meth:`result`, and the
+    read's ``value`` or ``error`` once done. Cheaper than a ``concurrent.futures.Future`` (no condition
+    variable): the collector waits on the :class:`ReadBatch`, not on each read."""
+
+    __slots__ = ("_batch", "_done", "_finished", "_fn", "error", "value")
+
+    def __init__(self, fn: Callable[[], GpuRead], batch: ReadBatch) -> None:
+        self._fn = fn
+        self._batch = batch
+        self._done = False
+        self._finished = threading.Lock()
+        self._finished.acquire()
+        self.value: GpuRead | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        """Read (on the worker's thread); never raises: the outcome is kept for the collector."""
+        try:
+            self.value = self._fn()
+        except BaseException as exc:  # classified by the collector
+            self.error = exc
+        finally:
+            self._done = True
+            self._finished.release()
+            self._batch.finished()
+
+    def done(self) -> bool:
+        """Whether the read has returned."""
+        return self._done
+
+    def result(self, timeout: float | None = None) -> GpuRead:
+        """The read's value, waiting up to ``timeout`` seconds (None: for ever); raises its error, or
+        ``TimeoutError`` when it has not returned in time."""
+        if not self._done:
+            if not self._finished.acquire(timeout=-1 if timeout is None else timeout):
+                raise TimeoutError("the GPU read has not returned")
+            self._finished.release()
+        if self.error is not None:
+            raise self.error
+        assert self.value is not None
+        return self.value
+
+
+LabelCache = dict[Any, Labels]
+SettledPairs = list[tuple[tuple[Any, ...], F.FieldRequest]]
+#: Per settled plan (by identity): the plan, and per pair its request, series and whether it is read every call.
+SettledCache = dict[int, tuple[SettledPairs, tuple[tuple[F.FieldRequest, "FieldSeries", bool], ...]]]
+Convert = Callable[[float], float] | None  # None: the value as it is
+FieldSeries = tuple[tuple[Labels, Convert], ...]
 FieldCache = dict[tuple[Any, ...], FieldSeries]
-
-
-def _same(value: float) -> float:
-    return value
 
 
 def _is_code(code: int, value: float) -> float:
     return float(int(value) == code)
 
 
-def field_series(key: tuple[Any, ...]) -> list[tuple[str, dict[str, str], Callable[[float], float]]]:
-    """The series one field-slot value becomes: (name, labels beyond gpu/uuid, value conversion) each."""
+def field_series(key: tuple[Any, ...]) -> list[tuple[str, dict[str, str], Convert]]:
+    """The series one field-slot value becomes: (name, labels beyond gpu/uuid, value conversion or None
+    for the value as it is) each."""
     head = key[0]
     if head == "memory_temperature":
-        return [("watchdog_gpu_memory_temperature_celsius", {}, _same)]
+        return [("watchdog_gpu_memory_temperature_celsius", {}, None)]
     if head == "energy_mj":
         return [("watchdog_gpu_energy_joules_total", {}, lambda v: v / 1000.0)]
     if head == "pcie_replays":
-        return [("watchdog_gpu_pcie_replays_total", {}, _same)]
+        return [("watchdog_gpu_pcie_replays_total", {}, None)]
     if head == "ecc_mode":
         return [("watchdog_gpu_ecc_mode_enabled", {}, lambda v: float(v == F.NVML_FEATURE_ENABLED))]
     if head == "ecc":
-        return [("watchdog_gpu_ecc_errors_total", {"type": key[1], "scope": key[2]}, _same)]
+        return [("watchdog_gpu_ecc_errors_total", {"type": key[1], "scope": key[2]}, None)]
     if head == "remapped":
-        return [("watchdog_gpu_remapped_rows", {"kind": key[1]}, _same)]
+        return [("watchdog_gpu_remapped_rows", {"kind": key[1]}, None)]
     if head == "remap_pending":
         return [("watchdog_gpu_row_remap_pending", {}, lambda v: float(v != 0))]
     if head == "remap_failed":
@@ -248,52 +327,98 @@ def field_series(key: tuple[Any, ...]) -> list[tuple[str, dict[str, str], Callab
         # 1 = active (field and legacy call alike), 2 = sleep (idle power saving, still trained).
         return [("watchdog_gpu_nvlink_up", {"link": str(key[1])}, lambda v: float(int(v) in (1, 2)))]
     if head == "nvlink":
-        return [("watchdog_gpu_nvlink_errors_total", {"link": str(key[1]), "type": key[2]}, _same)]
+        return [("watchdog_gpu_nvlink_errors_total", {"link": str(key[1]), "type": key[2]}, None)]
     return []
 
 
 class SampleSink:
     """Collects the samples of one GPU, adding ``gpu`` and ``uuid`` to each.
 
-    ``cache`` and ``fields`` keep the label tuples of this GPU across ticks (the same ~130 series every
-    tick), so that a steady tick builds no new label sets; they must belong to this ``gpu`` and ``uuid``
-    only.
+    ``cache``, ``fields`` and ``settled`` keep the label tuples of this GPU across ticks (the same ~130
+    series every tick), so that a steady tick builds no new label sets; they must belong to this ``gpu``
+    and ``uuid`` only.
     """
 
     def __init__(self, gpu: int, uuid: str, cache: LabelCache | None = None,
-                 fields: FieldCache | None = None) -> None:
+                 fields: FieldCache | None = None, settled: SettledCache | None = None) -> None:
         self.gpu = str(gpu)
         self.uuid = uuid
         self.cache: LabelCache = {} if cache is None else cache
         self.fields: FieldCache = {} if fields is None else fields
+        self.settled: SettledCache = {} if settled is None else settled
         self.samples: list[Sample] = []
 
     def add(self, name: str, value: float | None, **labels: str) -> None:
         """Append one sample unless ``value`` is None (not read)."""
         if value is None:
             return
-        key = (name, *labels.items())
+        key = (name, *labels.items()) if labels else name
         cached = self.cache.get(key)
         if cached is None:
             cached = self.cache[key] = metric(name, gpu=self.gpu, uuid=self.uuid, **labels)
-        self.samples.append(Sample(cached, float(value)))
+        self.samples.append(_sample((cached, float(value))))
+
+    def add_flags(self, name: str, label: str, flags: dict[str, float]) -> None:
+        """Append one sample per ``flags`` item, ``label`` set to its key (the label sets of each distinct
+        key sequence are kept with the field series)."""
+        key = (name, label, *flags)
+        series = self.fields.get(key)
+        if series is None:
+            series = self.fields[key] = tuple((metric(name, gpu=self.gpu, uuid=self.uuid, **{label: value}), None)
+                                              for value in flags)
+        self.samples.extend([_sample((labels, value))
+                             for (labels, _), value in zip(series, flags.values(), strict=True)])
 
     def sibling(self) -> SampleSink:
         """An empty sink for the same GPU, sharing this one's label caches."""
-        sink = SampleSink(0, self.uuid, self.cache, self.fields)
+        sink = SampleSink(0, self.uuid, self.cache, self.fields, self.settled)
         sink.gpu = self.gpu
         return sink
 
-    def add_field(self, key: tuple[Any, ...], value: float) -> None:
-        """Append the samples of one field-slot value (see :func:`field_series`)."""
+    def add_settled(self, pairs: SettledPairs, entries: Sequence[Any], counters: SampleSink | None) -> bool:
+        """The samples of a settled field plan (:meth:`FieldPlanner.plan`) straight from the
+        ``nvmlFieldValue_t`` entries answering its requests, in order: those of the values read at every
+        call here, the counters' into ``counters`` (when given), in the plan's order, as :meth:`add_field`
+        would append them one by one. Returns False, having appended nothing, unless every entry is a
+        success for the request at its place (then the planner's bookkeeping decides)."""
+        known = self.settled.get(id(pairs))
+        if known is None or known[0] is not pairs:
+            if len(self.settled) >= 8:  # a GPU has two or three plans; never grow without bound
+                self.settled.clear()
+            known = self.settled[id(pairs)] = (pairs, tuple(
+                (request, self._series(key), key in FAST_KEYS) for key, request in pairs))
+        plan = known[1]
+        if len(plan) != len(entries):
+            return False
+        read: list[tuple[float, FieldSeries, bool]] = []
+        decode = F.decode_field_value
+        for (request, series, fast), entry in zip(plan, entries, strict=True):
+            if entry.nvmlReturn != F.NVML_SUCCESS or entry.fieldId != request[0] or entry.scopeId != request[1]:
+                return False
+            read.append((decode(entry), series, fast))
+        here = self.samples.append
+        there = here if counters is None else counters.samples.append
+        for value, series, fast in read:
+            append = here if fast else there
+            for labels, convert in series:
+                append(_sample((labels, float(value if convert is None else convert(value)))))
+        return True
+
+    def _series(self, key: tuple[Any, ...]) -> FieldSeries:
+        """The series of one field-slot value, with this GPU's labels (see :func:`field_series`)."""
         series = self.fields.get(key)
         if series is None:
             series = self.fields[key] = tuple(
                 (metric(name, gpu=self.gpu, uuid=self.uuid, **labels), convert)
                 for name, labels, convert in field_series(key))
+        return series
+
+    def add_field(self, key: tuple[Any, ...], value: float) -> None:
+        """Append the samples of one field-slot value (see :func:`field_series`)."""
+        series = self._series(key)
         append = self.samples.append
         for labels, convert in series:
-            append(Sample(labels, float(convert(value))))
+            append(_sample((labels, float(value if convert is None else convert(value)))))
 
 
 class FieldPlanner:
@@ -318,8 +443,7 @@ class FieldPlanner:
             self.chosen[key] = request
             self._version += 1
 
-    def _planned(self, slots: Sequence[F.FieldSlot]) -> tuple[list[F.FieldRequest],
-                                                              list[tuple[tuple[Any, ...], F.FieldRequest]] | None]:
+    def _planned(self, slots: Sequence[F.FieldSlot]) -> tuple[list[F.FieldRequest], SettledPairs | None]:
         """(requests, the (slot key, chosen request) pairs when every slot has settled, else None)."""
         plan = self._plans.get(id(slots))
         if plan is not None and plan[0] is slots and plan[1] == self._version:
@@ -346,6 +470,11 @@ class FieldPlanner:
     def requests(self, slots: Sequence[F.FieldSlot]) -> list[F.FieldRequest]:
         """Unique requests, in slot order, for every slot still worth asking (do not modify the list)."""
         return self._planned(slots)[0]
+
+    def plan(self, slots: Sequence[F.FieldSlot]) -> tuple[list[F.FieldRequest], SettledPairs | None]:
+        """:meth:`requests`, and the (slot key, chosen request) pairs in slot order when every slot has
+        settled (else None): the same list object while no choice changes (do not modify either)."""
+        return self._planned(slots)
 
     def resolve(self, slots: Sequence[F.FieldSlot], answers: dict[F.FieldRequest, tuple[int, float]],
                 ) -> tuple[dict[tuple[Any, ...], float], list[F.FieldRequest]]:
@@ -434,11 +563,23 @@ class NvmlCollector:
         self._errors: Counter[tuple[int, str, str]] = Counter()
         self._errors_lock = threading.Lock()
         self._gone: dict[int, int] = {}
-        self._inflight: dict[int, Future[GpuRead]] = {}
+        self._inflight: dict[int, GpuReadCall] = {}
         self._workers: dict[int, Worker] = {}
-        self._labels: dict[int, tuple[str, LabelCache, FieldCache]] = {}
+        self._labels: dict[int, tuple[str, LabelCache, FieldCache, SettledCache]] = {}
+        # GPU -> ((identity, driver version), its watchdog_gpu_info labels)
+        self._info_labels: dict[int, tuple[tuple[tuple[str, str, str, str], str], Labels]] = {}
         self.gpu_deadline_seconds = 0.8 * self.timeout_seconds
-        self.last_stats = CallStats()
+        self._stats_parts: list[CallStats] = []  # the last collection's: its own, then each GPU read's
+        self._mismatch: type[BaseException] | tuple[()] | None = None
+
+    @property
+    def last_stats(self) -> CallStats:
+        """Time and number of NVML calls per call group in the last collection (merged when asked: only
+        ``scripts/gpu-smoke`` reads them)."""
+        merged = CallStats()
+        for part in self._stats_parts:
+            merged.merge(part)
+        return merged
 
     @property
     def driver_version(self) -> str:
@@ -528,7 +669,7 @@ class NvmlCollector:
         if self._counters_due:
             self._counters_read_at = now
         stats = CallStats()
-        self.last_stats = stats
+        self._stats_parts = parts = [stats]
         try:
             started = time.perf_counter()
             count = int(nvml.nvmlDeviceGetCount())
@@ -539,32 +680,40 @@ class NvmlCollector:
             raise self._break_session(nvml, code if code is not None else F.NVML_ERROR_UNKNOWN) from exc
         samples: list[Sample] = [Sample(metric("watchdog_gpu_nvml_devices"), float(count))]
         deadline = time.monotonic() + self.gpu_deadline_seconds
-        started_reads: dict[int, Future[GpuRead]] = {}
         stalled: list[int] = []
+        to_read: list[int] = []
         for index in range(count):
             previous = self._inflight.get(index)
             if previous is not None and not previous.done():
                 stalled.append(index)  # still hung since an earlier tick: do not pile up threads
-                continue
+            else:
+                to_read.append(index)
+        batch = ReadBatch(len(to_read))
+        started_reads: dict[int, GpuReadCall] = {}
+        for index in to_read:
             worker = self._workers.get(index)
             if worker is None:
                 worker = self._workers[index] = Worker(f"nvml-gpu{index}")
-            future = worker.submit(functools.partial(self._read_gpu, nvml, index))
-            self._inflight[index] = started_reads[index] = future
+            call = GpuReadCall(functools.partial(self._read_gpu, nvml, index), batch)
+            worker.post(call.run)
+            self._inflight[index] = started_reads[index] = call
+        batch.wait(deadline - time.monotonic())
         broken: SessionBroken | None = None
         counters: dict[int, list[Sample]] = {}
         fresh = False
-        for index, future in started_reads.items():
-            try:
-                read = future.result(timeout=max(0.0, deadline - time.monotonic()))
-            except FutureTimeout:
+        for index, call in started_reads.items():
+            if not call.done():
                 stalled.append(index)
                 continue
-            except SessionBroken as exc:
-                broken = exc
+            if isinstance(call.error, SessionBroken):
+                broken = call.error
                 continue
+            if call.error is not None:
+                raise call.error
+            read = call.value
+            assert read is not None
             samples.extend(read.samples)
-            stats.merge(read.stats)
+            parts.append(read.stats)
             if read.counters is not None:
                 counters[index] = read.counters
                 fresh = fresh or read.fresh
@@ -602,7 +751,10 @@ class NvmlCollector:
         return out
 
     def _collect_gpu(self, nvml: Any, index: int, stats: CallStats) -> GpuRead:
-        calls = GpuCalls(nvml, index, self._unsupported[index], self._errors, stats, self._errors_lock)
+        if self._mismatch is None:
+            self._mismatch = getattr(nvml, "NVMLLibraryMismatchError", ())
+        calls = GpuCalls(nvml, index, self._unsupported[index], self._errors, stats, self._errors_lock,
+                         self._mismatch)
         try:
             handle = self._handle(calls, index)
             if handle is None:
@@ -637,12 +789,12 @@ class NvmlCollector:
             calls.stats.seconds["identity"] += time.perf_counter() - started
             calls.stats.calls["identity"] += 1
 
-    def _label_caches(self, index: int, uuid: str) -> tuple[LabelCache, FieldCache]:
+    def _label_caches(self, index: int, uuid: str) -> tuple[LabelCache, FieldCache, SettledCache]:
         """This GPU's label caches, new whenever the GPU at ``index`` has another uuid."""
         known = self._labels.get(index)
         if known is None or known[0] != uuid:
-            known = self._labels[index] = (uuid, {}, {})
-        return known[1], known[2]
+            known = self._labels[index] = (uuid, {}, {}, {})
+        return known[1], known[2], known[3]
 
     def _gone_samples(self, index: int, code: int) -> list[Sample]:
         if self._gone.get(index) != code:
@@ -661,12 +813,16 @@ class NvmlCollector:
         return self._info_samples(index) + sink.samples
 
     def _info_samples(self, index: int) -> list[Sample]:
-        if index not in self._identity:
+        identity = self._identity.get(index)
+        if identity is None:
             return []
-        name, uuid, serial, pci = self._identity[index]
-        labels = make_labels({METRIC_NAME: "watchdog_gpu_info", "gpu": str(index), "uuid": uuid, "name": name,
-                              "pci_bus_id": pci, "driver_version": self._driver_version, "serial": serial})
-        return [Sample(labels, 1.0)]
+        known = self._info_labels.get(index)
+        if known is None or known[0] != (identity, self._driver_version):
+            name, uuid, serial, pci = identity
+            labels = make_labels({METRIC_NAME: "watchdog_gpu_info", "gpu": str(index), "uuid": uuid, "name": name,
+                                  "pci_bus_id": pci, "driver_version": self._driver_version, "serial": serial})
+            known = self._info_labels[index] = ((identity, self._driver_version), labels)
+        return [_sample((known[1], 1.0))]
 
     # ---- static attributes ---------------------------------------------------------------------
     def _static_info(self, calls: GpuCalls, handle: Any, index: int) -> StaticInfo:
@@ -752,8 +908,8 @@ class NvmlCollector:
         if reasons is None:
             reasons = calls.call("clock_events", "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
         if reasons is not None:
-            for reason, active in F.clock_event_flags(int(reasons), info.supported_reasons).items():
-                sink.add("watchdog_gpu_clock_event_active", active, reason=reason)
+            sink.add_flags("watchdog_gpu_clock_event_active", "reason",
+                           F.clock_event_flags(int(reasons), info.supported_reasons))
         g = "pcie"
         sink.add("watchdog_gpu_pcie_link_generation",
                  calls.call(g, "nvmlDeviceGetCurrPcieLinkGeneration", handle), kind="current")
@@ -793,22 +949,36 @@ class NvmlCollector:
         sink.add("watchdog_gpu_pcie_link_generation", info.pcie_gpu_max_generation, kind="gpu_max")
         sink.add("watchdog_gpu_pcie_link_width", info.pcie_max_width, kind="max")
 
+    def _field_batches(self, calls: GpuCalls, handle: Any, requests: list[F.FieldRequest],
+                       ) -> list[Any] | None:
+        """The entries of each batched ``nvmlDeviceGetFieldValues`` call for ``requests`` (None for a batch
+        whose call failed: counted as an error, its values skipped this tick); None when the call itself is
+        unavailable (old driver)."""
+        batches: list[Any] = []
+        for batch in F.chunked(requests):
+            entries = calls.call("fields", "nvmlDeviceGetFieldValues", handle, batch, memo=FIELD_VALUES_MEMO)
+            if entries is None and FIELD_VALUES_MEMO in calls.unsupported:
+                return None
+            batches.append(entries)
+        return batches
+
+    @staticmethod
+    def _answers(batches: list[Any]) -> dict[F.FieldRequest, tuple[int, float]]:
+        """(nvmlReturn, value) per request answered in ``batches`` (see :meth:`_field_batches`)."""
+        answers: dict[F.FieldRequest, tuple[int, float]] = {}
+        decode = F.decode_field_value
+        for entries in batches:
+            for entry in entries or ():
+                ret = int(entry.nvmlReturn)
+                answers[(int(entry.fieldId), int(entry.scopeId))] = (ret, decode(entry) if ret == 0 else 0.0)
+        return answers
+
     def _field_answers(self, calls: GpuCalls, handle: Any, requests: list[F.FieldRequest],
                        ) -> dict[F.FieldRequest, tuple[int, float]] | None:
         """Answers per request from batched ``nvmlDeviceGetFieldValues`` calls; None when the call
         itself is unavailable (old driver)."""
-        answers: dict[F.FieldRequest, tuple[int, float]] = {}
-        for batch in F.chunked(requests):
-            entries = calls.call("fields", "nvmlDeviceGetFieldValues", handle, batch, memo=FIELD_VALUES_MEMO)
-            if entries is None:
-                if FIELD_VALUES_MEMO in calls.unsupported:
-                    return None
-                continue  # counted as an error; the values of this batch are skipped this tick
-            for entry in entries:
-                ret = int(entry.nvmlReturn)
-                value = F.decode_field_value(entry) if ret == F.NVML_SUCCESS else 0.0
-                answers[(int(entry.fieldId), int(entry.scopeId))] = (ret, value)
-        return answers
+        batches = self._field_batches(calls, handle, requests)
+        return None if batches is None else self._answers(batches)
 
     def _read_fields(self, calls: GpuCalls, handle: Any, info: StaticInfo, sink: SampleSink,
                      counters: SampleSink | None) -> None:
@@ -817,17 +987,23 @@ class NvmlCollector:
         full = counters is not None
         slots = self._slots(info.link_count) if full else F.FAST_SCALAR_SLOTS
         values: dict[tuple[Any, ...], float] = {}
-        answers = None
+        batches = None
         if FIELD_VALUES_MEMO not in calls.unsupported:
             planner = self._planners[calls.index]
-            answers = self._field_answers(calls, handle, planner.requests(slots))
-            if answers is not None:
-                values, failed = planner.resolve(slots, answers)
-                for fid, scope in failed:
-                    calls.count_error(f"nvmlDeviceGetFieldValues[{fid}]", answers[(fid, scope)][0])
+            requests, pairs = planner.plan(slots)
+            batches = self._field_batches(calls, handle, requests)
+            if batches is not None:
+                settled = pairs is not None and None not in batches and sink.add_settled(
+                    pairs, batches[0] if len(batches) == 1 else [e for entries in batches for e in entries],
+                    counters)
+                if not settled:
+                    answers = self._answers(batches)
+                    values, failed = planner.resolve(slots, answers)
+                    for fid, scope in failed:
+                        calls.count_error(f"nvmlDeviceGetFieldValues[{fid}]", answers[(fid, scope)][0])
                 if full:
                     self._legacy_nvlink(calls, handle, info, values, planner)
-        if answers is None:
+        if batches is None:
             values = self._direct_values(calls, handle, info, full)
         if counters is None:
             for key, value in values.items():

@@ -16,6 +16,9 @@ control API (see ``docs/nvml.md``):
   ``ecc_uncorrectable``, ``row_remap_pending``, ``hw_slowdown``, ``thermal_throttle``, ``straggler``);
 - ``fail(call, code, gpu)`` / ``hang(call, gpu)`` / ``release()`` inject NVML errors and hung calls;
 - ``unload_driver()`` / ``load_driver()`` and ``FakeNvml.missing()`` simulate a host without NVML;
+- change the simulated GPUs only through these calls (not by assigning to ``gpus[i]``): each GPU's view (its
+  values after derivation and faults) is derived once and kept until the next control call or time step, as
+  a driver answers queries from state it already holds;
 - ``drain_kmsg()`` returns the kernel-log lines (``NVRM: Xid ...``) the simulated faults produced, for a
   simulated kmsg file; :func:`xid_kmsg_line` builds one such line.
 
@@ -349,6 +352,9 @@ class FakeNvml:
         self._release = threading.Event()
         self._kmsg: list[str] = []
         self._lock = threading.RLock()
+        # GPU index -> its view at ``now`` (a real driver does not re-derive the whole GPU for each query):
+        # emptied by every control call and time step (see :meth:`_changed`)
+        self._views: dict[int, GpuView] = {}
 
     # ---- construction ---------------------------------------------------------------------------
     @classmethod
@@ -376,6 +382,7 @@ class FakeNvml:
         ``(pid, used_bytes)``; ``ecc`` a dict ``{(type, scope): count}``.
         """
         with self._lock:
+            self._changed()
             state = self.gpus[gpu]
             for key, value in values.items():
                 if key == "clock_event_reasons" and value is not None:
@@ -392,6 +399,7 @@ class FakeNvml:
     def set_load(self, gpu: int, utilization: float, memory_utilization: float | None = None) -> None:
         """Make a GPU busy (0..100 %): power, temperature and clocks follow unless pinned by ``set``."""
         with self._lock:
+            self._changed()
             state = self.gpus[gpu]
             state.utilization_gpu = float(utilization)
             state.utilization_memory = float(memory_utilization if memory_utilization is not None
@@ -400,6 +408,7 @@ class FakeNvml:
     def set_nvlink(self, gpu: int, link: int, *, up: bool | None = None, **errors: int) -> None:
         """Set one NVLink's state and/or its counters ``replay``, ``recovery``, ``crc_flit``, ``crc_data``."""
         with self._lock:
+            self._changed()
             state = self.gpus[gpu].nvlinks[link]
             if up is not None:
                 state.up = up
@@ -411,6 +420,7 @@ class FakeNvml:
     def set_processes(self, gpu: int, processes: Sequence[tuple[int, int | None]]) -> None:
         """The compute processes on a GPU: ``[(pid, used_bytes)]``; memory used follows their sum."""
         with self._lock:
+            self._changed()
             state = self.gpus[gpu]
             state.processes = [(int(pid), None if used is None else int(used)) for pid, used in processes]
             state.memory_used_bytes = sum(used or 0 for _, used in state.processes)
@@ -419,12 +429,14 @@ class FakeNvml:
         """Switch a profile ``supports`` flag (``memory_v2``, ``clock_events_api``, ``recovery_action``,
         ``nvlink_scoped_fields`` ...) for one GPU or all: an older driver or another board."""
         with self._lock:
+            self._changed()
             for state in self.gpus if gpu is None else [self.gpus[gpu]]:
                 state.supports[feature] = supported
 
     def schedule(self, faults: Iterable[Fault | Mapping[str, Any]]) -> None:
         """Add scripted faults (``Fault`` or ``{at_seconds, gpu, fault, params, duration_seconds}``)."""
         with self._lock:
+            self._changed()
             for raw in faults:
                 fault = raw if isinstance(raw, Fault) else Fault.from_dict(raw)
                 if not 0 <= fault.gpu < len(self.gpus):
@@ -432,6 +444,7 @@ class FakeNvml:
                                      f"this fake has {len(self.gpus)}")
                 self.faults.append(fault)
             self._apply_due_faults()
+            self._changed()
 
     def advance(self, seconds: float) -> None:
         """Move simulated time forward: energy accumulates, due faults apply."""
@@ -440,6 +453,7 @@ class FakeNvml:
     def set_time(self, t: float) -> None:
         """Set simulated time (seconds from the start; never backwards)."""
         with self._lock:
+            self._changed()
             if t < self.now:
                 raise ValueError(f"simulated time cannot go back ({t} < {self.now})")
             dt = t - self.now
@@ -448,11 +462,13 @@ class FakeNvml:
                     state.energy_mj += self._view(state).power_watts * dt * 1000.0
             self.now = t
             self._apply_due_faults()
+            self._changed()
 
     def clear_faults(self, gpu: int | None = None) -> None:
         """End now every window fault (lost, throttling, link down ...) of one GPU or all; counters keep
         their values and faults scheduled for later stay scheduled."""
         with self._lock:
+            self._changed()
             for fault in self.faults:
                 if (gpu is None or fault.gpu == gpu) and fault.active(self.now):
                     fault.duration_seconds = self.now - fault.at_seconds
@@ -506,7 +522,14 @@ class FakeNvml:
         self._kmsg.extend(apply_due_faults(self.gpus, self.faults, self.now))
 
     def _view(self, state: GpuState) -> GpuView:
-        return effective_view(state, self.faults, self.now)
+        view = self._views.get(state.index)
+        if view is None:
+            view = self._views[state.index] = effective_view(state, self.faults, self.now)
+        return view
+
+    def _changed(self) -> None:
+        """The simulated hardware or time changed (under ``_lock``): views are derived anew."""
+        self._views.clear()
 
     @property
     def initialized(self) -> bool:

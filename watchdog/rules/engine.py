@@ -121,7 +121,7 @@ class _RulePlan:
     query as the rule manager runs it, its store source, the names it writes, and (recording rules) a
     memo from each result label set to the label set it is written under."""
 
-    __slots__ = ("empty", "expr", "extra_labels", "outputs", "record", "source", "stored", "written")
+    __slots__ = ("empty", "expr", "extra_labels", "last", "outputs", "record", "source", "stored", "written")
 
     def __init__(self, rule: AlertingRule | RecordingRule, expr: Any, source: str) -> None:
         self.expr = expr
@@ -132,6 +132,8 @@ class _RulePlan:
         self.record = rule.record if isinstance(rule, RecordingRule) else ""
         self.extra_labels = dict(rule.labels) if isinstance(rule, RecordingRule) else {}
         self.outputs: dict[Labels, Labels] = {}
+        self.last: tuple[list[Labels], list[Labels]] | None = None
+        """The last result's label sets and the (distinct) label sets they were written under."""
         self.stored = -1
         """Series the last store ingest of this rule's output kept (-1: none yet)."""
 
@@ -430,15 +432,19 @@ class RuleEngine:
         same label set."""
         if not vector:
             return []
-        outputs = plan.outputs
-        if len(outputs) > 2 * len(vector) + OUTPUT_MEMO_SLACK:
-            outputs.clear()
-        output_labels = plan.output_labels
-        samples = [Sample(output_labels(labels), value) for labels, value in vector]
-        if len(samples) > 1 and len({sample.labels for sample in samples}) != len(samples):
-            raise RuleEvaluationError(
-                "vector contains metrics with the same labelset after applying rule labels")
-        return samples
+        keys = [labels for labels, _ in vector]
+        last = plan.last
+        if last is None or last[0] != keys:  # else the same label sets as the last result: known distinct
+            outputs = plan.outputs
+            if len(outputs) > 2 * len(vector) + OUTPUT_MEMO_SLACK:
+                outputs.clear()
+            output_labels = plan.output_labels
+            written = [output_labels(labels) for labels in keys]
+            if len(written) > 1 and len(set(written)) != len(written):
+                raise RuleEvaluationError(
+                    "vector contains metrics with the same labelset after applying rule labels")
+            last = plan.last = (keys, written)
+        return [Sample(labels, value) for labels, (_, value) in zip(last[1], vector, strict=True)]
 
     def _candidate(self, rule: AlertingRule, labels: Labels, value: float, t_ms: int) -> Candidate:
         series_labels = dict(labels)
