@@ -300,6 +300,8 @@ class Series:
 
     def trim_count(self, keep: int) -> None:
         """Keep only the newest ``keep`` points."""
+        if len(self._head_v) + CHUNK_POINTS * len(self._chunks) <= keep:  # sealed chunks hold CHUNK_POINTS
+            return  # nothing to drop, known without decoding every chunk's length (gc asks every series)
         drop = len(self) - keep
         while self._chunks and drop >= chunk_len(self._chunks[0]):
             drop -= chunk_len(self._chunks.pop(0))
@@ -313,6 +315,11 @@ class Series:
 
     def trim_before(self, min_t_ms: int) -> None:
         """Drop points older than ``min_t_ms``."""
+        if self._chunks:
+            if chunk_bounds(self._chunks[0])[0] >= min_t_ms:
+                return  # the oldest point is kept: nothing to drop or to hide
+        elif not self._head_v or self._head_t[0] >= min_t_ms:
+            return
         while self._chunks and chunk_bounds(self._chunks[0])[1] < min_t_ms:
             self._chunks.pop(0)
         if self._chunks:
@@ -321,22 +328,6 @@ class Series:
         drop = bisect_left(self._head_t, min_t_ms, 0, len(self._head_v))
         if drop:
             self._drop_head(drop)
-
-    def expire(self, min_t_ms: int, max_points: int) -> bool:
-        """:meth:`trim_before` ``min_t_ms`` and :meth:`trim_count` ``max_points``, each only when it has
-        something to drop (the store's gc calls this for every series); True when the series is left with
-        no point, or with nothing but one staleness marker."""
-        chunks = self._chunks
-        n = len(self._head_v)
-        if chunks:
-            if chunk_bounds(chunks[0])[0] < min_t_ms:
-                self.trim_before(min_t_ms)
-        elif n and self._head_t[0] < min_t_ms:
-            self.trim_before(min_t_ms)
-        if len(self._head_v) + CHUNK_POINTS * len(self._chunks) > max_points:  # an upper bound of len()
-            self.trim_count(max_points)
-        point = self.latest()
-        return point is None or (is_stale(point[1]) and len(self) == 1)
 
     def window(self, mint_ms: int, maxt_ms: int) -> tuple[list[int], list[float]]:
         """Points with ``mint_ms <= t <= maxt_ms`` (both ends closed), oldest first."""
@@ -775,7 +766,10 @@ class Store:
             max_points = self.max_points
             for name, bucket in list(self._by_name.items()):
                 for labels, series in list(bucket.items()):
-                    if series.expire(min_t, max_points):
+                    series.trim_before(min_t)
+                    series.trim_count(max_points)
+                    point = series.latest()
+                    if point is None or (is_stale(point[1]) and len(series) == 1):
                         del bucket[labels]
                         self._disown(labels)
                         removed += 1

@@ -96,41 +96,41 @@ def test_count_trim_keeps_the_newest_points() -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_expire_leaves_what_trim_before_and_trim_count_leave(seed: int) -> None:
-    """The store's gc calls ``Series.expire``, which skips a trim with nothing to drop: after each of a
-    sequence of expiries (retention edges before, inside and after the sealed chunks and the head; point
-    caps below and above the series' length) the series reads back exactly what the two trims leave, and
-    says it is done for only when they leave no point or a lone staleness marker."""
+def test_trims_leave_the_points_a_plain_list_keeps(seed: int) -> None:
+    """The store's gc calls ``trim_before`` and ``trim_count`` on every series, and both return at once
+    when they have nothing to drop: after each of a sequence of trims (retention edges before, inside and
+    after the sealed chunks and the head; point caps below and above the series' length; reads that
+    unseal in between) the series reads back exactly the newest ``max_points`` of the appended points
+    at or after the edge."""
     rng = random.Random(seed)
-    fast, slow = Series(metric("x")), Series(metric("x"))
+    series = Series(metric("x"))
+    ref_t: list[int] = []
+    ref_v: list[float] = []
     t = sealed = 0
     for _ in range(16):
         for _ in range(rng.randrange(0, 3 * CHUNK_POINTS)):
             t += rng.choice([1000, 1000, 1003, 2000])
             value = rng.choice([float(t), 2.5, STALE_NAN])
-            fast.append(t, value, max_points=10_000)
-            slow.append(t, value, max_points=10_000)
+            series.append(t, value, max_points=10_000)
+            ref_t.append(t)
+            ref_v.append(value)
         if rng.random() < 0.3:
-            fast.window(t - rng.randrange(0, 60_000), t)  # a read that unseals (a rule's reach)
+            series.window(t - rng.randrange(0, 60_000), t)  # a read that unseals (a rule's reach)
         min_t = t - rng.choice([0, 30_000, 150_000, 300_000, 500_000, 10**9])
         max_points = rng.choice([50, 300, 700, 10_000])
-        sealed += bool(fast._chunks)
-        done = fast.expire(min_t, max_points)
-        slow.trim_before(min_t)
-        slow.trim_count(max_points)
-        latest = slow.latest()
-        fast_read, slow_read = copy.deepcopy(fast), copy.deepcopy(slow)  # reads unseal: keep the chunks
-        assert done == (latest is None or (math.isnan(latest[1]) and len(list(slow_read.timestamps)) == 1))
-        assert list(fast_read.timestamps) == list(slow_read.timestamps)
-        assert _bits(list(fast_read.values)) == _bits(list(slow_read.values))
+        sealed += bool(series._chunks)
+        series.trim_before(min_t)
+        series.trim_count(max_points)
+        keep = max(bisect_left(ref_t, min_t), len(ref_t) - max_points)
+        del ref_t[:keep], ref_v[:keep]
+        read = copy.deepcopy(series)  # reads unseal: check a copy, keep the chunks
+        assert list(read.timestamps) == ref_t
+        assert _bits(list(read.values)) == _bits(ref_v)
         for lo in (min_t - 5000, min_t, min_t + 7000, t - 60_000):
-            fast_point, slow_point = fast_read.point_at(lo), slow_read.point_at(lo)
-            assert (fast_point is None) == (slow_point is None)
-            if fast_point and slow_point:
-                assert fast_point[0] == slow_point[0] and _bits([fast_point[1]]) == _bits([slow_point[1]])
-            (fast_t, fast_v), (slow_t, slow_v) = fast_read.window(lo, t), slow_read.window(lo, t)
-            assert fast_t == slow_t and _bits(fast_v) == _bits(slow_v)
-    assert sealed > 4  # expiries met sealed chunks
+            times, values = copy.deepcopy(series).window(lo, t)
+            a, b = bisect_left(ref_t, lo), bisect_right(ref_t, t)
+            assert times == ref_t[a:b] and _bits(values) == _bits(ref_v[a:b])
+    assert sealed > 4  # trims met sealed chunks
 
 
 def test_full_store_uses_a_few_bytes_a_point() -> None:
