@@ -72,6 +72,14 @@ class _SeriesEvents:
         start = 0
         if self.scanned_t is not None and timestamps[-1] == self.scanned_t and _same(values[-1], self.scanned_v):
             return
+        n = len(timestamps)
+        newest, previous = values[-1], self.previous
+        if (n > 1 and timestamps[n - 2] == self.scanned_t and values[n - 2] == self.scanned_v
+                and previous is not None and newest >= previous and not self.stale_t and not self.reset_t):
+            # one ordinary point after the one scanned last, no reset: all the loop below would record
+            self.scanned_t = timestamps[-1]
+            self.scanned_v = self.previous = newest
+            return
         if self.scanned_t is not None:
             index = len(timestamps) - 2  # most often exactly one point was appended since the last scan
             if index < 0 or timestamps[index] != self.scanned_t:
@@ -142,18 +150,9 @@ class CounterIndex:
                 events = self._events_of(series)
                 known = self._events
             newest = values[-1]
-            scanned_t = events.scanned_t
-            if scanned_t != timestamps[-1] or (newest != events.scanned_v and not _same(newest, events.scanned_v)):
-                n = len(timestamps)
-                previous = events.previous
-                if (n > 1 and timestamps[n - 2] == scanned_t and values[n - 2] == events.scanned_v
-                        and previous is not None and newest >= previous and not events.stale_t
-                        and not events.reset_t):
-                    # one ordinary point after the last one scanned, no reset: what update() would record
-                    events.scanned_t = timestamps[-1]
-                    events.scanned_v = events.previous = newest
-                else:
-                    events.update(timestamps, values)
+            if events.scanned_t != timestamps[-1] or (newest != events.scanned_v
+                                                      and not _same(newest, events.scanned_v)):
+                events.update(timestamps, values)
             stale = events.stale_t
             count = hi - lo
             first, last = lo, hi - 1
