@@ -35,7 +35,7 @@ from watchdog.config import load_settings
 from watchdog.config.settings import Settings, settings_document
 from watchdog.infra.heap import heap_trimmer
 from watchdog.infra.state import StateDB
-from watchdog.model import Alert, AlertState, Sample, metric
+from watchdog.model import Alert, AlertState, Sample, cached_metric, metric
 from watchdog.notify.dispatcher import dispatcher_for
 from watchdog.notify.incidents import incident_causes
 from watchdog.rules.engine import RuleEngine
@@ -135,8 +135,6 @@ class TickStats:
     """CPU seconds (this thread) each stage took in the last tick, summed over its runs (absent: not run)."""
 
 
-_metric = functools.lru_cache(maxsize=1024)(metric)
-"""``metric()`` for the loop's own series, stored every tick: their few label sets are built once."""
 
 
 class Agent:
@@ -452,26 +450,28 @@ class Agent:
         """The loop's own series, health included: stored every tick."""
         s = self.stats
         out = [
-            Sample(_metric("watchdog_ticks_total"), float(s.ticks_total)),
-            Sample(_metric("watchdog_tick_duration_seconds"), s.last_duration_seconds),
-            Sample(_metric("watchdog_store_series"), float(len(self.store))),
-            Sample(_metric("watchdog_store_dropped_series_total"), float(self.store.dropped_series_total)),
-            Sample(_metric("watchdog_store_evicted_series_total"), float(self.store.evicted_series_total)),
-            Sample(_metric("watchdog_store_quota_rejections_total"), float(self.store.quota_rejections_total)),
-            Sample(_metric("watchdog_store_label_value_drops_total"), float(self.store.label_value_drops_total)),
-            Sample(_metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
-            Sample(_metric("watchdog_clock_steps_total", direction="backward"), float(s.clock_steps_total)),
-            Sample(_metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
+            Sample(cached_metric("watchdog_ticks_total"), float(s.ticks_total)),
+            Sample(cached_metric("watchdog_tick_duration_seconds"), s.last_duration_seconds),
+            Sample(cached_metric("watchdog_store_series"), float(len(self.store))),
+            Sample(cached_metric("watchdog_store_dropped_series_total"), float(self.store.dropped_series_total)),
+            Sample(cached_metric("watchdog_store_evicted_series_total"), float(self.store.evicted_series_total)),
+            Sample(cached_metric("watchdog_store_quota_rejections_total"), float(self.store.quota_rejections_total)),
+            Sample(cached_metric("watchdog_store_label_value_drops_total"), float(self.store.label_value_drops_total)),
+            Sample(cached_metric("watchdog_config_reload_success"), 1.0 if s.reload_success else 0.0),
+            Sample(cached_metric("watchdog_clock_steps_total", direction="backward"), float(s.clock_steps_total)),
+            Sample(cached_metric("watchdog_config_last_reload_timestamp_seconds"), s.last_reload_seconds),
             *(self._health_samples if self._health_samples is not None else health_samples(self.health)),
         ]
         for kind in sorted({"corrupt", "write", *self.db.errors}):
-            out.append(Sample(_metric("watchdog_state_errors_total", kind=kind), float(self.db.errors[kind])))
+            out.append(Sample(cached_metric("watchdog_state_errors_total", kind=kind), float(self.db.errors[kind])))
         for stage in TICK_STAGES:
-            out.append(Sample(_metric("watchdog_tick_overruns_total", stage=stage), float(s.overruns.get(stage, 0))))
+            out.append(Sample(cached_metric("watchdog_tick_overruns_total", stage=stage),
+                              float(s.overruns.get(stage, 0))))
         for stage in DEFERRABLE_STAGES:
-            out.append(Sample(_metric("watchdog_tick_deferred_total", stage=stage), float(s.deferred.get(stage, 0))))
+            out.append(Sample(cached_metric("watchdog_tick_deferred_total", stage=stage),
+                              float(s.deferred.get(stage, 0))))
         for stage, count in sorted(s.stage_failures.items()):
-            out.append(Sample(_metric("watchdog_tick_stage_failures_total", stage=stage), float(count)))
+            out.append(Sample(cached_metric("watchdog_tick_stage_failures_total", stage=stage), float(count)))
         return out
 
     # -- reload and shutdown ------------------------------------------------------------------------

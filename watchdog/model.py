@@ -7,6 +7,7 @@ milliseconds since the epoch, as in Prometheus, so range boundaries are exact.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from collections.abc import Iterable, Mapping
@@ -37,6 +38,11 @@ def make_labels(mapping: Mapping[str, str] | Iterable[tuple[str, str]]) -> Label
 def metric(name: str, **labels: str) -> Labels:
     """Labels for a metric name plus keyword labels: ``metric("up", job="vllm")``."""
     return make_labels({METRIC_NAME: name, **labels})
+
+
+cached_metric = functools.lru_cache(maxsize=4096)(metric)
+""":func:`metric`, memoised: for the agent's own series stored at every tick or collection (the loop's,
+the collectors', the engine processes'), whose few label sets are then built once."""
 
 
 def label_value(labels: Labels, name: str) -> str:

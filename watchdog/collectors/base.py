@@ -43,7 +43,6 @@ reason (source, metric, label, limit); its other series, and every other source,
 
 from __future__ import annotations
 
-import functools
 import logging
 import queue
 import threading
@@ -56,7 +55,7 @@ from itertools import chain
 from typing import Any, Protocol, TypeVar
 
 from watchdog.infra.state import StateDB
-from watchdog.model import Labels, Sample, metric
+from watchdog.model import Sample, cached_metric
 from watchdog.store import COLLECTOR_SOURCE_PREFIX, LabelValuesExceeded, SeriesQuotaExceeded, Store
 
 log = logging.getLogger(__name__)
@@ -403,20 +402,14 @@ class Worker:
                 log.exception("worker call raised", extra={"worker": self.name})
 
 
-@functools.lru_cache(maxsize=1024)
-def _collector_metric(name: str, collector: str) -> Labels:
-    """A collector's self-metric label set, stored every tick: built once per collector."""
-    return metric(name, collector=collector)
-
-
 def self_metrics(results: Iterable[CollectResult]) -> list[Sample]:
     """``watchdog_collector_success`` and ``watchdog_collector_duration_seconds`` per collector."""
     out: list[Sample] = []
     for r in results:
         success = 1.0 if r.success else 0.0
-        out.append(Sample(_collector_metric("watchdog_collector_success", r.name), success))
+        out.append(Sample(cached_metric("watchdog_collector_success", collector=r.name), success))
         duration = r.duration_seconds
-        out.append(Sample(_collector_metric("watchdog_collector_duration_seconds", r.name), duration))
+        out.append(Sample(cached_metric("watchdog_collector_duration_seconds", collector=r.name), duration))
     return out
 
 

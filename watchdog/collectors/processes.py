@@ -44,7 +44,7 @@ from watchdog.config.settings import EngineSettings, Settings
 from watchdog.engines.engine_args import engine_arg_samples, parse_engine_args
 from watchdog.infra.state import StateDB
 from watchdog.kmsg.pci import GpuRef, InitialisedNvml, sysfs_pci_address
-from watchdog.model import Labels, Sample, metric
+from watchdog.model import Labels, Sample, cached_metric
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,6 @@ SCHEMA_DDL = (
 PREFIX = "watchdog_engine_process_"
 TREE_REFRESH_SECONDS = 30.0
 """An engine's process tree is walked again this often (and whenever its root changes)."""
-LABEL_SETS_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -172,7 +171,6 @@ class ProcessCollector:
         self._cached_roots: dict[EngineTarget, Any] = {}
         self._trees: dict[EngineTarget, tuple[tuple[int, float], float, list[Any]]] = {}
         self._configs: dict[EngineTarget, tuple[tuple[int, float], list[Sample]]] = {}
-        self._label_sets: dict[tuple[str, ...], Labels] = {}
         """The config series of each engine's root as last read, by its (pid, create time)."""
         self._skip = (ps.NoSuchProcess, ps.AccessDenied, getattr(ps, "ZombieProcess", ps.NoSuchProcess))
         db.ensure_schema(SCHEMA_COMPONENT, SCHEMA_VERSION, SCHEMA_DDL)
@@ -331,16 +329,10 @@ class ProcessCollector:
         return int(rows[0]["restarts"]) if rows else 0
 
     # ---- collection ---------------------------------------------------------------------------------
-    def _metric(self, name: str, target: EngineTarget, *extra: tuple[str, str]) -> Labels:
-        """``metric(name, job=..., instance=..., **dict(extra))``, built once (at most
-        :data:`LABEL_SETS_LIMIT` kept: the engines' series times the GPUs they hold)."""
-        key = (name, target.job, target.instance, *(item for pair in extra for item in pair))
-        found = self._label_sets.get(key)
-        if found is None:
-            if len(self._label_sets) >= LABEL_SETS_LIMIT:
-                self._label_sets.clear()
-            found = self._label_sets[key] = metric(name, job=target.job, instance=target.instance, **dict(extra))
-        return found
+    @staticmethod
+    def _metric(name: str, target: EngineTarget, *extra: tuple[str, str]) -> Labels:
+        """``metric(name, job=..., instance=..., **dict(extra))``, memoised (:func:`cached_metric`)."""
+        return cached_metric(name, job=target.job, instance=target.instance, **dict(extra))
 
     def _alive(self, proc: Any) -> bool:
         try:
