@@ -125,3 +125,19 @@ def test_failure_samples_are_a_fresh_list_each_time() -> None:
     again = collector.failure_samples()
     assert [(metric_name(s.labels), s.value) for s in again][:2] == [("up", 0.0), ("watchdog_engine_up", 0.0)]
     assert again == scrape_result_samples(collector.targets, False, collector.endpoint.scrape_timeout_seconds, 0)
+
+
+def test_config_series_follow_the_info_labels_from_scrape_to_scrape() -> None:
+    def page(blocks: int, value: float) -> str:
+        return f'vllm:cache_config_info{{block_size="16",num_gpu_blocks="{blocks}"}} 1\nvllm:a {value}\n'
+
+    pages = [page(100, 1), page(100, 2), page(200, 3), page(200, 4), page(100, 5), "vllm:a 6\n", page(100, 7)]
+    collector = engine("vllm", pages)
+    for text in pages:
+        samples = collector.collect()
+        parsed = [Sample(apply_target_labels(labels, collector.targets), value)
+                  for labels, value, _ in parse_exposition(text, drop_created=True, cache={})]
+        expected = config_series(parsed, collector.targets)
+        assert samples[:len(parsed)] == parsed
+        assert samples[len(parsed):len(parsed) + len(expected)] == expected
+        assert metric_name(samples[len(parsed) + len(expected)].labels) == "watchdog_engine_info"

@@ -29,13 +29,13 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import repeat
 from urllib.parse import urlsplit
 
 from watchdog.collectors.base import Collector, CollectorContext
 from watchdog.config.settings import EngineKind, EngineSettings, Settings
 from watchdog.engines.config_series import config_series
-from watchdog.engines.exposition import ExpositionError, parse_exposition
+from watchdog.engines.exposition import ExpositionError, PageMemo, parse_columns
 from watchdog.infra.httpdeadline import Cutoff, UnsupportedURL, connection
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels
 
@@ -201,6 +201,8 @@ class ScrapeCaches:
     series: dict[str, Labels] = field(default_factory=dict)
     """Series text -> relabelled labels (the parser's cache, see ``parse_exposition(relabel=...)``)."""
     pairs: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    page: PageMemo = field(default_factory=PageMemo)
+    """The last page's layout (``parse_columns(memo=...)``): one page's lines."""
 
     def bound(self, lines: int) -> None:
         """Empty every cache when one holds more than ``2 * lines + CACHE_SLACK`` entries."""
@@ -208,6 +210,7 @@ class ScrapeCaches:
         if len(self.series) > limit or len(self.pairs) > limit:
             self.series.clear()
             self.pairs.clear()
+            self.page.forget()
 
 
 def detect_kind(names: Iterable[str]) -> str:
@@ -248,30 +251,41 @@ def scrape_result_samples(targets: Mapping[str, str], up: bool, duration_seconds
 def parse_payload(text: str, targets: Mapping[str, str], caches: ScrapeCaches | None = None,
                   deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> list[Sample]:
     """Every sample of ``text`` (``*_created`` dropped) with target labels; raises ExpositionError, or
-    ScrapeError once ``clock()`` passes ``deadline`` (checked every few thousand samples).
+    ScrapeError once ``clock()`` passes ``deadline`` (checked every few thousand lines).
 
     ``caches`` may be kept by the caller across scrapes of the same target (then bounded here after each
-    parse): the steady state is one dictionary lookup per sample, the parser's own.
+    parse): the steady state is one dictionary lookup per sample, the parser's own, or none at all for a
+    page laid out as the previous one (``PageMemo``).
     """
+    return samples_of(*payload_columns(text, targets, caches, deadline, clock))
+
+
+def payload_columns(text: str, targets: Mapping[str, str], caches: ScrapeCaches | None = None,
+                    deadline: float | None = None,
+                    clock: Callable[[], float] = time.monotonic) -> tuple[list[Labels], list[float]]:
+    """:func:`parse_payload`'s samples as two columns, label sets and values."""
     caches = caches or ScrapeCaches()
     pairs = caches.pairs
 
     def relabel(labels: Labels) -> Labels:  # once per new series text: the parser caches the result
         return apply_target_labels(labels, targets, pairs)
 
-    parsed = parse_exposition(text, drop_created=True, cache=caches.series, relabel=relabel)
-    out: list[Sample] = []
-    while True:
-        if deadline is not None and clock() > deadline:
-            raise ScrapeError(f"parsing passed the scrape deadline after {len(out)} samples")
-        # tuple.__new__ builds the same Sample as Sample(labels, value) without a Python-level call
-        chunk = [_new_tuple(Sample, (labels, value))
-                 for labels, value, _timestamp in islice(parsed, DEADLINE_CHECK_EVERY)]
-        out += chunk
-        if len(chunk) < DEADLINE_CHECK_EVERY:
-            break
+    check = None
+    if deadline is not None:
+        def check(parsed: int) -> None:  # before every DEADLINE_CHECK_EVERY lines
+            if clock() > deadline:
+                raise ScrapeError(f"parsing passed the scrape deadline after {parsed} samples")
+
+    columns = parse_columns(text, drop_created=True, cache=caches.series, relabel=relabel, check=check,
+                            check_every=DEADLINE_CHECK_EVERY, memo=caches.page)
     caches.bound(text.count("\n"))
-    return out
+    return columns
+
+
+def samples_of(labels: list[Labels], values: list[float]) -> list[Sample]:
+    """``Sample(labels[i], values[i])`` for each i."""
+    # tuple.__new__ builds the same Sample as Sample(labels, value) without a Python-level call
+    return list(map(_new_tuple, repeat(Sample), zip(labels, values, strict=True)))
 
 
 _new_tuple = tuple.__new__
@@ -302,7 +316,10 @@ class EngineCollector:
         self._failure = scrape_result_samples(self.targets, False, endpoint.scrape_timeout_seconds, 0,
                                               self._result_labels)
         self._info_labels: dict[str, Labels] = {}  # kind -> watchdog_engine_info's label set
-        self._kind_input: list[Labels] = []  # the label sets detect_kind last ran over (kind auto)
+        # The label sets of the last scrape parsed, and what depends on them alone: the kind detected
+        # (kind auto) and the derived config series (samples whose values come from label values).
+        self._labels: list[Labels] | None = None
+        self._config: list[Sample] = []
 
     def collect(self) -> list[Sample]:
         """Scrape once; never raises for the endpoint's faults (they become ``up 0``)."""
@@ -310,21 +327,23 @@ class EngineCollector:
         try:
             text = self._fetch(self.endpoint.url, self.endpoint.scrape_timeout_seconds,
                                self.endpoint.max_payload_bytes)
-            samples = parse_payload(text, self.targets, self._caches,
-                                    deadline=started + self.endpoint.scrape_timeout_seconds, clock=self._clock)
+            labels, values = payload_columns(text, self.targets, self._caches,
+                                             deadline=started + self.endpoint.scrape_timeout_seconds,
+                                             clock=self._clock)
         except (ScrapeError, ExpositionError) as exc:
             self.last_error = str(exc)
             log.info("engine scrape failed", extra={"collector": self.name, "url": redact_url(self.endpoint.url),
                                                     "error": self.last_error})
             return scrape_result_samples(self.targets, False, self._clock() - started, 0, self._result_labels)
         self.last_error = ""
-        if self.endpoint.kind is EngineKind.AUTO:
-            kind_input = [s.labels for s in samples]
-            if kind_input != self._kind_input:  # the same label sets (compared by identity first): same kind
-                self.kind = detect_kind(_name_of(labels) for labels in kind_input)
-                self._kind_input = kind_input
+        samples = samples_of(labels, values)
+        if labels != self._labels:  # the same label sets (compared by identity first): same kind and config
+            self._labels = labels
+            if self.endpoint.kind is EngineKind.AUTO:
+                self.kind = detect_kind(_name_of(series) for series in labels)
+            self._config = config_series(samples, self.targets)
         scraped = len(samples)
-        samples.extend(config_series(samples, self.targets))
+        samples.extend(self._config)
         info = self._info_labels.get(self.kind)
         if info is None:
             info = self._info_labels[self.kind] = make_labels({**self.targets, METRIC_NAME: "watchdog_engine_info",
@@ -370,7 +389,9 @@ __all__ = [
     "engine_collectors",
     "fetch",
     "parse_payload",
+    "payload_columns",
     "redact_url",
+    "samples_of",
     "scrape_instance",
     "scrape_result_labels",
     "scrape_result_samples",

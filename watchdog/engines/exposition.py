@@ -10,9 +10,9 @@ Contract:
   kept verbatim, as Prometheus does), a trailing comma inside ``{...}``, values ``NaN``, ``+Inf``,
   ``-Inf`` (any case), optional integer millisecond timestamps, an OpenMetrics exemplar after the value
   (``# {trace_id="..."} 1.0``: ignored) and an OpenMetrics ``# EOF`` line (stops parsing).
-- Anything else raises :class:`ExpositionError` with the 1-based line number. Because the function is a
-  generator, the error surfaces while iterating: callers that need all-or-nothing must consume it fully
-  before using the samples (:func:`parse_samples` does that).
+- Anything else raises :class:`ExpositionError` with the 1-based line number, for the whole text: the
+  generator parses all of it at its first ``next()`` (:func:`parse_columns`, which returns the samples
+  as two columns, labels and values, is what it iterates), so a bad page yields no sample.
 - ``drop_created=True`` skips the ``<family>_created`` samples of counter, histogram and summary families
   declared by an earlier ``# TYPE`` line (as ``<family>`` or ``<family>_total``): creation timestamps
   that client libraries export; no rule may use them.
@@ -20,23 +20,29 @@ Contract:
 Speed: a scrape repeats the same series text every tick, so the parsed labels of each series text
 (``name{...}``) are cached (the idea of Prometheus' scrape cache): in the caller's own table when it
 passes one (the engine collector: one per endpoint, bounded by that endpoint's size), else in a bounded
-module-level table. A cache hit costs one dictionary lookup; a cold parse goes through a small hand-written lexer. See
-``benchmarks/parse.py`` for figures against ``prometheus_client.parser``.
+module-level table. A cache hit costs one dictionary lookup; a cold parse goes through a small hand-written lexer.
+A caller that keeps a :class:`PageMemo` per endpoint as well reads a page laid out as the previous one (same
+lines but for the sample values) without a step per line. See ``benchmarks/parse.py`` for figures against
+``prometheus_client.parser``.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Labels
 
 __all__ = [
     "ExpositionError",
+    "PageMemo",
     "ParsedSample",
     "clear_cache",
+    "parse_columns",
     "parse_exposition",
     "parse_samples",
     "parse_types",
@@ -189,6 +195,77 @@ def _cache_put(key: str, labels: Labels) -> None:
     _bounded_put(_series_cache, key, labels)
 
 
+def _pick(indices: list[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """``seq -> (seq[i] for i in indices)`` as a tuple, by :func:`operator.itemgetter` (a tuple always)."""
+    if len(indices) >= 2:
+        return itemgetter(*indices)
+    return lambda seq: tuple([seq[i] for i in indices])
+
+
+_HEAD, _TAIL = itemgetter(0), itemgetter(2)
+
+
+class PageMemo:
+    """The layout of the last page an endpoint served, when every line of it took :func:`parse_columns`'
+    steady paths: which lines are samples read as ``<series text> <value>`` (and their series texts and
+    labels), which are ``*_created`` samples dropped, and the text of every other line (comments, blank).
+
+    :meth:`values` reads a page with that layout by bulk operations, without a step per line in Python:
+    it returns the new values only when every other line is the same text, every sample line has the
+    same series text before its last space, and every value passes the checks of the steady path (no
+    ``_``, ``float()`` accepts it); else None, and the page is parsed line by line. What the steady path
+    makes of such a page is a function of those texts alone, so both paths yield the same samples.
+    Holds one page's lines: bounded by the endpoint's own size, and emptied with its caches.
+    """
+
+    __slots__ = ("_heads", "_heads_at", "_lines", "_other", "_other_at", "_values_at", "labels")
+
+    def __init__(self) -> None:
+        self.labels: list[Labels] | None = None
+        """The labels the remembered page yielded (None: nothing remembered)."""
+        self._lines = 0
+        self._other: tuple[str, ...] = ()
+        self._other_at = _pick([])
+        self._heads: list[str] = []
+        self._heads_at = _pick([])
+        self._values_at = _pick([])
+
+    def remember(self, lines: list[str], fast: list[int], dropped: list[int], labels: list[Labels]) -> None:
+        """Keep the layout of ``lines``: ``fast`` the sample lines (yielding ``labels``), ``dropped`` the
+        ``*_created`` lines, the others compared whole."""
+        read = sorted(fast + dropped)
+        skipped = set(read)
+        other = [i for i in range(len(lines)) if i not in skipped]
+        position = {line: at for at, line in enumerate(read)}
+        self._lines = len(lines)
+        self._other_at = _pick(other)
+        self._other = self._other_at(lines)
+        self._heads_at = _pick(read)
+        self._heads = [lines[i].rpartition(" ")[0] for i in read]
+        self._values_at = _pick([position[i] for i in fast])
+        self.labels = list(labels)
+
+    def forget(self) -> None:
+        """Remember nothing (the next page is parsed line by line)."""
+        self.labels = None
+        self._other, self._heads = (), []
+
+    def values(self, lines: list[str]) -> list[float] | None:
+        """The sample values of ``lines`` when they have the remembered layout, else None."""
+        if len(lines) != self._lines or self._other_at(lines) != self._other:
+            return None
+        parts = list(map(str.rpartition, self._heads_at(lines), repeat(" ")))
+        if list(map(_HEAD, parts)) != self._heads:
+            return None
+        tails = list(map(_TAIL, self._values_at(parts)))
+        if "_" in "".join(tails):
+            return None
+        try:
+            return list(map(float, tails))
+        except ValueError:
+            return None
+
+
 def parse_exposition(text: str, *, drop_created: bool = False, cache: dict[str, Labels] | None = None,
                      relabel: Callable[[Labels], Labels] | None = None) -> Iterator[ParsedSample]:
     """Yield ``(labels, value, timestamp_ms | None)`` per sample line; see the module contract. ``cache``
@@ -197,97 +274,167 @@ def parse_exposition(text: str, *, drop_created: bool = False, cache: dict[str, 
     ``relabel`` (only with the caller's ``cache``) maps each label set as parsed to the one yielded, and
     the cache holds the result: a line whose series text was seen before yields the relabelled set at
     no further cost. It must keep ``__name__`` (the ``*_created`` check reads it after relabelling).
+
+    The whole text is parsed at the first ``next()`` (:func:`parse_columns`): a page with a bad line
+    raises there, before any of its samples is yielded.
+    """
+    stamps: dict[int, int] = {}
+    labels, values = parse_columns(text, drop_created=drop_created, cache=cache, relabel=relabel,
+                                   timestamps=stamps)
+    if stamps:
+        yield from ((labels[i], values[i], stamps.get(i)) for i in range(len(values)))
+    else:
+        yield from zip(labels, values, repeat(None))
+
+
+def parse_columns(text: str, *, drop_created: bool = False, cache: dict[str, Labels] | None = None,
+                  relabel: Callable[[Labels], Labels] | None = None, timestamps: dict[int, int] | None = None,
+                  check: Callable[[int], None] | None = None, check_every: int = 4096,
+                  memo: PageMemo | None = None) -> tuple[list[Labels], list[float]]:
+    """Every sample of ``text`` as two columns, labels and values, in file order (all or nothing:
+    raises :class:`ExpositionError` at the first bad line). ``drop_created``, ``cache`` and ``relabel``
+    as for :func:`parse_exposition`. A sample's explicit timestamp is validated and, with ``timestamps``,
+    recorded there under the sample's index (most samples have none). ``check`` is called with the
+    number of samples parsed so far before each ``check_every`` lines (the first time before any): what
+    it raises (a deadline passed) ends the parse.
+
+    ``memo`` (with the caller's ``cache``; one per endpoint, like the cache) remembers the layout of a page
+    whose every line took the steady paths: a next page with the same lines but for the sample values is
+    read by bulk operations (:meth:`PageMemo.values`; ``check`` called once, before) and yields the
+    labels that page yielded. Any other page is parsed line by line and remembered (or forgotten) anew.
     """
     if relabel is not None and cache is None:
         raise ValueError("relabel needs the caller's own cache")
     put = _cache_put if cache is None else cache.__setitem__
     if cache is None:
         cache = _series_cache
+    get = cache.get
     types: dict[str, str] | None = {} if drop_created else None
     comments = _comment_cache
-    for line_no, line in enumerate(text.split("\n"), 1):
-        if not line:
-            continue
-        if line[0] != "#":
-            # The steady state: ``<series text> <value>`` whose series text a previous line cached.
-            head, space, tail = line.rpartition(" ")
-            known = cache.get(head) if space else None
-            if known is not None and (types is None or "_created" not in head) and "_" not in tail:
-                try:
-                    value = float(tail)
-                except ValueError:
-                    pass  # the general path below says what is wrong
-                else:
-                    yield known, value, None
+    lines = text.split("\n")
+    if memo is not None and memo.labels is not None:
+        if check is not None:
+            check(0)
+        values = memo.values(lines)
+        if values is not None:
+            return list(memo.labels), values
+    labels_out: list[Labels] = []
+    values_out: list[float] = []
+    add_labels, add_value = labels_out.append, values_out.append
+    fast: list[int] = []  # the lines (0-based) read by the steady sample path, when memo is given
+    dropped: list[int] = []  # the lines of *_created samples dropped on it
+    steady = memo is not None  # every line so far on a steady path (the page can be remembered)
+    for start in range(0, len(lines), check_every):
+        if check is not None:
+            check(len(values_out))
+        for line_no, line in enumerate(lines[start:start + check_every], start + 1):
+            if not line:
+                continue
+            if line[0] != "#":
+                # The steady state: ``<series text> <value>`` whose series text a previous line cached.
+                head, space, tail = line.rpartition(" ")
+                known = get(head) if space else None
+                if known is not None and "_" not in tail:
+                    if types is not None and "_created" in head and _is_dropped(known, types):
+                        if steady:
+                            dropped.append(line_no - 1)
+                        continue  # as the general path below drops it: before reading the value
+                    try:
+                        value = float(tail)
+                    except ValueError:
+                        pass  # the general path below says what is wrong
+                    else:
+                        add_labels(known)
+                        add_value(value)
+                        if steady:
+                            fast.append(line_no - 1)
+                        continue
+                if line.isspace():  # never a cached series text: the fast path above passed it by
                     continue
-            if line.isspace():  # never a cached series text: the fast path above passed it by
-                continue
-        else:
-            # The steady comment: a HELP or TYPE line seen before, exactly as memoised by _known_comment
-            # (a line that was not stripped there is stripped below, and validated the same either way).
-            comment = comments.get(line, _MISSING)
-            if comment is not _MISSING:
-                if comment is _EOF:
-                    return
-                if comment is not None and types is not None:
-                    types[comment[0]] = comment[1]  # type: ignore[index]
-                continue
-        if line[-1] == "\r":
-            line = line[:-1]
-        if line[0] in " \t":
-            line = line.lstrip(" \t")
-        if line[0] == "#":
-            comment = _known_comment(line, line_no)
-            if comment is _EOF:
-                return
-            if comment is not None and types is not None:
-                types[comment[0]] = comment[1]
-            continue
-        brace = line.find("{")
-        labels: Labels | None
-        if brace != -1 and " " not in line[:brace] and "\t" not in line[:brace]:
-            # A label block: the cache is keyed by the text up to the first '}' (see module docstring).
-            close = line.find("}", brace)
-            labels = cache.get(line[: close + 1]) if close != -1 else None
-            if labels is not None:
-                rest = line[close + 1:]
             else:
-                labels, end = _parse_series(line, line_no)
-                if relabel is not None:
-                    labels = relabel(labels)
-                put(line[:end], labels)
-                rest = line[end:]
-            if rest and rest[0] not in " \t":
-                raise ExpositionError(line_no, "expected whitespace after the label set")
-        else:
-            parts = line.split(None, 1)
-            key = parts[0]
-            rest = parts[1] if len(parts) == 2 else ""
-            labels = cache.get(key)
-            if labels is None:
-                labels, end = _parse_series(key, line_no)
-                if end != len(key):
-                    raise ExpositionError(line_no, f"unexpected character {key[end]!r} in the metric name")
-                if relabel is not None:
-                    labels = relabel(labels)
-                put(key, labels)
-        if types is not None:
-            name = _name_of(labels)
-            if name.endswith("_created") and _is_created_sample(name[:-8], types):
+                # The steady comment: a HELP or TYPE line seen before, exactly as memoised by _known_comment
+                # (a line that was not stripped there is stripped below, and validated the same either way).
+                comment = comments.get(line, _MISSING)
+                if comment is not _MISSING:
+                    if comment is _EOF:
+                        if memo is not None:
+                            memo.forget()  # the lines after it are not read: no layout to keep
+                        return labels_out, values_out
+                    if comment is not None and types is not None:
+                        types[comment[0]] = comment[1]  # type: ignore[index]
+                    continue
+            steady = False
+            if line[-1] == "\r":
+                line = line[:-1]
+            if line[0] in " \t":
+                line = line.lstrip(" \t")
+            if line[0] == "#":
+                comment = _known_comment(line, line_no)
+                if comment is _EOF:
+                    return labels_out, values_out
+                if comment is not None and types is not None:
+                    types[comment[0]] = comment[1]
                 continue
-        if "#" in rest:
-            rest, _, exemplar = rest.partition("#")
-            if not exemplar.lstrip().startswith("{"):
-                raise ExpositionError(line_no, "unexpected '#' after the sample value")
-        fields = rest.split()
-        if len(fields) == 1:
-            yield labels, _parse_value(fields[0], line_no), None
-        elif len(fields) == 2:
-            yield labels, _parse_value(fields[0], line_no), _parse_timestamp(fields[1], line_no)
-        elif not fields:
-            raise ExpositionError(line_no, "missing sample value")
+            brace = line.find("{")
+            labels: Labels | None
+            if brace != -1 and " " not in line[:brace] and "\t" not in line[:brace]:
+                # A label block: the cache is keyed by the text up to the first '}' (see module docstring).
+                close = line.find("}", brace)
+                labels = get(line[: close + 1]) if close != -1 else None
+                if labels is not None:
+                    rest = line[close + 1:]
+                else:
+                    labels, end = _parse_series(line, line_no)
+                    if relabel is not None:
+                        labels = relabel(labels)
+                    put(line[:end], labels)
+                    rest = line[end:]
+                if rest and rest[0] not in " \t":
+                    raise ExpositionError(line_no, "expected whitespace after the label set")
+            else:
+                parts = line.split(None, 1)
+                key = parts[0]
+                rest = parts[1] if len(parts) == 2 else ""
+                labels = get(key)
+                if labels is None:
+                    labels, end = _parse_series(key, line_no)
+                    if end != len(key):
+                        raise ExpositionError(line_no, f"unexpected character {key[end]!r} in the metric name")
+                    if relabel is not None:
+                        labels = relabel(labels)
+                    put(key, labels)
+            if types is not None and _is_dropped(labels, types):
+                continue
+            if "#" in rest:
+                rest, _, exemplar = rest.partition("#")
+                if not exemplar.lstrip().startswith("{"):
+                    raise ExpositionError(line_no, "unexpected '#' after the sample value")
+            fields = rest.split()
+            if len(fields) == 1:
+                add_value(_parse_value(fields[0], line_no))
+            elif len(fields) == 2:
+                value = _parse_value(fields[0], line_no)
+                stamp = _parse_timestamp(fields[1], line_no)
+                if timestamps is not None:
+                    timestamps[len(values_out)] = stamp
+                add_value(value)
+            elif not fields:
+                raise ExpositionError(line_no, "missing sample value")
+            else:
+                raise ExpositionError(line_no, f"unexpected text after the sample: {' '.join(fields[2:])!r}")
+            add_labels(labels)
+    if memo is not None:
+        if steady:
+            memo.remember(lines, fast, dropped, labels_out)
         else:
-            raise ExpositionError(line_no, f"unexpected text after the sample: {' '.join(fields[2:])!r}")
+            memo.forget()
+    return labels_out, values_out
+
+
+def _is_dropped(labels: Labels, types: dict[str, str]) -> bool:
+    """True for a ``*_created`` sample of a family declared so far (see :func:`_is_created_sample`)."""
+    name = _name_of(labels)
+    return name.endswith("_created") and _is_created_sample(name[:-8], types)
 
 
 def _is_created_sample(base: str, types: dict[str, str]) -> bool:
