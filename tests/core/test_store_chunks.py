@@ -269,3 +269,63 @@ def test_head_values_are_float32_only_while_exact() -> None:
     assert series.tail(t)[1].typecode == "f"
     assert _bits(list(series.values)) == _bits(appended)
     assert _bits(series.window(0, t)[1]) == _bits(appended)
+
+
+def test_a_repeated_collection_stores_what_appending_each_series_stores() -> None:
+    """The store's repeat path (``_append_each``: only the value appended while the shared timestamps
+    already hold the tick) against each series' own ``Series.append``: same points, same storage, over
+    values that widen and narrow the head, seals, reads that hold points uncompressed, a series that
+    missed collections (its own timestamps), duplicate and out-of-order ticks."""
+    rng = random.Random(16)
+    names = [metric("x", i=str(i)) for i in range(6)]
+    kinds = ["float32", "double", "special", "counter", "constant", "big_counter"]
+    store = Store(retention_ms=10**9, max_points=10_000)
+    reference = {labels: Series(labels) for labels in names}
+    ticks = [1_800_000_000_000 + 1000 * i for i in range(3 * (CHUNK_POINTS + HEAD_POINTS))]
+    ticks[40] = ticks[39]  # a tick again at the same time: the value replaced
+    ticks[41] = ticks[38]  # and one from the past: ignored
+    for i, t_ms in enumerate(ticks):
+        # the first series misses a few collections (a batch without it is not a repeat), so its head's
+        # timestamps part from the others'; from time to time every value moves to a double
+        batch = names[1:] if 60 <= i < 64 else names
+        samples = [Sample(labels, KINDS[kinds[n % len(kinds)] if i % 50 else "double"](i, rng))
+                   for n, labels in enumerate(batch)]
+        store.ingest("collector:x", samples, t_ms)
+        for sample in samples:
+            reference[sample.labels].append(t_ms, sample.value, store.max_points)
+        if i == 60:  # the store marks the series that left the collection stale, once
+            reference[names[0]].append(t_ms, STALE_NAN, store.max_points)
+        for labels, expected in reference.items():  # sealed when the reference seals, same newest point
+            (stored,) = store.select([("__name__", "=", "x"), ("i", "=", dict(labels)["i"])])
+            assert stored.storage()[:2] == expected.storage()[:2], (i, labels)
+            assert _bits([stored.latest()[1]]) == _bits([expected.latest()[1]])  # type: ignore[index]
+        if i % 37 == 0:  # a rule reading the last minute keeps that much of each head uncompressed
+            for labels in names[::2]:
+                (stored,) = store.select([("__name__", "=", "x"), ("i", "=", dict(labels)["i"])])
+                stored.span(t_ms - 60_000, t_ms)
+                reference[labels].span(t_ms - 60_000, t_ms)
+    for labels, expected in reference.items():
+        (stored,) = store.select([("__name__", "=", "x"), ("i", "=", dict(labels)["i"])])
+        got_t, got_v = stored.span(-(1 << 62), 1 << 62)
+        want_t, want_v = expected.span(-(1 << 62), 1 << 62)
+        assert list(got_t) == list(want_t)
+        assert _bits(list(got_v)) == _bits(list(want_v))
+        assert stored.storage() == expected.storage()
+        assert stored._head_v.typecode == expected._head_v.typecode
+
+
+def test_a_repeated_collection_appends_a_timestamp_its_shared_array_does_not_hold_next() -> None:
+    """Series sharing their timestamps, some of them ahead (the others missed a point): the ones behind
+    are not given the others' next timestamp by the repeat path, whether the series before them in the
+    collection took it or not."""
+    store = Store(retention_ms=10**9, max_points=10_000)
+    a, b, c, d = (metric("x", i=name) for name in "abcd")
+    order = [b, c, a, d]
+    store.ingest("collector:x", [Sample(labels, 1.0) for labels in order], 1000)
+    series = {labels: next(iter(store.select([("i", "=", dict(labels)["i"])]))) for labels in order}
+    assert len({id(one._head_t) for one in series.values()}) == 1
+    for labels in (b, c):  # the shared array holds 2000 next, which a and d never had
+        series[labels].append(2000, 2.0, store.max_points)
+    store.ingest("collector:x", [Sample(labels, 3.0) for labels in order], 3000)
+    for labels, times in ((a, [1000, 3000]), (b, [1000, 2000, 3000]), (c, [1000, 2000, 3000]), (d, [1000, 3000])):
+        assert list(series[labels].span(0, 10_000)[0]) == times
