@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from watchdog.collectors.engines import (
+    CACHE_SLACK,
     DEADLINE_CHECK_EVERY,
     EngineCollector,
     ScrapeCaches,
@@ -141,3 +142,13 @@ def test_config_series_follow_the_info_labels_from_scrape_to_scrape() -> None:
         assert samples[:len(parsed)] == parsed
         assert samples[len(parsed):len(parsed) + len(expected)] == expected
         assert metric_name(samples[len(parsed) + len(expected)].labels) == "watchdog_engine_info"
+
+
+@pytest.mark.parametrize("entries", [CACHE_SLACK - 1, CACHE_SLACK, CACHE_SLACK + 1, CACHE_SLACK + 20, CACHE_SLACK + 21])
+def test_caches_are_emptied_past_twice_the_page_plus_the_slack(entries: int) -> None:
+    page = "m 1\n" * 10  # limit: 2 * 10 + CACHE_SLACK
+    for table in ("series", "pairs"):
+        caches = ScrapeCaches()
+        getattr(caches, table).update({str(i): () for i in range(entries)})
+        caches.bound(page)
+        assert len(getattr(caches, table)) == (0 if entries > 2 * 10 + CACHE_SLACK else entries)

@@ -223,9 +223,12 @@ class ScrapeCaches:
     page: PageMemo = field(default_factory=PageMemo)
     """The last page's layout (``parse_columns(memo=...)``): one page's lines."""
 
-    def bound(self, lines: int) -> None:
-        """Empty every cache when one holds more than ``2 * lines + CACHE_SLACK`` entries."""
-        limit = 2 * lines + CACHE_SLACK
+    def bound(self, text: str) -> None:
+        """Empty every cache when one holds more than ``2 * lines + CACHE_SLACK`` entries, ``lines``
+        those of the page ``text`` (counted only when a cache holds more than ``CACHE_SLACK``)."""
+        if len(self.series) <= CACHE_SLACK and len(self.pairs) <= CACHE_SLACK:
+            return  # within the limit, whatever the page's length
+        limit = 2 * text.count("\n") + CACHE_SLACK
         if len(self.series) > limit or len(self.pairs) > limit:
             self.series.clear()
             self.pairs.clear()
@@ -297,7 +300,7 @@ def payload_columns(text: str, targets: Mapping[str, str], caches: ScrapeCaches 
 
     columns = parse_columns(text, drop_created=True, cache=caches.series, relabel=relabel, check=check,
                             check_every=DEADLINE_CHECK_EVERY, memo=caches.page)
-    caches.bound(text.count("\n"))
+    caches.bound(text)
     return columns
 
 
