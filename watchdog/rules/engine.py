@@ -122,8 +122,8 @@ class _RulePlan:
     query as the rule manager runs it, its store source, the names it writes, and (recording rules) a
     memo from each result label set to the label set it is written under."""
 
-    __slots__ = ("copy", "empty", "expr", "extra_labels", "held", "last", "outputs", "pending", "record", "source",
-                 "stored", "written")
+    __slots__ = ("copy", "empty", "expr", "extra_labels", "held", "last", "leaves", "outputs", "pending", "record",
+                 "source", "stored", "written")
 
     def __init__(self, rule: AlertingRule | RecordingRule, expr: Any, source: str) -> None:
         self.expr = expr
@@ -144,6 +144,16 @@ class _RulePlan:
         """The store's generation after the last evaluation that went through the evaluator."""
         self.pending: _CopyPlan | None = None
         """This evaluation's :class:`_CopyPlan`, until its result is stored."""
+        self.leaves: tuple[Mapping[int, int] | None, list[n.VectorSelector] | None] | None = None
+        """:func:`_copy_leaves` for the empty nodes it was last worked out for (they change with the store's
+        series set: a few distinct marks, each one object)."""
+
+    def copy_leaves(self, empty: Mapping[int, int] | None) -> list[n.VectorSelector] | None:
+        """:func:`_copy_leaves` of the rule's query with the empty nodes ``empty``."""
+        found = self.leaves
+        if found is None or found[0] is not empty:
+            found = self.leaves = (empty, _copy_leaves(self.expr, empty))
+        return found[1]
 
     def output_labels(self, labels: Labels) -> Labels:
         """The label set a recording rule writes the result ``labels`` under (memoised)."""
@@ -535,7 +545,7 @@ class RuleEngine:
             samples = self._recording_samples(plan, vector)
             generation = getattr(self.store, "generation", None)
             if cache is not None and vector and generation is not None and generation == plan.held:
-                leaves = _copy_leaves(expr, empty)  # the series set held since the last evaluation
+                leaves = plan.copy_leaves(empty)  # the series set held since the last evaluation
                 copy = None if not leaves else _copy_plan(leaves, cache.selections.select, self.store, vector,
                                                           int(t_ms), self.lookback_ms, generation)
                 plan.pending = copy
