@@ -142,6 +142,19 @@ class Binary:
     return_bool: bool
     type: str = VECTOR
 
+    @cached_property
+    def literal_filter(self) -> tuple[Expr, NumberLiteral, bool] | None:
+        """``(vector operand, number literal, whether the literal is on the left)`` when this is a filtering
+        comparison (no ``bool``) between a vector and a number literal, such as ``rate(x[5m]) > 1``; else
+        None. Worked out once per node."""
+        if self.op not in COMPARISON_OPS or self.return_bool:
+            return None
+        if isinstance(self.rhs, NumberLiteral) and self.lhs.type == VECTOR:
+            return self.lhs, self.rhs, False
+        if isinstance(self.lhs, NumberLiteral) and self.rhs.type == VECTOR:
+            return self.rhs, self.lhs, True
+        return None
+
 
 @dataclass(frozen=True)
 class Negate:
