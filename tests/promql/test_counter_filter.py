@@ -1,7 +1,9 @@
 """A filtering comparison of ``rate``/``increase``/``delta`` with a number literal (``rate(x[5m]) > 1``) is
 answered from the counter index in one loop (``Evaluator._counter_filter``, ``CounterIndex.rates``): the
 same samples, bit for bit, and the same samples held at the peak as evaluating the operands apart over
-the full walk of every window."""
+the full walk of every window. The window indexes' loops over a whole selection (``CounterIndex.rates``,
+``ExtremaIndex.extremes``) share one window's bounds between series that share their timestamps: the
+same store checks them against the walk."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 
 from watchdog.model import STALE_NAN, Sample, make_labels
 from watchdog.promql import PromQLError, evaluate, parse_query
-from watchdog.promql.cache import CounterIndex, EvalCache
+from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex
 from watchdog.promql.engine import Evaluator
 from watchdog.store import Store
 
@@ -28,10 +30,11 @@ FUSED = [
 """Queries with at least one comparison the fused loop answers."""
 GENERAL = [
     "rate(c[1m]) > bool 0", "rate(c[1m]) > rate(c[5m])", 'rate({__name__=~"c|d"}[1m]) > 0',
-    "irate(c[1m]) > 0", "(rate(c[1m])) > 0",
+    "irate(c[1m]) > 0", "(rate(c[1m])) > 0", "max_over_time(c[1m])", "min_over_time(c[2m]) > 1",
+    "count_over_time(c[90s])", "rate(c[1m])",
 ]
 """Comparisons it must leave to the general path (``bool``, no literal, several names, another
-function, parentheses), checked equal as well."""
+function, parentheses), checked equal as well, with range functions the window indexes answer."""
 
 
 def _bits(value: float) -> bytes:
@@ -99,7 +102,7 @@ def _outcome(query: str, store: Store, t: int, cache: EvalCache | None) -> tuple
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_counter_filters_equal_the_operands_evaluated_apart(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     store, times = _fill(seed)
-    counters = CounterIndex()
+    counters, extrema = CounterIndex(), ExtremaIndex()
     fused_calls = []
     rates = CounterIndex.rates
 
@@ -113,7 +116,7 @@ def test_counter_filters_equal_the_operands_evaluated_apart(seed: int, monkeypat
     for t in times:
         for query in FUSED + GENERAL:
             plain = _outcome(query, store, t, None)
-            cached = _outcome(query, store, t, EvalCache(None, counters))
+            cached = _outcome(query, store, t, EvalCache(None, counters, None, extrema))
             assert plain == cached, (seed, t, query)
             kept += len(plain[0]) if isinstance(plain[0], list) else 0
         if t % 7 == 0:
@@ -122,7 +125,7 @@ def test_counter_filters_equal_the_operands_evaluated_apart(seed: int, monkeypat
     general = len(fused_calls)
     for t in times[-5:]:
         for query in GENERAL:
-            _outcome(query, store, t, EvalCache(None, counters))
+            _outcome(query, store, t, EvalCache(None, counters, None, extrema))
     assert len(fused_calls) == general  # none of these took the fused loop
 
 

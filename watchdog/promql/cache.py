@@ -253,7 +253,8 @@ class _SlidingExtreme:
             if index < 0 or timestamps[index] != self.scanned_t:
                 index = bisect_left(timestamps, self.scanned_t)
             if (mint >= self.mint and maxt >= self.scanned_t and index < len(timestamps)
-                    and timestamps[index] == self.scanned_t and _same(values[index], self.scanned_v)):
+                    and timestamps[index] == self.scanned_t and (values[index] == self.scanned_v
+                                                                 or _same(values[index], self.scanned_v))):
                 start = max(index + 1, lo)
             else:
                 self.reset()
@@ -271,7 +272,8 @@ class _SlidingExtreme:
             else:
                 while runs and runs[-1][0] > value:
                     runs.pop()
-            if not runs or not _identical(runs[-1][0], value):
+            # _identical, its equality test first (the common case), the sign test only for zeros
+            if not runs or not (runs[-1][0] == value and (value != 0.0 or _identical(runs[-1][0], value))):
                 runs.append([value, timestamps[i]])
         if hi > start:
             self.scanned_t = timestamps[hi - 1]
@@ -282,20 +284,18 @@ class _SlidingExtreme:
             nan_t.popleft()
         while runs and runs[0][1] < mint:
             # The run's next point in the window, if any: between its points there are only worse ones
-            # (and, for a zero, the other zero's run, which starts later).
+            # (and, for a zero, the other zero's run, which starts later), so before the next run an
+            # equal value is an identical one (a value equal but not identical would have a run of its
+            # own, popped only by a better value, which pops this run too).
             run = runs[0]
+            best = run[0]
             stop = bisect_left(timestamps, runs[1][1]) if len(runs) > 1 else hi
             for i in range(lo, stop):
-                if _identical(values[i], run[0]):
+                if values[i] == best:
                     run[1] = timestamps[i]
                     break
             else:
                 runs.popleft()
-
-
-ExtremeWindow = tuple[int, "float | None", bool]
-"""``(points in the window, the maximum or minimum of its non-stale points (None: there are none),
-exact)``; ``exact`` is False when the window holds an ordinary NaN (then the caller walks the window)."""
 
 
 class ExtremaIndex:
@@ -305,26 +305,43 @@ class ExtremaIndex:
         self._states: dict[tuple[int, bool, int], _SlidingExtreme] = {}
         self._lookups = 0
 
-    def extreme(self, series: Any, mint: int, maxt: int, largest: bool) -> ExtremeWindow | None:
-        """``max_over_time`` (``largest``) or ``min_over_time`` of ``series``' points in ``[mint, maxt]``;
-        None when it has no points there."""
-        timestamps, values = series.tail(mint)
-        lo = bisect_left(timestamps, mint)
-        hi = bisect_right(timestamps, maxt, lo)
-        if lo == hi:
-            return None
-        key = (id(series), largest, maxt - mint)
-        state = self._states.get(key)
-        if state is None or state.ref() is not series:
-            state = self._states[key] = _SlidingExtreme(series, largest)
-        self._lookups += 1
-        if self._lookups >= 4 * len(self._states) + 1000:
+    def extremes(self, selected: Sequence[Any], labels: Sequence[Labels], mint: int, maxt: int, largest: bool,
+                 walk: Callable[[Any], float | None]) -> tuple[list[tuple[Labels, float]], int]:
+        """``max_over_time`` (``largest``) or ``min_over_time`` of each of ``selected`` (store series, one
+        call per selector) over ``[mint, maxt]``, labelled ``labels[i]``, in order: (the samples, the points
+        the windows held). A window holding an ordinary NaN is answered by ``walk(series)`` (the full walk);
+        a window without points, or of staleness markers only, gives no sample."""
+        out: list[tuple[Labels, float]] = []
+        append = out.append
+        states = self._states
+        held = lo = hi = 0
+        length = maxt - mint
+        shared: Any = None  # the timestamps array lo and hi were found in (series collected together share one)
+        for series, name in zip(selected, labels, strict=True):
+            timestamps, values = series.tail(mint)
+            if timestamps is not shared:  # the same live array is the same points: the same bounds
+                lo = bisect_left(timestamps, mint)
+                hi = bisect_right(timestamps, maxt, lo)
+                shared = timestamps
+            if lo == hi:
+                continue
+            held += hi - lo
+            key = (id(series), largest, length)
+            state = states.get(key)
+            if state is None or state.ref() is not series:
+                state = states[key] = _SlidingExtreme(series, largest)
+            state.slide(timestamps, values, lo, hi, mint, maxt)
+            if state.nan_t:
+                result = walk(series)
+                if result is not None:
+                    append((name, result))
+            elif state.runs:
+                append((name, state.runs[0][0]))
+        self._lookups += len(selected)
+        if self._lookups >= 4 * len(states) + 1000:
             self._lookups = 0
-            self._states = {k: s for k, s in self._states.items() if s.ref() is not None}
-        state.slide(timestamps, values, lo, hi, mint, maxt)
-        if state.nan_t:
-            return (hi - lo, None, False)
-        return (hi - lo, state.runs[0][0] if state.runs else None, True)
+            self._states = {k: s for k, s in states.items() if s.ref() is not None}
+        return out, held
 
 
 def _read_names(expr: n.Expr) -> frozenset[str] | None:

@@ -576,37 +576,43 @@ class Evaluator:
         from its counter index: the values :meth:`range_selector` and the range function give, in the
         same order, without walking the window (a window holding an ordinary NaN is walked)."""
         assert self.cache is not None and self.cache.extrema is not None
-        extrema, counters = self.cache.extrema, self.cache.counters
+        counters = self.cache.counters
         fn = functions.RANGE_FUNCTIONS[name]
         limited = self.sample_limit is not None
         mint, maxt = context.range_start_ms, context.range_end_ms
-        out: InstantVector = []
+
+        def walk(series: Any) -> float | None:
+            times, values = _without_stale(*_window(series, mint, maxt))
+            return fn(times, values, context) if times else None
+
         selected, unnamed = self._series_unnamed(source.selector.matchers)
-        for series, labels in zip(selected, unnamed, strict=True):
-            result: float | None
-            if getattr(series, "tail", None) is None or (name == "count_over_time" and counters is None):
+        if not selected or getattr(selected[0], "tail", None) is None or (
+                name == "count_over_time" and counters is None):  # not watchdog.store series (all alike)
+            out: InstantVector = []
+            for series, labels in zip(selected, unnamed, strict=True):
                 times, values = _window(series, mint, maxt)
-                held, exact = len(times), False
-            elif name == "count_over_time":
-                assert counters is not None
+                if limited and len(times):
+                    self._hold(len(times))
+                times, values = _without_stale(times, values)
+                result = fn(times, values, context) if times else None
+                if result is not None:
+                    out.append((labels, result))
+            return out
+        if name == "count_over_time":
+            assert counters is not None
+            out = []
+            for series, labels in zip(selected, unnamed, strict=True):
                 counted = counters.count(series, mint, maxt)
                 if counted is None:
                     continue
-                held, exact, result = counted[0], True, float(counted[1]) if counted[1] else None
-            else:
-                extreme = extrema.extreme(series, mint, maxt, name == "max_over_time")
-                if extreme is None:
-                    continue
-                held, result, exact = extreme
-                if not exact:
-                    times, values = _window(series, mint, maxt)
-            if limited and held:
-                self._hold(held)
-            if not exact:
-                times, values = _without_stale(times, values)
-                result = fn(times, values, context) if times else None
-            if result is not None:
-                out.append((labels, result))
+                if limited:
+                    self._hold(counted[0])
+                if counted[1]:
+                    out.append((labels, float(counted[1])))
+            return out
+        out, held = self.cache.extrema.extremes(selected, unnamed, mint, maxt, name == "max_over_time", walk)
+        if limited and held:
+            self._hold(held)  # every window's points held at once by the end: the same peak, the same stop
         return out
 
     def _range_call(self, expr: n.Call, t: int) -> InstantVector:
