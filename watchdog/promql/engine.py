@@ -386,7 +386,7 @@ class Evaluator:
 
     def binary(self, expr: n.Binary, t: int) -> Any:
         """Binary operators between scalars and vectors."""
-        if expr.literal_filter is not None:
+        if expr.counter_filter is not None:
             fused = self._counter_filter(expr, t)
             if fused is not None:
                 return fused
@@ -540,16 +540,15 @@ class Evaluator:
         """``expr``, a filtering comparison of ``rate``/``increase``/``delta`` over a one-name range selector
         with a number literal (``rate(x[5m]) > 1``), from the counter index in one loop: the samples the
         comparison drops are never built. None when it does not apply (the caller then evaluates both
-        operands as usual): a cache without a counter index, inside a subquery, an operand the pass
-        shares or knows to be empty, series that are not store series. The result and the samples held
-        at the peak (``sample_limit``) are those of evaluating the operands then filtering."""
-        fused = expr.literal_filter
+        operands as usual): a cache without a counter index, a subquery counting samples
+        (``max_samples``), an operand the pass shares or knows to be empty, series that are not store
+        series. The result and the samples held at the peak (``sample_limit``) are those of evaluating the
+        operands then filtering."""
+        fused = expr.counter_filter
         cache = self.cache
         if fused is None or cache is None or cache.counters is None or self._counts is not None:
             return None
         call, literal, literal_left = fused
-        if not isinstance(call, n.Call) or call.name not in COUNTER_FUNCTIONS or not call.over_one_name_selector:
-            return None
         if (self._key_of is not None and id(call) in self._key_of) or (
                 self._empty is not None and (id(call) in self._empty or id(literal) in self._empty)):
             return None
