@@ -21,7 +21,9 @@ One run starts, on loopback only:
 
 After the warm-up it samples every process's CPU (utime+stime of ``/proc/PID/stat``, all threads) and
 RSS (``/proc/PID/status``) for the measured minutes and prints CPU milliseconds per second, RSS (mean,
-last, growth over the window) and the ratios. ``--retention-full`` warms up for the retention plus a
+last, growth over the window), wake-ups per second (voluntary context switches of the live threads,
+``/proc/PID/task/*/status``: on this project's virtual machines each costs tens of microseconds of CPU,
+see ``benchmarks/wakeup.py``) and the ratios. ``--retention-full`` warms up for the retention plus a
 minute, so every window is full before measuring (use ``--retention 120`` for a quick full-retention run;
 the default 900 then needs 16 minutes of warm-up). The machines these run on are shared: compare
 processes of the same run, not runs.
@@ -81,6 +83,7 @@ class Proc:
     popen: subprocess.Popen[bytes]
     cpu: list[tuple[float, float]] = field(default_factory=list)  # (monotonic s, CPU s)
     rss: list[float] = field(default_factory=list)  # MB
+    wakes: list[tuple[float, int]] = field(default_factory=list)  # (monotonic s, voluntary switches)
     url: str = ""  # the agent's /metrics
 
     def sample(self) -> None:
@@ -91,6 +94,13 @@ class Proc:
         for line in Path(f"/proc/{self.popen.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 self.rss.append(int(line.split()[1]) / 1024)
+        self.wakes.append((time.monotonic(), voluntary_switches(self.popen.pid)))
+
+    def wakes_per_second(self) -> float:
+        """Voluntary context switches per wall second over the sampled window (threads alive at each
+        sample; a thread that ended takes its count with it)."""
+        (t0, w0), (t1, w1) = self.wakes[0], self.wakes[-1]
+        return (w1 - w0) / (t1 - t0)
 
     def cpu_ms_per_second(self) -> float:
         """Mean CPU milliseconds per wall second over the sampled window."""
@@ -101,6 +111,19 @@ class Proc:
         """CPU ms per second of each sampling interval (the spread of the measurement)."""
         return [(c1 - c0) / (t1 - t0) * 1000 for (t0, c0), (t1, c1) in zip(self.cpu, self.cpu[1:], strict=False)
                 if t1 > t0]
+
+
+def voluntary_switches(pid: int) -> int:
+    """Sum of ``voluntary_ctxt_switches`` over a process's live threads: each one a wait that ended."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+        except OSError:  # the thread ended meanwhile
+            continue
+    return total
 
 
 def free_port() -> int:
@@ -231,7 +254,8 @@ def report(gpus: int, engines: int, procs: list[Proc]) -> None:
     """Print one size's table and ratios."""
     prom = next(p for p in procs if p.name == "prometheus")
     print(f"\n{gpus} GPU(s) x {engines} engine(s), {len(prom.cpu) - 1} samples")
-    header = f"{'process':<18} {'CPU ms/s':>9} {'p10-p90':>15} {'RSS MB mean':>12} {'last':>7} {'growth':>7}"
+    header = (f"{'process':<18} {'CPU ms/s':>9} {'p10-p90':>15} {'RSS MB mean':>12} {'last':>7} {'growth':>7} "
+              f"{'wakes/s':>8}")
     print(header)
     print("-" * len(header))
     for p in procs:
@@ -239,7 +263,7 @@ def report(gpus: int, engines: int, procs: list[Proc]) -> None:
         spread = f"{series[len(series) // 10]:.1f}-{series[(9 * len(series)) // 10]:.1f}" if series else "-"
         mean_rss = sum(p.rss) / len(p.rss)
         print(f"{p.name:<18} {p.cpu_ms_per_second():>9.1f} {spread:>15} {mean_rss:>12.1f} {p.rss[-1]:>7.1f} "
-              f"{p.rss[-1] - p.rss[0]:>+7.1f}")
+              f"{p.rss[-1] - p.rss[0]:>+7.1f} {p.wakes_per_second():>8.1f}")
     for p in procs:
         if p is prom:
             continue

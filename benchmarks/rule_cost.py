@@ -9,11 +9,12 @@ machine load for each): one agent as ``benchmarks/steady.py`` builds it (fake NV
 HTTP endpoints on loopback serving the full vLLM V1 fixture, the whole default rule pack, default
 settings, simulated 1 s ticks) runs ``--retention`` ticks with the defaults so that every window is
 full, then ``--ticks`` measured ticks in which the CPU time (``time.thread_time``) of every rule
-evaluation is summed per rule. A checkout's own virtual environment (``TREE/.venv``) runs it when it
-has one. Printed: rule-engine and agent CPU per tick, each group's and the costliest rules' CPU per
-tick, per checkout, and the ratio of the first checkout to the others; and each checkout's warnings
-(fill and measured ticks), counted by message, group, rule and reason. Read the ratios: the machines
-are shared.
+evaluation, and of storing its output (the store's ingest of the rule's source; a recording rule's
+copy plan where the checkout has one), is summed per rule. A checkout's own virtual environment
+(``TREE/.venv``) runs it when it has one. Printed: rule-engine and agent CPU per tick, each group's and
+the costliest rules' CPU per tick, per checkout, and the ratio of the first checkout to the others; and
+each checkout's warnings (fill and measured ticks), counted by message, group, rule and reason. Read the
+ratios: the machines are shared.
 """
 
 from __future__ import annotations
@@ -67,6 +68,37 @@ def child(tree: Path, gpus: int, engines: int, retention: int, ticks: int) -> di
                 spent[json.dumps([runtime.key, index, rule.name])] += time.thread_time() - begun
 
         rules_engine.RuleEngine._evaluate_rule = timed  # type: ignore[method-assign]
+        # A rule's cost includes storing its output: the store's ingest of its source, and (where the
+        # checkout has it) the copy plan's read-and-append that stands for both evaluation and ingest.
+        engine = agent.rule_engine
+        keys = {engine._source(rt, index): json.dumps([rt.key, index, rule.name])
+                for rt in engine._groups for index, rule in enumerate(rt.group.rules)}
+        store_class = type(agent.store)
+        ingest = store_class.ingest
+
+        def timed_ingest(self: Any, source: str, *args: Any, **kwargs: Any) -> Any:
+            key = keys.get(source)
+            if key is None:
+                return ingest(self, source, *args, **kwargs)
+            begun = time.thread_time()
+            try:
+                return ingest(self, source, *args, **kwargs)
+            finally:
+                spent[key] += time.thread_time() - begun
+
+        store_class.ingest = timed_ingest  # type: ignore[method-assign]
+        copy_plan = getattr(rules_engine, "_CopyPlan", None)
+        if copy_plan is not None:
+            repeat = copy_plan.repeat
+
+            def timed_repeat(self: Any, store: Any, t_ms: int, lookback_ms: int, source: str) -> Any:
+                begun = time.thread_time()
+                try:
+                    return repeat(self, store, t_ms, lookback_ms, source)
+                finally:
+                    spent[keys[source]] += time.thread_time() - begun
+
+            copy_plan.repeat = timed_repeat
         cpu, rules = run_block(agent, now, ticks)
         return {"fill_s": fill_s, "warnings": dict(warnings), "series": len(agent.store),
                 "cpu_ms_per_tick": cpu / ticks * 1000, "rules_ms_per_tick": sum(rules) / ticks * 1000,

@@ -434,6 +434,33 @@ class Series:
         return None
 
 
+def newest_values(selected: Sequence[Series], mint_ms: int, maxt_ms: int) -> list[float] | None:
+    """Each series' newest point at or before ``maxt_ms`` when it is at or after ``mint_ms`` and not a
+    staleness marker (what an instant selector reads of it), in order; None as soon as one has no such
+    point."""
+    out: list[float] = []
+    append = out.append
+    for series in selected:
+        head_v = series._head_v
+        n = len(head_v)
+        if n and series._head_t[n - 1] <= maxt_ms:  # the newest point: what point_at finds first
+            t_ms, value = series._head_t[n - 1], head_v[n - 1]
+        else:
+            point = series.point_at(maxt_ms)
+            if point is None:
+                return None
+            t_ms, value = point
+        if t_ms < mint_ms or (value != value and is_stale(value)):
+            return None
+        append(value)
+    return out
+
+
+def any_newest(selected: Sequence[Series], mint_ms: int, maxt_ms: int) -> bool:
+    """True when one of ``selected`` has a point :func:`newest_values` would read."""
+    return any(newest_values((series,), mint_ms, maxt_ms) is not None for series in selected)
+
+
 COLLECTOR_SOURCE_PREFIX = "collector:"
 """Sources named ``collector:<collector name>`` hold what a collector collected."""
 RESERVED_PREFIXES = ("collector:kmsg", "collector:nvml", "collector:host", "rules:", "self:", "")
@@ -610,6 +637,30 @@ class Store:
         if over_limit:
             raise LabelValuesExceeded(source, over_limit, dropped)
         return len(stored)
+
+    def repeat_token(self, source: str) -> object | None:
+        """What :meth:`ingest_values` needs to repeat ``source``'s last collection (None: it cannot be)."""
+        return self._repeats.get(source)
+
+    def ingest_values(self, source: str, token: object, values: Sequence[float], t_ms: int) -> int:
+        """:meth:`ingest` of a collection with the label sets of ``source``'s last one, in the same order,
+        and ``values`` in that order, where ``token`` is :meth:`repeat_token` of that last collection.
+        Returns the number of samples stored, or -1 (nothing stored) when ``source``'s last collection
+        is no longer the one ``token`` was taken from (or a series of it left the store)."""
+        with self._lock:
+            repeat = self._repeats.get(source)
+            if repeat is None or repeat is not token:
+                return -1
+            if len(values) != len(repeat[1]):
+                raise ValueError(f"{len(values)} values for a collection of {len(repeat[1])} series")
+            forget_shared()
+            try:
+                max_points = self.max_points
+                for series, value in zip(repeat[1], values, strict=True):
+                    series.append(t_ms, value, max_points)
+                return len(values)
+            finally:
+                forget_shared()
 
     def _series_of(self, keys: tuple[Labels, ...]) -> list[Series]:
         """The stored series of ``keys`` (each present), in order."""

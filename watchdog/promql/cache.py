@@ -4,8 +4,10 @@ Contract:
 - :class:`CounterIndex` remembers, per store series, where its counter resets and staleness markers
   are, extended as points are appended (a replaced or vanished point makes it start over). With it,
   ``rate``/``increase``/``delta`` over a range selector read four points and the resets inside the
-  window instead of walking every point; the arithmetic, and its order, is Prometheus' own. The same
-  index counts a window's non-stale points for ``count_over_time``.
+  window instead of walking every point; the arithmetic, and its order, is Prometheus' own
+  (:meth:`CounterIndex.rates`, which also applies a filtering comparison with a scalar, such as
+  ``rate(x[5m]) > 1``, without building the samples it drops). The same index counts a window's
+  non-stale points for ``count_over_time``.
 - :class:`ExtremaIndex` keeps, per store series and window length, the sliding maximum or minimum of
   the window (a monotonic queue extended with the points appended since the last evaluation), so
   ``max_over_time``/``min_over_time`` over a window that slid forward cost the new points, not the
@@ -33,14 +35,14 @@ import math
 import weakref
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Labels, is_stale
 from watchdog.promql import nodes as n
 from watchdog.promql.aggregations import Groupings
 from watchdog.promql.binary import MatchPlan
-from watchdog.promql.functions import BucketLayout
+from watchdog.promql.functions import BucketLayout, RangeContext, extrapolate
 from watchdog.promql.labels import drop_name
 
 
@@ -113,12 +115,6 @@ class _SeriesEvents:
             del self.stale_t[:bisect_left(self.stale_t, first)]
 
 
-CounterWindow = tuple[int, int, int, int, float, float]
-"""``(points in the window, non-stale points, first t, last t, first value, increase)``: the increase is
-``last - first`` plus the value before each counter reset in the window, added in time order as
-Prometheus adds them (for a gauge, ``delta``, the caller uses ``last - first``: see :meth:`CounterIndex.window`)."""
-
-
 class CounterIndex:
     """Counter resets and staleness markers of store series (see the module docstring)."""
 
@@ -126,24 +122,56 @@ class CounterIndex:
         self._events: dict[int, _SeriesEvents] = {}
         self._created = 0
 
-    def window(self, series: Any, mint: int, maxt: int, counter: bool = True) -> CounterWindow | None:
-        """What ``rate``/``increase`` (``counter``) or ``delta`` need of ``series``' points in
-        ``[mint, maxt]``; None when it has none there (a window of only stale markers: 0 non-stale)."""
-        return self.windows([series], mint, maxt, counter)[0]
+    def _scanned(self, series: Any, timestamps: Any, values: Any) -> _SeriesEvents:
+        """``series``' entry, brought up to its newest point (``timestamps``, ``values``: its live arrays)."""
+        events = self._events.get(id(series))
+        if events is None or events.ref() is not series:
+            events = self._events_of(series)
+        newest = values[-1]
+        if events.scanned_t != timestamps[-1] or (newest != events.scanned_v
+                                                  and not _same(newest, events.scanned_v)):
+            events.update(timestamps, values)
+        return events
 
-    def windows(self, selected: Sequence[Any], mint: int, maxt: int,
-                counter: bool = True) -> list[CounterWindow | None]:
-        """:meth:`window` of each of ``selected`` (store series), in order: one call per selector, not per
-        series (this loop runs for every series a counter function reads)."""
-        out: list[CounterWindow | None] = []
+    def count(self, series: Any, mint: int, maxt: int) -> tuple[int, int] | None:
+        """(points, non-stale points) of ``series`` in ``[mint, maxt]``; None when it has none there."""
+        timestamps, values = series.tail(mint)  # uncompressed arrays from at or before mint to the newest
+        lo = bisect_left(timestamps, mint)
+        hi = bisect_right(timestamps, maxt, lo)
+        if lo == hi:
+            return None
+        stale = self._scanned(series, timestamps, values).stale_t
+        if not stale:
+            return hi - lo, hi - lo
+        return hi - lo, hi - lo - (bisect_right(stale, timestamps[hi - 1]) - bisect_left(stale, timestamps[lo]))
+
+    def rates(self, selected: Sequence[Any], labels: Sequence[Labels], ctx: RangeContext, counter: bool,
+              is_rate: bool, keep: Callable[[float, float], bool] | None = None, bound: float = 0.0,
+              bound_left: bool = False) -> tuple[list[tuple[Labels, float]], int, int]:
+        """``rate`` (``counter`` and ``is_rate``), ``increase`` (``counter``) or ``delta`` of each of
+        ``selected`` (store series, one call per selector: this loop runs for every series a counter
+        function reads) over ``ctx``'s window, labelled ``labels[i]``, in order; with ``keep`` only the
+        samples a filtering comparison with the scalar ``bound`` keeps (``keep(value, bound)``, or
+        ``keep(bound, value)`` with ``bound_left``), the others never built. Returns (those samples, the
+        points the windows held, the samples before the filter). Values, to the bit, those of
+        :func:`~watchdog.promql.functions.extrapolate` over the window's points, stale markers dropped
+        (Prometheus' ``extrapolatedRate``): the raw increase is the last value less the first plus the
+        value before each counter reset, in time order; a zero increase is its own result (the factor
+        that scales it is positive and finite: two points or more at distinct times)."""
+        mint, maxt = ctx.range_start_ms, ctx.range_end_ms
+        out: list[tuple[Labels, float]] = []
         append = out.append
         known = self._events
-        for series in selected:
+        held = produced = lo = hi = 0
+        shared: Any = None  # the timestamps array lo and hi were found in (series collected together share one)
+        for series, name in zip(selected, labels, strict=True):
             timestamps, values = series.tail(mint)  # uncompressed arrays from at or before mint to the newest
-            lo = bisect_left(timestamps, mint)
-            hi = bisect_right(timestamps, maxt, lo)
-            if lo == hi:
-                append(None)
+            if timestamps is not shared:  # the same live array is the same points: the same bounds
+                lo = bisect_left(timestamps, mint)
+                hi = bisect_right(timestamps, maxt, lo)
+                shared = timestamps
+            held += hi - lo
+            if hi - lo < 2:
                 continue
             events = known.get(id(series))
             if events is None or events.ref() is not series:
@@ -154,26 +182,30 @@ class CounterIndex:
                                                       and not _same(newest, events.scanned_v)):
                 events.update(timestamps, values)
             stale = events.stale_t
-            count = hi - lo
             first, last = lo, hi - 1
+            count = hi - lo
             if stale:
                 count -= bisect_right(stale, timestamps[last]) - bisect_left(stale, timestamps[first])
-                if count == 0:
-                    append((hi - lo, 0, 0, 0, 0.0, 0.0))
+                if count < 2:
                     continue
                 while values[first] != values[first] and is_stale(values[first]):
                     first += 1
                 while values[last] != values[last] and is_stale(values[last]):
                     last -= 1
-            first_t = timestamps[first]
             result = values[last] - values[first]
             reset_t = events.reset_t
             if counter and reset_t:
                 reset_prev = events.reset_prev
+                first_t = timestamps[first]
                 for k in range(bisect_right(reset_t, first_t), bisect_right(reset_t, timestamps[last])):
                     result += reset_prev[k]
-            append((hi - lo, count, first_t, timestamps[last], values[first], result))
-        return out
+            if result != 0.0:
+                result = extrapolate(result, count, timestamps[first], timestamps[last], values[first], ctx,
+                                     counter, is_rate)
+            produced += 1
+            if keep is None or (keep(bound, result) if bound_left else keep(result, bound)):
+                append((name, result))
+        return out, held, produced
 
     def _events_of(self, series: Any) -> _SeriesEvents:
         """A new index entry for ``series``; entries of series gone from the store are dropped once as
@@ -221,7 +253,8 @@ class _SlidingExtreme:
             if index < 0 or timestamps[index] != self.scanned_t:
                 index = bisect_left(timestamps, self.scanned_t)
             if (mint >= self.mint and maxt >= self.scanned_t and index < len(timestamps)
-                    and timestamps[index] == self.scanned_t and _same(values[index], self.scanned_v)):
+                    and timestamps[index] == self.scanned_t and (values[index] == self.scanned_v
+                                                                 or _same(values[index], self.scanned_v))):
                 start = max(index + 1, lo)
             else:
                 self.reset()
@@ -239,7 +272,8 @@ class _SlidingExtreme:
             else:
                 while runs and runs[-1][0] > value:
                     runs.pop()
-            if not runs or not _identical(runs[-1][0], value):
+            # _identical, its equality test first (the common case), the sign test only for zeros
+            if not runs or not (runs[-1][0] == value and (value != 0.0 or _identical(runs[-1][0], value))):
                 runs.append([value, timestamps[i]])
         if hi > start:
             self.scanned_t = timestamps[hi - 1]
@@ -250,20 +284,18 @@ class _SlidingExtreme:
             nan_t.popleft()
         while runs and runs[0][1] < mint:
             # The run's next point in the window, if any: between its points there are only worse ones
-            # (and, for a zero, the other zero's run, which starts later).
+            # (and, for a zero, the other zero's run, which starts later), so before the next run an
+            # equal value is an identical one (a value equal but not identical would have a run of its
+            # own, popped only by a better value, which pops this run too).
             run = runs[0]
+            best = run[0]
             stop = bisect_left(timestamps, runs[1][1]) if len(runs) > 1 else hi
             for i in range(lo, stop):
-                if _identical(values[i], run[0]):
+                if values[i] == best:
                     run[1] = timestamps[i]
                     break
             else:
                 runs.popleft()
-
-
-ExtremeWindow = tuple[int, "float | None", bool]
-"""``(points in the window, the maximum or minimum of its non-stale points (None: there are none),
-exact)``; ``exact`` is False when the window holds an ordinary NaN (then the caller walks the window)."""
 
 
 class ExtremaIndex:
@@ -273,26 +305,43 @@ class ExtremaIndex:
         self._states: dict[tuple[int, bool, int], _SlidingExtreme] = {}
         self._lookups = 0
 
-    def extreme(self, series: Any, mint: int, maxt: int, largest: bool) -> ExtremeWindow | None:
-        """``max_over_time`` (``largest``) or ``min_over_time`` of ``series``' points in ``[mint, maxt]``;
-        None when it has no points there."""
-        timestamps, values = series.tail(mint)
-        lo = bisect_left(timestamps, mint)
-        hi = bisect_right(timestamps, maxt, lo)
-        if lo == hi:
-            return None
-        key = (id(series), largest, maxt - mint)
-        state = self._states.get(key)
-        if state is None or state.ref() is not series:
-            state = self._states[key] = _SlidingExtreme(series, largest)
-        self._lookups += 1
-        if self._lookups >= 4 * len(self._states) + 1000:
+    def extremes(self, selected: Sequence[Any], labels: Sequence[Labels], mint: int, maxt: int, largest: bool,
+                 walk: Callable[[Any], float | None]) -> tuple[list[tuple[Labels, float]], int]:
+        """``max_over_time`` (``largest``) or ``min_over_time`` of each of ``selected`` (store series, one
+        call per selector) over ``[mint, maxt]``, labelled ``labels[i]``, in order: (the samples, the points
+        the windows held). A window holding an ordinary NaN is answered by ``walk(series)`` (the full walk);
+        a window without points, or of staleness markers only, gives no sample."""
+        out: list[tuple[Labels, float]] = []
+        append = out.append
+        states = self._states
+        held = lo = hi = 0
+        length = maxt - mint
+        shared: Any = None  # the timestamps array lo and hi were found in (series collected together share one)
+        for series, name in zip(selected, labels, strict=True):
+            timestamps, values = series.tail(mint)
+            if timestamps is not shared:  # the same live array is the same points: the same bounds
+                lo = bisect_left(timestamps, mint)
+                hi = bisect_right(timestamps, maxt, lo)
+                shared = timestamps
+            if lo == hi:
+                continue
+            held += hi - lo
+            key = (id(series), largest, length)
+            state = states.get(key)
+            if state is None or state.ref() is not series:
+                state = states[key] = _SlidingExtreme(series, largest)
+            state.slide(timestamps, values, lo, hi, mint, maxt)
+            if state.nan_t:
+                result = walk(series)
+                if result is not None:
+                    append((name, result))
+            elif state.runs:
+                append((name, state.runs[0][0]))
+        self._lookups += len(selected)
+        if self._lookups >= 4 * len(states) + 1000:
             self._lookups = 0
-            self._states = {k: s for k, s in self._states.items() if s.ref() is not None}
-        state.slide(timestamps, values, lo, hi, mint, maxt)
-        if state.nan_t:
-            return (hi - lo, None, False)
-        return (hi - lo, state.runs[0][0] if state.runs else None, True)
+            self._states = {k: s for k, s in states.items() if s.ref() is not None}
+        return out, held
 
 
 def _read_names(expr: n.Expr) -> frozenset[str] | None:

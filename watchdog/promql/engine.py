@@ -16,6 +16,7 @@ Time semantics (all integer milliseconds):
 from __future__ import annotations
 
 import math
+import operator
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -385,6 +386,10 @@ class Evaluator:
 
     def binary(self, expr: n.Binary, t: int) -> Any:
         """Binary operators between scalars and vectors."""
+        if expr.counter_filter is not None:
+            fused = self._counter_filter(expr, t)
+            if fused is not None:
+                return fused
         lhs = self.eval(expr.lhs, t)
         rhs = self.eval(expr.rhs, t)
         lhs_scalar = isinstance(lhs, float)
@@ -510,16 +515,12 @@ class Evaluator:
         values, in the same order, as :meth:`range_selector` and the range function, without walking
         the window (other series kinds take that path)."""
         assert self.cache is not None and self.cache.counters is not None
-        windows_of = self.cache.counters.windows
-        is_counter, is_rate = COUNTER_FUNCTIONS[name]
-        fn = functions.RANGE_FUNCTIONS[name]
-        extrapolate = functions.extrapolate
         limit = self.sample_limit
-        mint, maxt = context.range_start_ms, context.range_end_ms
-        out: InstantVector = []
-        append = out.append
         selected, unnamed = self._series_unnamed(source.selector.matchers)
         if selected and getattr(selected[0], "tail", None) is None:  # not watchdog.store series (all alike)
+            fn = functions.RANGE_FUNCTIONS[name]
+            mint, maxt = context.range_start_ms, context.range_end_ms
+            out: InstantVector = []
             for series, labels in zip(selected, unnamed, strict=True):
                 times, values = _window(series, mint, maxt)
                 if limit is not None and len(times):
@@ -527,19 +528,46 @@ class Evaluator:
                 times, values = _without_stale(times, values)
                 result = fn(times, values, context) if times else None
                 if result is not None:
-                    append((labels, result))
+                    out.append((labels, result))
             return out
-        held = 0
-        for window, labels in zip(windows_of(selected, mint, maxt, is_counter), unnamed, strict=True):
-            if window is None:
-                continue
-            held += window[0]
-            if window[1] < 2:
-                continue
-            _, count, first_t, last_t, first_value, increase = window
-            append((labels, extrapolate(increase, count, first_t, last_t, first_value, context, is_counter, is_rate)))
+        is_counter, is_rate = COUNTER_FUNCTIONS[name]
+        out, held, _ = self.cache.counters.rates(selected, unnamed, context, is_counter, is_rate)
         if limit is not None and held:
             self._hold(held)  # every window's points held at once by the end: the same peak, the same stop
+        return out
+
+    def _counter_filter(self, expr: n.Binary, t: int) -> InstantVector | None:
+        """``expr``, a filtering comparison of ``rate``/``increase``/``delta`` over a one-name range selector
+        with a number literal (``rate(x[5m]) > 1``), from the counter index in one loop: the samples the
+        comparison drops are never built. None when it does not apply (the caller then evaluates both
+        operands as usual): a cache without a counter index, a subquery counting samples
+        (``max_samples``), an operand the pass shares or knows to be empty, series that are not store
+        series. The result and the samples held at the peak (``sample_limit``) are those of evaluating the
+        operands then filtering."""
+        fused = expr.counter_filter
+        cache = self.cache
+        if fused is None or cache is None or cache.counters is None or self._counts is not None:
+            return None
+        call, literal, literal_left = fused
+        if (self._key_of is not None and id(call) in self._key_of) or (
+                self._empty is not None and (id(call) in self._empty or id(literal) in self._empty)):
+            return None
+        source = call.range_argument[1]
+        assert isinstance(source, n.MatrixSelector)
+        selected, unnamed = self._series_unnamed(source.selector.matchers)
+        if selected and getattr(selected[0], "tail", None) is None:
+            return None
+        vs = source.selector
+        ref = self._reference(vs.at, vs.offset_ms, t)
+        context = functions.RangeContext(ref - source.range_ms, ref, source.range_ms, t, ())
+        is_counter, is_rate = COUNTER_FUNCTIONS[call.name]
+        out, held, produced = cache.counters.rates(selected, unnamed, context, is_counter, is_rate,
+                                                   _FILTERS[expr.op], literal.value, literal_left)
+        if self.sample_limit is not None:
+            # As evaluated apart: the windows' points on top of a left literal, then the call's output
+            # and the literal together (the caller's ``eval`` then holds the filtered result instead).
+            top = max(self._held + (1 if literal_left else 0) + held, self._held + produced + 1)
+            self._hold(top - self._held)
         return out
 
     def _indexed_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:
@@ -547,37 +575,43 @@ class Evaluator:
         from its counter index: the values :meth:`range_selector` and the range function give, in the
         same order, without walking the window (a window holding an ordinary NaN is walked)."""
         assert self.cache is not None and self.cache.extrema is not None
-        extrema, counters = self.cache.extrema, self.cache.counters
+        counters = self.cache.counters
         fn = functions.RANGE_FUNCTIONS[name]
         limited = self.sample_limit is not None
         mint, maxt = context.range_start_ms, context.range_end_ms
-        out: InstantVector = []
+
+        def walk(series: Any) -> float | None:
+            times, values = _without_stale(*_window(series, mint, maxt))
+            return fn(times, values, context) if times else None
+
         selected, unnamed = self._series_unnamed(source.selector.matchers)
-        for series, labels in zip(selected, unnamed, strict=True):
-            result: float | None
-            if getattr(series, "tail", None) is None or (name == "count_over_time" and counters is None):
+        if not selected or getattr(selected[0], "tail", None) is None or (
+                name == "count_over_time" and counters is None):  # not watchdog.store series (all alike)
+            out: InstantVector = []
+            for series, labels in zip(selected, unnamed, strict=True):
                 times, values = _window(series, mint, maxt)
-                held, exact = len(times), False
-            elif name == "count_over_time":
-                assert counters is not None
-                window = counters.window(series, mint, maxt, False)
-                if window is None:
-                    continue
-                held, exact, result = window[0], True, float(window[1]) if window[1] else None
-            else:
-                extreme = extrema.extreme(series, mint, maxt, name == "max_over_time")
-                if extreme is None:
-                    continue
-                held, result, exact = extreme
-                if not exact:
-                    times, values = _window(series, mint, maxt)
-            if limited and held:
-                self._hold(held)
-            if not exact:
+                if limited and len(times):
+                    self._hold(len(times))
                 times, values = _without_stale(times, values)
                 result = fn(times, values, context) if times else None
-            if result is not None:
-                out.append((labels, result))
+                if result is not None:
+                    out.append((labels, result))
+            return out
+        if name == "count_over_time":
+            assert counters is not None
+            out = []
+            for series, labels in zip(selected, unnamed, strict=True):
+                counted = counters.count(series, mint, maxt)
+                if counted is None:
+                    continue
+                if limited:
+                    self._hold(counted[0])
+                if counted[1]:
+                    out.append((labels, float(counted[1])))
+            return out
+        out, held = self.cache.extrema.extremes(selected, unnamed, mint, maxt, name == "max_over_time", walk)
+        if limited and held:
+            self._hold(held)  # every window's points held at once by the end: the same peak, the same stop
         return out
 
     def _range_call(self, expr: n.Call, t: int) -> InstantVector:
@@ -635,6 +669,9 @@ _DISPATCH: dict[type, Any] = {
 
 COUNTER_FUNCTIONS = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
 """Range functions that need only the window's ends and counter resets: (is_counter, is_rate)."""
+_FILTERS: dict[str, Any] = {"==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
+                           ">=": operator.ge, "<=": operator.le}
+"""Filtering comparisons as C functions (``operator.gt(a, b)`` is ``a > b``), for :meth:`Evaluator._counter_filter`."""
 INDEXED_FUNCTIONS = frozenset({"max_over_time", "min_over_time", "count_over_time"})
 """Range functions the cache's window indexes answer without a walk over the window."""
 
