@@ -31,7 +31,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from operator import sub
+from operator import itemgetter, sub
 
 from watchdog.golang.goregexp import compile_anchored
 from watchdog.model import METRIC_NAME, STALE_NAN, Labels, Sample, is_stale, label_value, metric_name
@@ -467,8 +467,12 @@ RESERVED_PREFIXES = ("collector:kmsg", "collector:nvml", "collector:host", "rule
 """Sources on the fault path: they may use the reserved headroom (``""``: a plain :meth:`Store.append`)."""
 
 
-def _append_each(series: list[Series], samples: Sequence[Sample], t_ms: int, max_points: int) -> None:
-    """``series[i].append(t_ms, samples[i].value, max_points)`` for each i (as many of each).
+_VALUE_OF = itemgetter(1)
+"""A sample's value."""
+
+
+def _append_each(series: list[Series], values: Iterable[float], t_ms: int, max_points: int) -> None:
+    """``series[i].append(t_ms, values[i], max_points)`` for each i (as many of each).
 
     The common case inline: a series whose head already holds a point before ``t_ms`` and whose shared
     timestamp array already holds ``t_ms`` next (another series of the collection appended it), with room
@@ -477,21 +481,20 @@ def _append_each(series: list[Series], samples: Sequence[Sample], t_ms: int, max
     """
     seal_at = CHUNK_POINTS + HEAD_POINTS - 1
     known: tuple[array, int] | None = None  # a (timestamp array, head length) that passed the test below
-    for one, sample in zip(series, samples, strict=True):
+    for one, value in zip(series, values, strict=True):
         head_v = one._head_v
         n = len(head_v)
         head_t = one._head_t
         if (known is not None and known[0] is head_t and known[1] == n) or (
                 0 < n < seal_at and len(head_t) > n and head_t[n] == t_ms and head_t[n - 1] < t_ms):
             known = (head_t, n)
-            value = sample[1]
             head_v.append(value)
             if head_v[n] != value and head_v.typecode == "f":  # not exactly a float32 (or a NaN): widen
                 del head_v[n]
                 head_v = one._head_v = array("d", head_v)
                 head_v.append(value)
         else:
-            one.append(t_ms, sample[1], max_points)
+            one.append(t_ms, value, max_points)
 
 
 class LabelValuesExceeded(Exception):
@@ -610,7 +613,7 @@ class Store:
         keys = tuple([sample[0] for sample in samples])
         repeat = self._repeats.get(source)
         if repeat is not None and repeat[0] == keys:
-            _append_each(repeat[1], samples, t_ms, self.max_points)
+            _append_each(repeat[1], map(_VALUE_OF, samples), t_ms, self.max_points)
             return len(keys)
         batch: dict[Labels, float] = {}
         for sample in samples:
@@ -655,9 +658,7 @@ class Store:
                 raise ValueError(f"{len(values)} values for a collection of {len(repeat[1])} series")
             forget_shared()
             try:
-                max_points = self.max_points
-                for series, value in zip(repeat[1], values, strict=True):
-                    series.append(t_ms, value, max_points)
+                _append_each(repeat[1], values, t_ms, self.max_points)
                 return len(values)
             finally:
                 forget_shared()
