@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 
-from simnode import ROOT, env_for, start_simulator  # noqa: E402
+from simnode import ROOT, env_for, print_medians, start_child, start_simulator, stop, take_turns  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -85,7 +84,6 @@ def main() -> int:
     trees = trees or [("this", ROOT)]
     sim, _, ports = start_simulator(args.gpus, args.engines)
     children: dict[str, subprocess.Popen[str]] = {}
-    figures: dict[str, dict[str, list[float]]] = {name: {"scrape": [], "process": []} for name, _ in trees}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for name, tree in trees:
@@ -93,38 +91,14 @@ def main() -> int:
                 env["PYTHONPATH"] += f":{tree / 'benchmarks'}"
                 state = Path(tmp) / name
                 state.mkdir()
-                children[name] = subprocess.Popen(
-                    [sys.executable, "-c", CHILD, json.dumps(ports), str(args.gpus), str(state)],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=state)
-                assert children[name].stdout is not None
-                ready = children[name].stdout.readline().split()
-                if not ready or ready[0] != "ready" or not Path(ready[1]).is_relative_to(tree):
-                    raise SystemExit(f"{name}: the child did not start on its own checkout: {ready}")
-            for round_no in range(args.rounds + 1):
-                for name, child in children.items():
-                    assert child.stdin is not None and child.stdout is not None
-                    child.stdin.write(f"{args.calls}\n")
-                    child.stdin.flush()
-                    result = json.loads(child.stdout.readline())
-                    if round_no:  # round 0 warms the caches up
-                        for key in ("scrape", "process"):
-                            figures[name][key].append(result[key])
+                children[name] = start_child(name, tree, CHILD, [json.dumps(ports), str(args.gpus), str(state)],
+                                             env, state)
+            figures = take_turns(children, args.rounds, args.calls, ("scrape", "process"))
     finally:
-        for child in children.values():
-            child.kill()
-            child.wait()
-        sim.kill()
-        sim.wait()
-    first = trees[0][0]
+        stop(children, sim)
     print(f"{args.gpus} GPUs x {args.engines} engines, {args.rounds} rounds of {args.calls} calls, "
           "median ms of CPU per call (min-max over rounds)")
-    for key, what in (("scrape", "one endpoint scrape"), ("process", "one process collection")):
-        base = statistics.median(figures[first][key])
-        for name, _ in trees:
-            values = figures[name][key]
-            median = statistics.median(values)
-            print(f"{what:<24} {name:<8} {median * 1000:7.3f} ({min(values) * 1000:.3f}-"
-                  f"{max(values) * 1000:.3f})   {base / median:5.2f}x vs {first}")
+    print_medians(figures, (("scrape", "one endpoint scrape"), ("process", "one process collection")))
     return 0
 
 

@@ -17,8 +17,6 @@ each checkout's ratio to the first. Round 0 warms up and is not counted.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 
-from simnode import ROOT, env_for, start_simulator  # noqa: E402
+from simnode import ROOT, env_for, print_medians, start_child, start_simulator, stop, take_turns  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -65,7 +63,6 @@ def main() -> int:
     sim, _, ports = start_simulator(1, 1)
     url = f"http://127.0.0.1:{ports[0]}/metrics"
     children: dict[str, subprocess.Popen[str]] = {}
-    figures: dict[str, dict[str, list[float]]] = {name: {"fetch": [], "parse": []} for name, _ in trees}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             pages = []
@@ -75,36 +72,12 @@ def main() -> int:
                     path.write_bytes(response.read())
                 pages.append(str(path))
             for name, tree in trees:
-                children[name] = subprocess.Popen([sys.executable, "-c", CHILD, url, *pages], stdin=subprocess.PIPE,
-                                                  stdout=subprocess.PIPE, text=True, env=env_for(tree), cwd=tmp)
-                assert children[name].stdout is not None
-                ready = children[name].stdout.readline().split()
-                if not ready or ready[0] != "ready" or not Path(ready[1]).is_relative_to(tree):
-                    raise SystemExit(f"{name}: the child did not start on its own checkout: {ready}")
-            for round_no in range(args.rounds + 1):
-                for name, child in children.items():
-                    assert child.stdin is not None and child.stdout is not None
-                    child.stdin.write(f"{args.calls}\n")
-                    child.stdin.flush()
-                    result = json.loads(child.stdout.readline())
-                    if round_no:
-                        for key in ("fetch", "parse"):
-                            figures[name][key].append(result[key])
+                children[name] = start_child(name, tree, CHILD, [url, *pages], env_for(tree), tmp)
+            figures = take_turns(children, args.rounds, args.calls, ("fetch", "parse"))
     finally:
-        for child in children.values():
-            child.kill()
-            child.wait()
-        sim.kill()
-        sim.wait()
-    first = trees[0][0]
+        stop(children, sim)
     print(f"{args.rounds} rounds of {args.calls} calls, median ms of CPU per call (min-max over rounds)")
-    for key, what in (("fetch", "HTTP exchange (fetch)"), ("parse", "parse_payload")):
-        base = statistics.median(figures[first][key])
-        for name, _ in trees:
-            values = figures[name][key]
-            median = statistics.median(values)
-            print(f"{what:<22} {name:<8} {median * 1000:7.3f} ({min(values) * 1000:.3f}-"
-                  f"{max(values) * 1000:.3f})   {base / median:5.2f}x vs {first}")
+    print_medians(figures, (("fetch", "HTTP exchange (fetch)"), ("parse", "parse_payload")), width=22)
     return 0
 
 

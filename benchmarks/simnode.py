@@ -17,7 +17,9 @@ It prints the GPU page's port, then the engines' ports, then the churning engine
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +136,57 @@ def start_simulator(gpus: int, engines: int, churners: int = 0,
     assert sim.stdout is not None
     ports = [int(p) for p in sim.stdout.readline().split()]
     return sim, ports[0], ports[1:]
+
+
+def start_child(name: str, tree: Path, code: str, argv: list[str], env: dict[str, str],
+                cwd: str | Path) -> subprocess.Popen[str]:
+    """A child running ``code`` (``python -c``) on ``tree``'s checkout; it must print ``ready <path of
+    the watchdog package it imported>`` first (checked to lie in ``tree``), then answer each line of
+    stdin with one line of JSON."""
+    child = subprocess.Popen([sys.executable, "-c", code, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, env=env, cwd=cwd)
+    assert child.stdout is not None
+    ready = child.stdout.readline().split()
+    if not ready or ready[0] != "ready" or not Path(ready[1]).is_relative_to(tree):
+        child.kill()
+        raise SystemExit(f"{name}: the child did not start on its own checkout: {ready}")
+    return child
+
+
+def take_turns(children: dict[str, subprocess.Popen[str]], rounds: int, calls: int,
+               keys: tuple[str, ...]) -> dict[str, dict[str, list[float]]]:
+    """``rounds`` + 1 rounds in which each child in turn is sent ``calls`` and answers a JSON object of
+    ``keys``; the figures of every round but the first (warm-up), per child and key."""
+    figures: dict[str, dict[str, list[float]]] = {name: {key: [] for key in keys} for name in children}
+    for round_no in range(rounds + 1):
+        for name, child in children.items():
+            assert child.stdin is not None and child.stdout is not None
+            child.stdin.write(f"{calls}\n")
+            child.stdin.flush()
+            result = json.loads(child.stdout.readline())
+            if round_no:
+                for key in keys:
+                    figures[name][key].append(result[key])
+    return figures
+
+
+def print_medians(figures: dict[str, dict[str, list[float]]], rows: tuple[tuple[str, str], ...],
+                  width: int = 24) -> None:
+    """Per ``(key, what)`` row and child: the median in ms (min-max) and the first child's ratio to it."""
+    first = next(iter(figures))
+    for key, what in rows:
+        base = statistics.median(figures[first][key])
+        for name, per_key in figures.items():
+            values = per_key[key]
+            median = statistics.median(values)
+            print(f"{what:<{width}} {name:<8} {median * 1000:7.3f} ({min(values) * 1000:.3f}-"
+                  f"{max(values) * 1000:.3f})   {base / median:5.2f}x vs {first}")
+
+
+def stop(children: dict[str, subprocess.Popen[str]], sim: subprocess.Popen[bytes]) -> None:
+    """Kill and reap the children and the simulator."""
+    for child in children.values():
+        child.kill()
+        child.wait()
+    sim.kill()
+    sim.wait()
