@@ -148,3 +148,11 @@ def test_pages_of_one_line_or_none(pages: list[str]) -> None:
     reader = Reader()
     for page in pages:
         assert same(reader.read(page), uncached(page))
+
+
+def test_the_memo_holds_the_caches_own_strings() -> None:
+    reader = Reader()
+    reader.read(BASE)
+    reader.read(with_values(1))
+    series_texts = {id(key) for key in reader.cache}
+    assert reader.memo._heads and all(id(head) in series_texts for head in reader.memo._heads)

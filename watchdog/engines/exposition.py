@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
-from itertools import repeat
+from collections.abc import Callable, Iterator
+from itertools import compress, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -195,13 +195,6 @@ def _cache_put(key: str, labels: Labels) -> None:
     _bounded_put(_series_cache, key, labels)
 
 
-def _pick(indices: list[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
-    """``seq -> (seq[i] for i in indices)`` as a tuple, by :func:`operator.itemgetter` (a tuple always)."""
-    if len(indices) >= 2:
-        return itemgetter(*indices)
-    return lambda seq: tuple([seq[i] for i in indices])
-
-
 _HEAD, _TAIL = itemgetter(0), itemgetter(2)
 
 
@@ -215,49 +208,54 @@ class PageMemo:
     same series text before its last space, and every value passes the checks of the steady path (no
     ``_``, ``float()`` accepts it); else None, and the page is parsed line by line. What the steady path
     makes of such a page is a function of those texts alone, so both paths yield the same samples.
-    Holds one page's lines: bounded by the endpoint's own size, and emptied with its caches.
+    Small: the lines are picked by byte masks, and the texts kept are the strings the series and comment
+    caches already hold (about 13 kB for a vLLM page); emptied with the endpoint's caches.
     """
 
-    __slots__ = ("_heads", "_heads_at", "_lines", "_other", "_other_at", "_values_at", "labels")
+    __slots__ = ("_heads", "_heads_mask", "_lines", "_other", "_other_mask", "_values_mask", "labels")
 
     def __init__(self) -> None:
         self.labels: list[Labels] | None = None
         """The labels the remembered page yielded (None: nothing remembered)."""
         self._lines = 0
-        self._other: tuple[str, ...] = ()
-        self._other_at = _pick([])
+        self._other: list[str] = []
+        self._other_mask = b""  # 1 for each line compared whole
         self._heads: list[str] = []
-        self._heads_at = _pick([])
-        self._values_at = _pick([])
+        self._heads_mask = b""  # 1 for each line compared by its series text
+        self._values_mask = b""  # 1 for each of those whose value is read (not a dropped *_created)
 
-    def remember(self, lines: list[str], fast: list[int], dropped: list[int], labels: list[Labels]) -> None:
-        """Keep the layout of ``lines``: ``fast`` the sample lines (yielding ``labels``), ``dropped`` the
-        ``*_created`` lines, the others compared whole."""
+    def remember(self, lines: list[str], fast: list[int], dropped: list[int], labels: list[Labels],
+                 cache: dict[str, Labels]) -> None:
+        """Keep the layout of ``lines``: ``fast`` the sample lines (yielding ``labels``; their series
+        texts keys of ``cache``), ``dropped`` the ``*_created`` lines, the others compared whole."""
         read = sorted(fast + dropped)
-        skipped = set(read)
-        other = [i for i in range(len(lines)) if i not in skipped]
-        position = {line: at for at, line in enumerate(read)}
+        mask = bytearray(len(lines))
+        for i in read:
+            mask[i] = 1
+        kept = set(fast)
         self._lines = len(lines)
-        self._other_at = _pick(other)
-        self._other = self._other_at(lines)
-        self._heads_at = _pick(read)
-        self._heads = [lines[i].rpartition(" ")[0] for i in read]
-        self._values_at = _pick([position[i] for i in fast])
+        self._heads_mask = bytes(mask)
+        self._other_mask = bytes(flag ^ 1 for flag in mask)
+        self._values_mask = bytes(1 if i in kept else 0 for i in read)
+        held = {key: key for key in cache}  # the cache's own strings: the memo holds no copy of them
+        self._heads = [held.get(head, head) for head in (lines[i].rpartition(" ")[0] for i in read)]
+        held = {key: key for key in _comment_cache}
+        self._other = [held.get(line, line) for line in compress(lines, self._other_mask)]
         self.labels = list(labels)
 
     def forget(self) -> None:
         """Remember nothing (the next page is parsed line by line)."""
         self.labels = None
-        self._other, self._heads = (), []
+        self._other, self._heads = [], []
 
     def values(self, lines: list[str]) -> list[float] | None:
         """The sample values of ``lines`` when they have the remembered layout, else None."""
-        if len(lines) != self._lines or self._other_at(lines) != self._other:
+        if len(lines) != self._lines or list(compress(lines, self._other_mask)) != self._other:
             return None
-        parts = list(map(str.rpartition, self._heads_at(lines), repeat(" ")))
+        parts = list(map(str.rpartition, compress(lines, self._heads_mask), repeat(" ")))
         if list(map(_HEAD, parts)) != self._heads:
             return None
-        tails = list(map(_TAIL, self._values_at(parts)))
+        tails = list(map(_TAIL, compress(parts, self._values_mask)))
         if "_" in "".join(tails):
             return None
         try:
@@ -425,7 +423,7 @@ def parse_columns(text: str, *, drop_created: bool = False, cache: dict[str, Lab
             add_labels(labels)
     if memo is not None:
         if steady:
-            memo.remember(lines, fast, dropped, labels_out)
+            memo.remember(lines, fast, dropped, labels_out, cache)
         else:
             memo.forget()
     return labels_out, values_out
