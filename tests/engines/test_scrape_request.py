@@ -17,14 +17,18 @@ def recorder() -> Iterator[tuple[int, list[bytes]]]:
     """A loopback server that records each request's head and answers ``200`` with a one-line page."""
     heads: list[bytes] = []
     server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(5.0)
+    server.settimeout(0.05)
+    done = threading.Event()
 
     def serve() -> None:
-        while True:
+        while not done.is_set():
             try:
                 conn, _ = server.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return
+            conn.settimeout(5.0)
             with conn:
                 head = b""
                 while b"\r\n\r\n" not in head:
@@ -38,8 +42,9 @@ def recorder() -> Iterator[tuple[int, list[bytes]]]:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     yield server.getsockname()[1], heads
-    server.close()
+    done.set()
     thread.join(5.0)
+    server.close()
 
 
 def written_by_http_client(port: int, path: str, timeout: str) -> bytes:
