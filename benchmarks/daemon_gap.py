@@ -213,24 +213,22 @@ def main() -> int:
           f"{args.warmup:g} s of warm-up; tree {tree}{'; no rules' if args.no_rules else ''}")
     print(f"{'thread':<34}" + "".join(f" {m:>10}" for m in modes))
     print(f"{'whole process':<34}" + "".join(f" {per[m]:10.2f}" for m in modes))
+    def row(key: str, label: str, factor: float, digits: int) -> str:
+        """One label's cells: its ``key`` figure ("threads" or "wakes") per second (per tick) per mode."""
+        cells = []
+        for mode in modes:
+            value = results[mode][key].get(label)
+            cells.append(f" {value / scales[mode] * factor:10.{digits}f}" if value is not None else f" {'':>10}")
+        return "".join(cells)
+
     labels = sorted({label for r in results.values() for label in r["threads"]},
                     key=lambda label: -max(r["threads"].get(label, 0.0) for r in results.values()))
     for label in labels:
-        cells = []
-        for mode in modes:
-            r = results[mode]
-            value = r["threads"].get(label)
-            cells.append(f" {value / scales[mode] * 1000:10.2f}" if value is not None else f" {'':>10}")
-        print(f"{label:<34}" + "".join(cells))
+        print(f"{label:<34}" + row("threads", label, 1000, 2))
     print(f"{'wake-ups a second (live threads)':<34}" + "".join(
         f" {sum(results[m]['wakes'].values()) / scales[m]:10.1f}" for m in modes))
     for label in sorted({label for r in results.values() for label in r["wakes"]}):
-        cells = []
-        for mode in modes:
-            r = results[mode]
-            value = r["wakes"].get(label)
-            cells.append(f" {value / scales[mode]:10.1f}" if value is not None else f" {'':>10}")
-        print(f"  {label:<32}" + "".join(cells))
+        print(f"  {label:<32}" + row("wakes", label, 1, 1))
     print("ticks measured: " + ", ".join(f"{m} {results[m]['ticks']}" for m in modes))
     return 0
 
