@@ -281,9 +281,7 @@ class Series:
             head_t = self._head_t = _derive(head_t, 0, n, t_ms)
         head_v.append(value)
         if head_v[n] != value and head_v.typecode == "f":  # not exactly a float32 (or a NaN): widen
-            del head_v[n]
-            head_v = self._head_v = array("d", head_v)
-            head_v.append(value)
+            head_v = self._widened(value)
         n += 1
         if n >= CHUNK_POINTS + HEAD_POINTS and head_t[CHUNK_POINTS - 1] < t_ms - self._reach:
             self._chunks.append(encode_chunk(head_t[:CHUNK_POINTS], head_v[:CHUNK_POINTS]))
@@ -292,6 +290,15 @@ class Series:
             self._head_v = _narrowed(head_v)
             if len(self) > 2 * max_points:
                 self.trim_count(max_points)
+
+    def _widened(self, value: float) -> array:
+        """After ``value`` was appended to float32 head values that cannot hold it exactly (or a NaN, whose
+        bits float32 would not keep): the head values as float64, ``value`` last, exact; returns them."""
+        head_v = self._head_v
+        del head_v[-1]
+        head_v = self._head_v = array("d", head_v)
+        head_v.append(value)
+        return head_v
 
     def _drop_head(self, drop: int) -> None:
         """Drop the oldest ``drop`` points of the head."""
@@ -490,9 +497,7 @@ def _append_each(series: list[Series], values: Iterable[float], t_ms: int, max_p
             known = (head_t, n)
             head_v.append(value)
             if head_v[n] != value and head_v.typecode == "f":  # not exactly a float32 (or a NaN): widen
-                del head_v[n]
-                head_v = one._head_v = array("d", head_v)
-                head_v.append(value)
+                one._widened(value)
         else:
             one.append(t_ms, value, max_points)
 
