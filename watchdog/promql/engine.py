@@ -667,7 +667,7 @@ _DISPATCH: dict[type, Any] = {
 }
 """The method that evaluates each node type (one dictionary lookup instead of a chain of type tests)."""
 
-COUNTER_FUNCTIONS = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
+COUNTER_FUNCTIONS = n.COUNTER_CALLS
 """Range functions that need only the window's ends and counter resets: (is_counter, is_rate)."""
 _FILTERS: dict[str, Any] = {"==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
                            ">=": operator.ge, "<=": operator.le}

@@ -185,8 +185,9 @@ CARD_MANY_TO_MANY = "many-to-many"
 
 ARITHMETIC_OPS = frozenset({"+", "-", "*", "/", "%", "^"})
 COMPARISON_OPS = frozenset({"==", "!=", ">", "<", ">=", "<="})
-COUNTER_CALLS = frozenset({"rate", "increase", "delta"})
-"""Range functions of a counter's (or, ``delta``, a gauge's) increase over a window."""
+COUNTER_CALLS: dict[str, tuple[bool, bool]] = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
+"""Range functions of a counter's (or, ``delta``, a gauge's) increase over a window, which need only the
+window's ends and counter resets: name -> (is_counter, is_rate)."""
 SET_OPS = frozenset({"and", "or", "unless"})
 BINARY_OPS = ARITHMETIC_OPS | COMPARISON_OPS | SET_OPS | {"atan2"}
 
