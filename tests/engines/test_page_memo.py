@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from watchdog.engines.exposition import ExpositionError, PageMemo, parse_columns
+from watchdog.exposition import ExpositionError, PageMemo, parse_columns
 from watchdog.model import Labels, make_labels
 
 BASE = """\

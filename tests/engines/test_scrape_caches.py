@@ -20,7 +20,7 @@ from watchdog.collectors.engines import (
 )
 from watchdog.config.settings import EngineSettings, section_settings
 from watchdog.engines.config_series import config_series
-from watchdog.engines.exposition import parse_exposition
+from watchdog.exposition import parse_exposition
 from watchdog.model import Sample, label_value, make_labels, metric, metric_name
 
 TARGETS = {"job": "j", "instance": "h:1", "cluster": "c"}

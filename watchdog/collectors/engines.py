@@ -6,7 +6,7 @@ One collector per configured endpoint (``engines:`` in the config), named ``engi
   headers, body) and the parsing are bounded by ``scrape_timeout_seconds`` as a whole (a server that
   drips bytes, even one per header line, cannot stretch it: the socket is shut at the deadline), and the body is
   capped at ``max_payload_bytes`` while reading, after decompression (a gzip bomb is cut off too).
-- Parse with :mod:`watchdog.engines.exposition`, dropping the ``*_created`` samples of counters and histograms
+- Parse with :mod:`watchdog.exposition`, dropping the ``*_created`` samples of counters and histograms
   (creation timestamps; no rule may use them, and they would double the series count of vLLM).
 - Attach target labels with ``honor_labels: false`` semantics: ``job`` (the configured name),
   ``instance`` (host:port of the URL) and the configured extra ``labels``; a payload label that clashes
@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 from watchdog.collectors.base import Collector, CollectorContext
 from watchdog.config.settings import EngineKind, EngineSettings, Settings
 from watchdog.engines.config_series import config_series
-from watchdog.engines.exposition import ExpositionError, PageMemo, parse_columns
+from watchdog.exposition import ExpositionError, PageMemo, parse_columns
 from watchdog.infra.httpdeadline import Cutoff, UnsupportedURL, connection
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels
 
