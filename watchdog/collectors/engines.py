@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 from watchdog.collectors.base import Collector, CollectorContext
 from watchdog.config.settings import EngineKind, EngineSettings, Settings
 from watchdog.engines.config_series import config_series
-from watchdog.exposition import ExpositionError, PageMemo, parse_columns
+from watchdog.exposition import ExpositionError, parse_columns
 from watchdog.infra.httpdeadline import Cutoff, UnsupportedURL, connection
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels
 
@@ -220,8 +220,6 @@ class ScrapeCaches:
     series: dict[str, Labels] = field(default_factory=dict)
     """Series text -> relabelled labels (the parser's cache, see ``parse_exposition(relabel=...)``)."""
     pairs: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
-    page: PageMemo = field(default_factory=PageMemo)
-    """The last page's layout (``parse_columns(memo=...)``): one page's lines."""
 
     def bound(self, text: str) -> None:
         """Empty every cache when one holds more than ``2 * lines + CACHE_SLACK`` entries, ``lines``
@@ -232,7 +230,6 @@ class ScrapeCaches:
         if len(self.series) > limit or len(self.pairs) > limit:
             self.series.clear()
             self.pairs.clear()
-            self.page.forget()
 
 
 def detect_kind(names: Iterable[str]) -> str:
@@ -276,8 +273,7 @@ def parse_payload(text: str, targets: Mapping[str, str], caches: ScrapeCaches | 
     ScrapeError once ``clock()`` passes ``deadline`` (checked every few thousand lines).
 
     ``caches`` may be kept by the caller across scrapes of the same target (then bounded here after each
-    parse): the steady state is one dictionary lookup per sample, the parser's own, or none at all for a
-    page laid out as the previous one (``PageMemo``).
+    parse): the steady state is one dictionary lookup per sample, the parser's own.
     """
     return samples_of(*payload_columns(text, targets, caches, deadline, clock))
 
@@ -299,7 +295,7 @@ def payload_columns(text: str, targets: Mapping[str, str], caches: ScrapeCaches 
                 raise ScrapeError(f"parsing passed the scrape deadline after {parsed} samples")
 
     columns = parse_columns(text, drop_created=True, cache=caches.series, relabel=relabel, check=check,
-                            check_every=DEADLINE_CHECK_EVERY, memo=caches.page)
+                            check_every=DEADLINE_CHECK_EVERY)
     caches.bound(text)
     return columns
 
