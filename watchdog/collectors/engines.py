@@ -23,7 +23,6 @@ Reading (:func:`fetch`) is I/O; everything else (:func:`target_labels`, :func:`a
 
 from __future__ import annotations
 
-import functools
 import http.client
 import logging
 import time
@@ -73,20 +72,16 @@ def fetch(url: str, timeout_seconds: float, max_bytes: int,
           clock: Callable[[], float] = time.monotonic) -> str:
     """The body of ``GET url`` as text; raises :class:`ScrapeError` on any failure (see module doc)."""
     try:
-        conn, _ = connection(url, timeout_seconds)
+        conn, path = connection(url, timeout_seconds)
     except UnsupportedURL as exc:
         raise ScrapeError(str(exc)) from exc
     deadline = clock() + timeout_seconds
-    request = _request_bytes(url, timeout_seconds)
-    with Cutoff(conn, timeout_seconds) as cutoff:
-        response: http.client.HTTPResponse | None = None
+    with Cutoff(conn, timeout_seconds) as cutoff:  # closes the connection, and with it the response
         try:
-            conn.connect()
-            assert conn.sock is not None
-            conn.sock.sendall(request)
+            conn.request("GET", path, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip", "User-Agent": USER_AGENT,
+                                               "X-Prometheus-Scrape-Timeout-Seconds": f"{timeout_seconds:g}"})
             _set_remaining(conn, deadline, clock)
-            response = conn.response_class(conn.sock, method="GET")  # what conn.getresponse() reads with
-            response.begin()
+            response = conn.getresponse()
             if response.status != 200:
                 raise ScrapeError(f"HTTP {response.status} {response.reason}")
             encoding = (response.getheader("Content-Encoding") or "").strip().lower()
@@ -106,25 +101,10 @@ def fetch(url: str, timeout_seconds: float, max_bytes: int,
             if isinstance(exc, TimeoutError) or cutoff.expired:
                 raise ScrapeError(f"timed out after {timeout_seconds:g}s") from exc
             raise ScrapeError(f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            if response is not None:
-                response.close()  # as conn.close() closes the response it made
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScrapeError(f"body is not UTF-8 text (byte {exc.start})") from exc
-
-
-@functools.lru_cache(maxsize=256)
-def _request_bytes(url: str, timeout_seconds: float) -> bytes:
-    """The bytes of the scrape's ``GET`` request for ``url``, as ``http.client`` writes them (built by it
-    once per URL and timeout instead of at every scrape: the request line, ``Host`` and our headers)."""
-    conn, path = connection(url, timeout_seconds)
-    sent: list[bytes] = []
-    conn.send = sent.append  # type: ignore[method-assign,assignment]  # record instead of connecting and sending
-    conn.request("GET", path, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip", "User-Agent": USER_AGENT,
-                                       "X-Prometheus-Scrape-Timeout-Seconds": f"{timeout_seconds:g}"})
-    return b"".join(sent)
 
 
 def _set_remaining(conn: http.client.HTTPConnection, deadline: float, clock: Callable[[], float]) -> None:
