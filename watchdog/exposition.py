@@ -249,22 +249,23 @@ def parse_columns(text: str, *, drop_created: bool = False, cache: dict[str, Lab
                 if comment is not None and types is not None:
                     types[comment[0]] = comment[1]
                 continue
-            # A sample. Once its series text has been seen, it is that text, a space and the value.
-            head, space, tail = line.rpartition(" ")
-            labels: Labels | None = get(head) if space else None
-            if labels is not None and "_" not in tail:
-                if types is not None and "_created" in head and _is_created(head.partition("{")[0], types):
+            # A sample. Once its series text is cached, the line is that text, a space and the value.
+            series, space, value_text = line.rpartition(" ")
+            labels: Labels | None = get(series) if space else None
+            if labels is not None and "_" not in value_text:
+                if types is not None and "_created" in series and _is_created(series.partition("{")[0], types):
                     continue
                 try:
-                    add_value(float(tail))
+                    add_value(float(value_text))
                 except ValueError:
-                    pass  # parsed again below, which says what is wrong
+                    pass  # lexed below, which says what is wrong
                 else:
                     add_labels(labels)
                     continue
             if line.isspace():
                 continue
-            # The series text (``name`` or ``name{...}``) is the cache's key; the rest holds the value.
+            # Lexed: a series text not cached yet (cached now), or a line with more than a value after it
+            # (a timestamp, an exemplar, tabs), or a bad line. The cache is keyed by the series text here too.
             brace = line.find("{")
             if brace != -1 and " " not in line[:brace] and "\t" not in line[:brace]:
                 name = line[:brace]
