@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/parse_ab.py --tree old=/path/to/checkout --tree this=. [--rounds 30]
 
-Loads each checkout's ``watchdog/engines/exposition.py`` by its path (it imports nothing of the agent but
+Loads each checkout's ``watchdog/exposition.py`` by its path (it imports nothing of the agent but
 ``watchdog.model``, which is this process's), requires every one to yield the same samples for the
 payload, then times ``parse_exposition(..., drop_created=True, cache=...)`` over four versions of the
 payload whose values differ (as successive scrapes do), each checkout with its own warm cache, blocks of
@@ -30,7 +30,7 @@ DEFAULT_PAYLOAD = ROOT / "tests" / "fixtures" / "engines" / "vllm-v1-full.txt"
 
 def load(tree: Path, name: str) -> ModuleType:
     """``tree``'s exposition module, under a name of its own."""
-    spec = importlib.util.spec_from_file_location(name, tree / "watchdog" / "engines" / "exposition.py")
+    spec = importlib.util.spec_from_file_location(name, tree / "watchdog" / "exposition.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -36,9 +36,9 @@ from watchdog.agent import Agent  # noqa: E402
 from watchdog.collectors.base import CollectorContext, ingest_results  # noqa: E402
 from watchdog.config import load_config_text  # noqa: E402
 from watchdog.config.settings import Settings, settings_from_config  # noqa: E402
-from watchdog.engines.exposition import clear_cache, parse_exposition  # noqa: E402
 from watchdog.exporter.collector import StoreCollector  # noqa: E402
 from watchdog.exporter.selection import ExportSelection  # noqa: E402
+from watchdog.exposition import clear_cache, parse_exposition  # noqa: E402
 from watchdog.fakes.gpu_model import load_profile  # noqa: E402
 from watchdog.fakes.pynvml import FakeNvml  # noqa: E402
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from scripts.real_engines.load import LoadResult, LoadSpec, run_load
 from scripts.real_engines.processes import REPO, Agent, AlertEvent, Engine, EngineSpec, agent_config, wait_until
-from watchdog.engines.exposition import parse_exposition
+from watchdog.exposition import parse_exposition
 
 ENGINE_ALERTS = (
     "EngineDown",

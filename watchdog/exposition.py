@@ -17,13 +17,9 @@ Contract:
   declared by an earlier ``# TYPE`` line (as ``<family>`` or ``<family>_total``): creation timestamps
   that client libraries export; no rule may use them.
 
-Speed: a scrape repeats the same series text every tick, so the parsed labels of each series text
-(``name{...}``) are cached (the idea of Prometheus' scrape cache): in the caller's own table when it
-passes one (the engine collector: one per endpoint, bounded by that endpoint's size), else in a bounded
-module-level table. A cache hit costs one dictionary lookup; a cold parse goes through a small hand-written lexer.
-A caller that keeps a :class:`PageMemo` per endpoint as well reads a page laid out as the previous one (same
-lines but for the sample values) without a step per line. See ``benchmarks/parse.py`` for figures against
-``prometheus_client.parser``.
+Cache: the parsed labels of each series text (``name{...}``) are kept, in the caller's table when it
+passes one (one per scrape target, bounded by the caller), else in a bounded module-level table; HELP and
+TYPE lines are validated once and remembered. A line whose series text was seen before costs one lookup.
 """
 
 from __future__ import annotations
@@ -31,15 +27,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator
-from itertools import compress, repeat
-from operator import itemgetter
+from itertools import repeat
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Labels
 
 __all__ = [
     "ExpositionError",
-    "PageMemo",
     "ParsedSample",
     "clear_cache",
     "parse_columns",
@@ -63,7 +57,6 @@ _ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 _CACHE_LIMIT = 200_000
 _series_cache: dict[str, Labels] = {}
 _comment_cache: dict[str, tuple[str, str] | None] = {}
-_MISSING = object()
 
 
 class ExpositionError(ValueError):
@@ -154,6 +147,8 @@ def _parse_series(line: str, line_no: int) -> tuple[Labels, int]:
 
 _EOF = ("", "")
 """What :func:`_comment` returns for ``# EOF``."""
+_UNSEEN = ("#", "")
+"""The default of a lookup in :data:`_comment_cache` (compared by identity)."""
 
 
 def _comment(line: str, line_no: int) -> tuple[str, str] | None:
@@ -174,14 +169,12 @@ def _comment(line: str, line_no: int) -> tuple[str, str] | None:
     return None
 
 
-def _known_comment(line: str, line_no: int) -> tuple[str, str] | None:
-    """:func:`_comment` of ``line`` (without its line end and indentation), memoised for the lines that
-    pass (a scrape repeats its HELP and TYPE lines: a third of a vLLM page)."""
-    found = _comment_cache.get(line, _MISSING)
-    if found is _MISSING:
-        found = _comment(line, line_no)
-        _bounded_put(_comment_cache, line, found)
-    return found  # type: ignore[return-value]
+def _first_comment(line: str, line_no: int) -> tuple[str, str] | None:
+    """:func:`_comment` of a ``#`` line not in :data:`_comment_cache`, remembered there when valid (a
+    scrape repeats its HELP and TYPE lines: a third of a vLLM page)."""
+    found = _comment(line, line_no)
+    _bounded_put(_comment_cache, line, found)
+    return found
 
 
 def _bounded_put(table: dict[str, Any], key: str, value: Any) -> None:
@@ -195,75 +188,6 @@ def _cache_put(key: str, labels: Labels) -> None:
     _bounded_put(_series_cache, key, labels)
 
 
-_HEAD, _TAIL = itemgetter(0), itemgetter(2)
-
-
-class PageMemo:
-    """The layout of the last page an endpoint served, when every line of it took :func:`parse_columns`'
-    steady paths: which lines are samples read as ``<series text> <value>`` (and their series texts and
-    labels), which are ``*_created`` samples dropped, and the text of every other line (comments, blank).
-
-    :meth:`values` reads a page with that layout by bulk operations, without a step per line in Python:
-    it returns the new values only when every other line is the same text, every sample line has the
-    same series text before its last space, and every value passes the checks of the steady path (no
-    ``_``, ``float()`` accepts it); else None, and the page is parsed line by line. What the steady path
-    makes of such a page is a function of those texts alone, so both paths yield the same samples.
-    Small: the lines are picked by byte masks, and the texts kept are the strings the series and comment
-    caches already hold (about 13 kB for a vLLM page); emptied with the endpoint's caches.
-    """
-
-    __slots__ = ("_heads", "_heads_mask", "_lines", "_other", "_other_mask", "_values_mask", "labels")
-
-    def __init__(self) -> None:
-        self.labels: list[Labels] | None = None
-        """The labels the remembered page yielded (None: nothing remembered)."""
-        self._lines = 0
-        self._other: list[str] = []
-        self._other_mask = b""  # 1 for each line compared whole
-        self._heads: list[str] = []
-        self._heads_mask = b""  # 1 for each line compared by its series text
-        self._values_mask = b""  # 1 for each of those whose value is read (not a dropped *_created)
-
-    def remember(self, lines: list[str], fast: list[int], dropped: list[int], labels: list[Labels],
-                 cache: dict[str, Labels]) -> None:
-        """Keep the layout of ``lines``: ``fast`` the sample lines (yielding ``labels``; their series
-        texts keys of ``cache``), ``dropped`` the ``*_created`` lines, the others compared whole."""
-        read = sorted(fast + dropped)
-        mask = bytearray(len(lines))
-        for i in read:
-            mask[i] = 1
-        kept = set(fast)
-        self._lines = len(lines)
-        self._heads_mask = bytes(mask)
-        self._other_mask = bytes(flag ^ 1 for flag in mask)
-        self._values_mask = bytes(1 if i in kept else 0 for i in read)
-        held = {key: key for key in cache}  # the cache's own strings: the memo holds no copy of them
-        self._heads = [held.get(head, head) for head in (lines[i].rpartition(" ")[0] for i in read)]
-        held = {key: key for key in _comment_cache}
-        self._other = [held.get(line, line) for line in compress(lines, self._other_mask)]
-        self.labels = list(labels)
-
-    def forget(self) -> None:
-        """Remember nothing (the next page is parsed line by line)."""
-        self.labels = None
-        self._other, self._heads = [], []
-
-    def values(self, lines: list[str]) -> list[float] | None:
-        """The sample values of ``lines`` when they have the remembered layout, else None."""
-        if len(lines) != self._lines or list(compress(lines, self._other_mask)) != self._other:
-            return None
-        parts = list(map(str.rpartition, compress(lines, self._heads_mask), repeat(" ")))
-        if list(map(_HEAD, parts)) != self._heads:
-            return None
-        tails = list(map(_TAIL, compress(parts, self._values_mask)))
-        if "_" in "".join(tails):
-            return None
-        try:
-            return list(map(float, tails))
-        except ValueError:
-            return None
-
-
 def parse_exposition(text: str, *, drop_created: bool = False, cache: dict[str, Labels] | None = None,
                      relabel: Callable[[Labels], Labels] | None = None) -> Iterator[ParsedSample]:
     """Yield ``(labels, value, timestamp_ms | None)`` per sample line; see the module contract. ``cache``
@@ -271,7 +195,7 @@ def parse_exposition(text: str, *, drop_created: bool = False, cache: dict[str, 
 
     ``relabel`` (only with the caller's ``cache``) maps each label set as parsed to the one yielded, and
     the cache holds the result: a line whose series text was seen before yields the relabelled set at
-    no further cost. It must keep ``__name__`` (the ``*_created`` check reads it after relabelling).
+    no further cost. It must keep ``__name__``.
 
     The whole text is parsed at the first ``next()`` (:func:`parse_columns`): a page with a bad line
     raises there, before any of its samples is yielded.
@@ -287,98 +211,66 @@ def parse_exposition(text: str, *, drop_created: bool = False, cache: dict[str, 
 
 def parse_columns(text: str, *, drop_created: bool = False, cache: dict[str, Labels] | None = None,
                   relabel: Callable[[Labels], Labels] | None = None, timestamps: dict[int, int] | None = None,
-                  check: Callable[[int], None] | None = None, check_every: int = 4096,
-                  memo: PageMemo | None = None) -> tuple[list[Labels], list[float]]:
+                  check: Callable[[int], None] | None = None,
+                  check_every: int = 4096) -> tuple[list[Labels], list[float]]:
     """Every sample of ``text`` as two columns, labels and values, in file order (all or nothing:
     raises :class:`ExpositionError` at the first bad line). ``drop_created``, ``cache`` and ``relabel``
     as for :func:`parse_exposition`. A sample's explicit timestamp is validated and, with ``timestamps``,
     recorded there under the sample's index (most samples have none). ``check`` is called with the
     number of samples parsed so far before each ``check_every`` lines (the first time before any): what
     it raises (a deadline passed) ends the parse.
-
-    ``memo`` (with the caller's ``cache``; one per endpoint, like the cache) remembers the layout of a page
-    whose every line took the steady paths: a next page with the same lines but for the sample values is
-    read by bulk operations (:meth:`PageMemo.values`; ``check`` called once, before) and yields the
-    labels that page yielded. Any other page is parsed line by line and remembered (or forgotten) anew.
     """
     if relabel is not None and cache is None:
         raise ValueError("relabel needs the caller's own cache")
     put = _cache_put if cache is None else cache.__setitem__
-    if cache is None:
-        cache = _series_cache
-    get = cache.get
+    get = (_series_cache if cache is None else cache).get
     types: dict[str, str] | None = {} if drop_created else None
-    comments = _comment_cache
-    lines = text.split("\n")
-    if memo is not None and memo.labels is not None:
-        if check is not None:
-            check(0)
-        values = memo.values(lines)
-        if values is not None:
-            return list(memo.labels), values
     labels_out: list[Labels] = []
     values_out: list[float] = []
     add_labels, add_value = labels_out.append, values_out.append
-    fast: list[int] = []  # the lines (0-based) read by the steady sample path, when memo is given
-    dropped: list[int] = []  # the lines of *_created samples dropped on it
-    steady = memo is not None  # every line so far on a steady path (the page can be remembered)
+    known_comments = _comment_cache.get
+    lines = text.split("\n")
     for start in range(0, len(lines), check_every):
         if check is not None:
             check(len(values_out))
         for line_no, line in enumerate(lines[start:start + check_every], start + 1):
             if not line:
                 continue
-            if line[0] != "#":
-                # The steady state: ``<series text> <value>`` whose series text a previous line cached.
-                head, space, tail = line.rpartition(" ")
-                known = get(head) if space else None
-                if known is not None and "_" not in tail:
-                    if types is not None and "_created" in head and _is_dropped(known, types):
-                        if steady:
-                            dropped.append(line_no - 1)
-                        continue  # as the general path below drops it: before reading the value
-                    try:
-                        value = float(tail)
-                    except ValueError:
-                        pass  # the general path below says what is wrong
-                    else:
-                        add_labels(known)
-                        add_value(value)
-                        if steady:
-                            fast.append(line_no - 1)
-                        continue
-                if line.isspace():  # never a cached series text: the fast path above passed it by
+            if line[-1] == "\r" or line[0] in " \t":
+                line = line.strip(" \t\r")
+                if not line or line.isspace():
                     continue
-            else:
-                # The steady comment: a HELP or TYPE line seen before, exactly as memoised by _known_comment
-                # (a line that was not stripped there is stripped below, and validated the same either way).
-                comment = comments.get(line, _MISSING)
-                if comment is not _MISSING:
-                    if comment is _EOF:
-                        if memo is not None:
-                            memo.forget()  # the lines after it are not read: no layout to keep
-                        return labels_out, values_out
-                    if comment is not None and types is not None:
-                        types[comment[0]] = comment[1]  # type: ignore[index]
-                    continue
-            steady = False
-            if line[-1] == "\r":
-                line = line[:-1]
-            if line[0] in " \t":
-                line = line.lstrip(" \t")
             if line[0] == "#":
-                comment = _known_comment(line, line_no)
+                comment = known_comments(line, _UNSEEN)
+                if comment is _UNSEEN:
+                    comment = _first_comment(line, line_no)
                 if comment is _EOF:
                     return labels_out, values_out
                 if comment is not None and types is not None:
                     types[comment[0]] = comment[1]
                 continue
+            # A sample. Once its series text is cached, the line is that text, a space and the value.
+            series, space, value_text = line.rpartition(" ")
+            labels: Labels | None = get(series) if space else None
+            if labels is not None and "_" not in value_text:
+                if types is not None and "_created" in series and _is_created(series.partition("{")[0], types):
+                    continue
+                try:
+                    add_value(float(value_text))
+                except ValueError:
+                    pass  # lexed below, which says what is wrong
+                else:
+                    add_labels(labels)
+                    continue
+            if line.isspace():
+                continue
+            # Lexed: a series text not cached yet (cached now), or a line with more than a value after it
+            # (a timestamp, an exemplar, tabs), or a bad line. The cache is keyed by the series text here too.
             brace = line.find("{")
-            labels: Labels | None
             if brace != -1 and " " not in line[:brace] and "\t" not in line[:brace]:
-                # A label block: the cache is keyed by the text up to the first '}' (see module docstring).
-                close = line.find("}", brace)
-                labels = get(line[: close + 1]) if close != -1 else None
+                name = line[:brace]
+                close = line.find("}", brace)  # a '}' inside a label value: a key no series text has
+                labels = get(line[:close + 1]) if close != -1 else None
                 if labels is not None:
                     rest = line[close + 1:]
                 else:
@@ -391,17 +283,17 @@ def parse_columns(text: str, *, drop_created: bool = False, cache: dict[str, Lab
                     raise ExpositionError(line_no, "expected whitespace after the label set")
             else:
                 parts = line.split(None, 1)
-                key = parts[0]
+                name = parts[0]
                 rest = parts[1] if len(parts) == 2 else ""
-                labels = get(key)
+                labels = get(name)
                 if labels is None:
-                    labels, end = _parse_series(key, line_no)
-                    if end != len(key):
-                        raise ExpositionError(line_no, f"unexpected character {key[end]!r} in the metric name")
+                    labels, end = _parse_series(name, line_no)
+                    if end != len(name):
+                        raise ExpositionError(line_no, f"unexpected character {name[end]!r} in the metric name")
                     if relabel is not None:
                         labels = relabel(labels)
-                    put(key, labels)
-            if types is not None and _is_dropped(labels, types):
+                    put(name, labels)
+            if types is not None and _is_created(name, types):
                 continue
             if "#" in rest:
                 rest, _, exemplar = rest.partition("#")
@@ -421,34 +313,19 @@ def parse_columns(text: str, *, drop_created: bool = False, cache: dict[str, Lab
             else:
                 raise ExpositionError(line_no, f"unexpected text after the sample: {' '.join(fields[2:])!r}")
             add_labels(labels)
-    if memo is not None:
-        if steady:
-            memo.remember(lines, fast, dropped, labels_out, cache)
-        else:
-            memo.forget()
     return labels_out, values_out
 
 
-def _is_dropped(labels: Labels, types: dict[str, str]) -> bool:
-    """True for a ``*_created`` sample of a family declared so far (see :func:`_is_created_sample`)."""
-    name = _name_of(labels)
-    return name.endswith("_created") and _is_created_sample(name[:-8], types)
-
-
-def _is_created_sample(base: str, types: dict[str, str]) -> bool:
-    """True when ``<base>_created`` belongs to a counter/histogram/summary family declared so far.
+def _is_created(name: str, types: dict[str, str]) -> bool:
+    """True when ``name`` is ``<base>_created`` of a counter/histogram/summary family declared so far.
 
     prometheus-client declares a counter by its ``_total`` name (``# TYPE x_total counter``) and, in
     the text format, emits ``x_created`` as a separate gauge family; both spellings are recognised.
     """
+    if not name.endswith("_created"):
+        return False
+    base = name[:-8]
     return types.get(base) in _CREATED_FAMILIES or types.get(base + "_total") in _CREATED_FAMILIES
-
-
-def _name_of(labels: Labels) -> str:
-    for key, value in labels:
-        if key == METRIC_NAME:
-            return value
-    return ""
 
 
 def parse_samples(text: str, *, drop_created: bool = False) -> list[ParsedSample]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from watchdog.engines.exposition import ExpositionError, clear_cache, parse_exposition, parse_samples, parse_types
+from watchdog.exposition import ExpositionError, clear_cache, parse_exposition, parse_samples, parse_types
 from watchdog.model import Labels, make_labels, metric
 
 ENGINES = Path(__file__).resolve().parents[1] / "fixtures" / "engines"
