@@ -13,8 +13,9 @@ Contract:
   :class:`NoData`: quiet, and ``nvmlInit`` is retried with exponential backoff, not every tick. Other init
   failures, and a session that breaks (UNINITIALIZED, driver reloaded), fail the collector with the same
   backoff before the next ``nvmlInit``.
-- GPUs are read in parallel, each on its own persistent daemon thread (a ``Worker`` per GPU, not a thread
-  per read), and the collector waits for them at most
+- GPUs are read in parallel, each on its own daemon thread (a
+  :class:`~watchdog.infra.workers.DaemonPool` of one per GPU, not a thread per read), and the collector
+  waits for them together, at most
   ``gpu_deadline`` (0.8 × ``timeout_seconds``). A GPU whose read has not returned by then (NVML blocked
   on a sick GPU, e.g. GSP RPC timeouts) gets ``watchdog_gpu_nvml_stalled 1`` and its other series are
   skipped; the other GPUs are reported as usual, and the stalled read is not started again while it
@@ -47,12 +48,14 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.collectors import nvml_fields as F
-from watchdog.collectors.base import Collected, Collector, CollectorContext, NoData, Worker, not_yet_due
+from watchdog.collectors.base import Collected, Collector, CollectorContext, NoData, not_yet_due
 from watchdog.config.settings import NvmlSettings, Settings, section_settings
+from watchdog.infra.workers import DaemonPool
 from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric
 
 log = logging.getLogger(__name__)
@@ -212,78 +215,6 @@ class GpuRead:
     """The GPU's counters as last read, when this call read the GPU whole (not lost, not unreachable)."""
     fresh: bool = False
     """Whether this call read the counters."""
-
-
-class ReadBatch:
-    """The GPU reads one collection started, waited for together: one wake-up of the collector when the
-    last of them returns (or at the deadline), instead of one wait per read."""
-
-    def __init__(self, reads: int) -> None:
-        """A batch of ``reads`` reads, each to call :meth:`finished` once when it returns."""
-        self._lock = threading.Lock()
-        self._left = reads
-        self._all_done = threading.Lock()
-        self._all_done.acquire()
-
-    def finished(self) -> None:
-        """One read has returned (from its thread)."""
-        with self._lock:
-            self._left -= 1
-            last = self._left == 0
-        if last:
-            self._all_done.release()
-
-    def wait(self, timeout: float) -> None:
-        """Until every read has returned, or ``timeout`` seconds."""
-        with self._lock:
-            if self._left <= 0:
-                return
-        if timeout > 0:
-            self._all_done.acquire(timeout=timeout)
-
-
-class GpuReadCall:
-    """One GPU's read on its worker thread, as a small future: :meth:`done`, :meth:`result`, and the
-    read's ``value`` or ``error`` once done. Cheaper than a ``concurrent.futures.Future`` (no condition
-    variable): the collector waits on the :class:`ReadBatch`, not on each read."""
-
-    __slots__ = ("_batch", "_done", "_finished", "_fn", "error", "value")
-
-    def __init__(self, fn: Callable[[], GpuRead], batch: ReadBatch) -> None:
-        self._fn = fn
-        self._batch = batch
-        self._done = False
-        self._finished = threading.Lock()
-        self._finished.acquire()
-        self.value: GpuRead | None = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        """Read (on the worker's thread); never raises: the outcome is kept for the collector."""
-        try:
-            self.value = self._fn()
-        except BaseException as exc:  # classified by the collector
-            self.error = exc
-        finally:
-            self._done = True
-            self._finished.release()
-            self._batch.finished()
-
-    def done(self) -> bool:
-        """Whether the read has returned."""
-        return self._done
-
-    def result(self, timeout: float | None = None) -> GpuRead:
-        """The read's value, waiting up to ``timeout`` seconds (None: for ever); raises its error, or
-        ``TimeoutError`` when it has not returned in time."""
-        if not self._done:
-            if not self._finished.acquire(timeout=-1 if timeout is None else timeout):
-                raise TimeoutError("the GPU read has not returned")
-            self._finished.release()
-        if self.error is not None:
-            raise self.error
-        assert self.value is not None
-        return self.value
 
 
 LabelCache = dict[Any, Labels]
@@ -563,8 +494,8 @@ class NvmlCollector:
         self._errors: Counter[tuple[int, str, str]] = Counter()
         self._errors_lock = threading.Lock()
         self._gone: dict[int, int] = {}
-        self._inflight: dict[int, GpuReadCall] = {}
-        self._workers: dict[int, Worker] = {}
+        self._inflight: dict[int, Future[GpuRead]] = {}
+        self._workers: dict[int, DaemonPool] = {}  # one thread per GPU
         self._labels: dict[int, tuple[str, LabelCache, FieldCache, SettledCache]] = {}
         # GPU -> ((identity, driver version), its watchdog_gpu_info labels)
         self._info_labels: dict[int, tuple[tuple[tuple[str, str, str, str], str], Labels]] = {}
@@ -648,7 +579,7 @@ class NvmlCollector:
     def close(self) -> None:
         """Shut NVML down if this collector initialised it; the GPUs' worker threads end after their reads."""
         for worker in self._workers.values():
-            worker.stop()
+            worker.shutdown()
         self._workers.clear()
         if self._up and self._nvml is not None:
             self._up = False
@@ -688,30 +619,27 @@ class NvmlCollector:
                 stalled.append(index)  # still hung since an earlier tick: do not pile up threads
             else:
                 to_read.append(index)
-        batch = ReadBatch(len(to_read))
-        started_reads: dict[int, GpuReadCall] = {}
+        reads: dict[int, Future[GpuRead]] = {}
         for index in to_read:
             worker = self._workers.get(index)
             if worker is None:
-                worker = self._workers[index] = Worker(f"nvml-gpu{index}")
-            call = GpuReadCall(functools.partial(self._read_gpu, nvml, index), batch)
-            worker.post(call.run)
-            self._inflight[index] = started_reads[index] = call
-        batch.wait(deadline - time.monotonic())
+                worker = self._workers[index] = DaemonPool(1, f"nvml-gpu{index}")
+            self._inflight[index] = reads[index] = worker.submit(self._read_gpu, nvml, index)
+        wait(reads.values(), timeout=max(0.0, deadline - time.monotonic()))
         broken: SessionBroken | None = None
         counters: dict[int, list[Sample]] = {}
         fresh = False
-        for index, call in started_reads.items():
-            if not call.done():
+        for index, future in reads.items():
+            if not future.done():
                 stalled.append(index)
                 continue
-            if isinstance(call.error, SessionBroken):
-                broken = call.error
+            error = future.exception()
+            if isinstance(error, SessionBroken):
+                broken = error
                 continue
-            if call.error is not None:
-                raise call.error
-            read = call.value
-            assert read is not None
+            if error is not None:
+                raise error
+            read = future.result()
             samples.extend(read.samples)
             parts.append(read.stats)
             if read.counters is not None:
