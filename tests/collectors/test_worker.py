@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from watchdog.collectors.base import CollectorRunner
+from watchdog.collectors.base import Collector, CollectorRunner
 from watchdog.infra.workers import DaemonPool
 from watchdog.model import Sample, metric
 
@@ -63,7 +63,7 @@ def test_an_idle_thread_takes_the_next_call_and_a_busy_pool_starts_another_up_to
     assert idle not in {t.ident for t in threading.enumerate()}
 
 
-class Counting:
+class Counting(Collector):
     """A collector that records the thread of each call."""
 
     timeout_seconds = 2.0
@@ -93,7 +93,7 @@ def test_the_runner_reuses_one_thread_per_collector_across_rounds_and_close_ends
 
 def test_a_collector_with_an_interval_is_called_when_that_much_tick_time_has_passed() -> None:
     host = Counting("host")
-    host.interval_seconds = 5.0  # type: ignore[attr-defined]
+    host.interval_seconds = 5.0
     every_tick = Counting("nvml")
     runner = CollectorRunner([host, every_tick])
     called = []

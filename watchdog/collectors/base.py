@@ -25,8 +25,8 @@ the call reports it: in the rounds between, the part's series stay as they are (
 and a series that a reported part no longer contains goes stale. A failed call reports every declared part
 empty (its series go stale with the rest); a hung call holds each part's last report with its samples.
 
-A failed call yields the collector's ``failure_samples()`` when it has that method (an engine's
-``up 0``), so a failure is data rather than an absent series. A collector without it that *hangs*
+A failed call yields the collector's ``failure_samples()`` when they are not None (an engine's
+``up 0``), so a failure is data rather than an absent series. A collector without them that *hangs*
 (timeout, previous call still running: NVML wedged in the driver) keeps reporting its last good
 samples, with success 0: stale is not healthy, so a firing alert on its series stays firing rather
 than resolving because the series went away. A call that fails with an answer (an exception) is not
@@ -45,12 +45,13 @@ from __future__ import annotations
 
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from itertools import chain
-from typing import Any, Protocol
+from typing import Any
 
 from watchdog.infra.state import StateDB
 from watchdog.infra.workers import DaemonPool
@@ -73,16 +74,28 @@ class NoData(Exception):
     """Raised by a collector when its subject is absent here (no driver, no kmsg): quiet, not a failure."""
 
 
-class Collector(Protocol):
-    """One source of samples. ``name`` is the same in config, logs and self-metrics."""
+class Collector(ABC):
+    """One source of samples. ``name`` is the same in config, logs and self-metrics; the options after
+    ``timeout_seconds`` tell the runner how to call it (see the module docstring), each with its default."""
 
     name: str
     timeout_seconds: float
+    background: bool = False
+    """Whether the runner lets a call run on past the tick (engine scrapes)."""
+    interval_seconds: float = 0.0
+    """Above 0: called only when this many seconds of tick time have passed since its last call."""
+    parts: tuple[str, ...] = ()
+    """The parts it may report in a :class:`Collected`, each stored under its own source."""
 
+    @abstractmethod
     def collect(self) -> Iterable[Sample]:
         """Read the subject once and return its samples (no timestamps: the runner stamps them); a
         collector with ``parts`` returns a :class:`Collected`."""
-        ...
+
+    def failure_samples(self) -> list[Sample] | None:
+        """What a failed call still reports (an engine's ``up 0``); None (the default) reports nothing and
+        makes a hung call hold the last good samples."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -149,13 +162,12 @@ class CollectResult:
 
 def failure_samples(collector: Collector) -> list[Sample]:
     """The series a failed call of ``collector`` still reports (``up 0`` for an engine), else none."""
-    provider = getattr(collector, "failure_samples", None)
-    return list(provider()) if provider is not None else []
+    return collector.failure_samples() or []
 
 
 def emptied_parts(collector: Collector) -> dict[str, list[Sample]]:
     """Every part ``collector`` declares, empty: what a failed call reports (their series go stale)."""
-    return {part: [] for part in getattr(collector, "parts", ())}
+    return {part: [] for part in collector.parts}
 
 
 def _failed(collector: Collector, duration: float, error: str) -> CollectResult:
@@ -202,7 +214,7 @@ class CollectorRunner:
         started: list[tuple[Collector, _Call]] = []
         results: list[CollectResult] = []
         for collector in self.collectors:
-            if background is not None and bool(getattr(collector, "background", False)) is not background:
+            if background is not None and collector.background is not background:
                 continue
             previous = self._inflight.get(collector.name)
             if previous is not None and not previous.taken:
@@ -229,7 +241,7 @@ class CollectorRunner:
             started.append((collector, call))
         for collector, call in started:
             limit = collector.timeout_seconds
-            background = getattr(collector, "background", False) and self.background_wait_seconds is not None
+            background = collector.background and self.background_wait_seconds is not None
             if background:
                 limit = min(limit, float(self.background_wait_seconds or 0.0))
             try:
@@ -248,7 +260,7 @@ class CollectorRunner:
 
     def _due(self, collector: Collector, now: float) -> bool:
         """Whether a collector with ``interval_seconds`` is due at ``now`` (then its call is noted)."""
-        every = float(getattr(collector, "interval_seconds", 0.0) or 0.0)
+        every = collector.interval_seconds
         if every <= 0 or not self.honour_intervals:
             return True
         last = self._last_called.get(collector.name)
@@ -264,7 +276,7 @@ class CollectorRunner:
 
     def _hung(self, collector: Collector, elapsed: float, error: str) -> CollectResult:
         """A call that gave no answer: failure samples if the collector has them, else its last good ones."""
-        if getattr(collector, "failure_samples", None) is not None:
+        if collector.failure_samples() is not None:
             return _failed(collector, elapsed, error)
         held = self._last_good.get(collector.name, [])
         return CollectResult(collector.name, held, False, elapsed,

@@ -317,7 +317,7 @@ _new_tuple = tuple.__new__
 # The collector
 
 
-class EngineCollector:
+class EngineCollector(Collector):
     """Scrapes one endpoint per :meth:`collect`; see the module docstring for the contract."""
 
     def __init__(self, endpoint: EngineSettings, *, fetcher: Callable[[str, float, int], str] | None = None,

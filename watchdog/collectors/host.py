@@ -104,7 +104,7 @@ def cpu_samples(times: Sequence[Any], modes: Iterable[str], per_cpu: bool,
     return out
 
 
-class HostCollector:
+class HostCollector(Collector):
     """psutil + procfs reads; see the module docstring."""
 
     def __init__(self, settings: HostSettings, *, name: str = "host",

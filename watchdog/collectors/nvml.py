@@ -452,7 +452,7 @@ class FieldPlanner:
         return [key for key in keys if key in self.chosen and self.chosen[key] is None]
 
 
-class NvmlCollector:
+class NvmlCollector(Collector):
     """Reads every GPU through NVML once per :meth:`collect`. See the module docstring."""
 
     parts = (COUNTERS_PART,)

@@ -241,7 +241,7 @@ class _State:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESULTS, 0))
 
 
-class ProbeCollector:
+class ProbeCollector(Collector):
     """Schedules one engine's probe and reports its last outcome; see the module docstring."""
 
     timeout_seconds = 1.0  # collect() never waits for the probe itself
