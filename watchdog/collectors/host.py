@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 
 from watchdog.collectors.base import Collector, CollectorContext
-from watchdog.collectors.nvml_fields import SeriesInfo
+from watchdog.collectors.nvml.catalogue import SeriesInfo
 from watchdog.config.settings import HostSettings, Settings
 from watchdog.model import Labels, Sample, metric
 
