@@ -23,7 +23,7 @@ from typing import Any
 from watchdog.collectors.nvml import abi as A
 from watchdog.collectors.nvml import fields as F
 from watchdog.collectors.nvml.labels import GpuLabels, SampleSink, info_labels
-from watchdog.collectors.nvml.session import CallStats, GpuCalls, GpuGone, NvmlSession, handle
+from watchdog.collectors.nvml.session import CallStats, GpuCalls, GpuGone, NvmlSession, device_handle
 from watchdog.model import Labels, Sample, metric
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,6 @@ class GpuReader:
         self._info_labels: dict[int, tuple[tuple[Identity, str], Labels]] = {}
         self._errors: Counter[tuple[int, str, str]] = Counter()
         self._errors_lock = threading.Lock()
-        self._mismatch: type[BaseException] | tuple[()] | None = None
 
     def forget(self) -> None:
         """NVML was initialised again: what was learnt of the GPUs no longer holds (their identity does)."""
@@ -98,12 +97,9 @@ class GpuReader:
     def read(self, nvml: Any, index: int) -> GpuRead:
         """One GPU's samples; raises :class:`~watchdog.collectors.nvml.session.SessionBroken`."""
         stats = CallStats()
-        if self._mismatch is None:
-            self._mismatch = getattr(nvml, "NVMLLibraryMismatchError", ())
-        calls = GpuCalls(nvml, index, self._unsupported[index], self._errors, stats, self._errors_lock,
-                         self._mismatch)
+        calls = GpuCalls(nvml, index, self._unsupported[index], self._errors, self._errors_lock, stats)
         try:
-            device = handle(calls, index)
+            device = device_handle(calls, index)
             if device is None:
                 return GpuRead([], stats)
             info = self._static_info(calls, device, index)

@@ -74,19 +74,16 @@ class GpuCalls:
     """NVML calls on one GPU: error classification, the NOT_SUPPORTED memo, timing per group."""
 
     def __init__(self, nvml: Any, index: int, unsupported: set[tuple[Any, ...]],
-                 errors: Counter[tuple[int, str, str]], stats: CallStats,
-                 errors_lock: threading.Lock | None = None,
-                 mismatch: type[BaseException] | tuple[()] | None = None) -> None:
-        """``mismatch``: the module's ``NVMLLibraryMismatchError`` (looked up when None; ``()`` if none)."""
+                 errors: Counter[tuple[int, str, str]], errors_lock: threading.Lock, stats: CallStats) -> None:
+        """``unsupported``: this GPU's NOT_SUPPORTED memo; ``errors`` (under ``errors_lock``: GPUs are read
+        in parallel): the failed calls per GPU, call and error; ``stats``: this read's timings."""
         self.nvml = nvml
         self.index = index
         self.unsupported = unsupported
         self.errors = errors
-        self.errors_lock = errors_lock or threading.Lock()
+        self.errors_lock = errors_lock
         self.stats = stats
-        self._seconds, self._calls = stats.seconds, stats.calls
-        self.mismatch: type[BaseException] | tuple[()] = (
-            getattr(nvml, "NVMLLibraryMismatchError", ()) if mismatch is None else mismatch)
+        self.mismatch: type[BaseException] | tuple[()] = getattr(nvml, "NVMLLibraryMismatchError", ())
 
     def call(self, group: str, name: str, *args: Any, memo: tuple[Any, ...] | None = None) -> Any | None:
         """``nvml.<name>(*args)``, or None when unsupported or failed; raises :class:`GpuGone` and
@@ -118,18 +115,16 @@ class GpuCalls:
             self.count_error(name, code)
             return None
         finally:
-            self._seconds[group] += time.perf_counter() - started
-            self._calls[group] += 1
+            self.stats.seconds[group] += time.perf_counter() - started
+            self.stats.calls[group] += 1
 
     def count_error(self, call: str, code: int | None) -> None:
-        """Count one failed call (``watchdog_gpu_nvml_errors_total``); GPUs are read in parallel."""
+        """Count one failed call (``watchdog_gpu_nvml_errors_total``)."""
         with self.errors_lock:
             self.errors[(self.index, call, A.error_name(code))] += 1
 
 
-
-
-def handle(calls: GpuCalls, index: int) -> Any | None:
+def device_handle(calls: GpuCalls, index: int) -> Any | None:
     """The device handle of GPU ``index``, or None when NVML answered another error (counted); raises
     :class:`GpuGone` and :class:`SessionBroken` as :meth:`GpuCalls.call` does."""
     started = time.perf_counter()
