@@ -101,9 +101,10 @@ def nvlink_slots(link: int) -> tuple[FieldSlot, ...]:
 
 
 @functools.lru_cache(maxsize=8)
-def all_nvlink_slots(links: int) -> tuple[FieldSlot, ...]:
-    """The slots of links ``0..links-1`` (cached: the plan is the same every tick)."""
-    return tuple(slot for link in range(links) for slot in nvlink_slots(link))
+def all_slots(links: int) -> tuple[FieldSlot, ...]:
+    """Every slot of a GPU with ``links`` NVLinks: the scalar ones, then each link's (a table per link
+    count, built once)."""
+    return SCALAR_SLOTS + tuple(slot for link in range(links) for slot in nvlink_slots(link))
 
 
 #: Legacy per-link error-counter enum (``nvmlDeviceGetNvLinkErrorCounter``) per error type.
@@ -113,6 +114,12 @@ NVLINK_LEGACY_COUNTERS: Mapping[str, int] = {
     "crc_flit": A.NVML_NVLINK_ERROR_DL_CRC_FLIT,
     "crc_data": A.NVML_NVLINK_ERROR_DL_CRC_DATA,
 }
+
+
+@functools.lru_cache(maxsize=8)
+def legacy_nvlink_keys(links: int) -> tuple[SlotKey, ...]:
+    """The NVLink value keys of the per-link calls, in call order (per link: state, then counters)."""
+    return tuple(("nvlink", link, kind) for link in range(links) for kind in ("state", *NVLINK_LEGACY_COUNTERS))
 
 #: Largest number of field requests sent in one ``nvmlDeviceGetFieldValues`` call.
 FIELD_BATCH_MAX = 128

@@ -313,7 +313,7 @@ class GpuReader:
 
     def _slots(self, link_count: int) -> tuple[F.FieldSlot, ...]:
         """Every field slot, the counters' included."""
-        return F.SCALAR_SLOTS + F.all_nvlink_slots(link_count) if self.nvlink else F.SCALAR_SLOTS
+        return F.all_slots(link_count) if self.nvlink else F.SCALAR_SLOTS
 
     def _legacy_nvlink(self, calls: GpuCalls, handle: Any, info: StaticInfo,
                        values: dict[F.SlotKey, float], planner: F.FieldPlanner | None) -> None:
@@ -321,7 +321,7 @@ class GpuReader:
         with ``planner`` None, for every NVLink value (drivers without field values)."""
         if not self.nvlink:
             return
-        keys = self._legacy_keys(info.link_count)
+        keys = F.legacy_nvlink_keys(info.link_count)
         for key in keys if planner is None else planner.unanswerable(keys):
             if key in values:
                 continue
@@ -333,11 +333,6 @@ class GpuReader:
                                    F.NVLINK_LEGACY_COUNTERS[kind])
             if value is not None:
                 values[key] = float(value)
-
-    @staticmethod
-    def _legacy_keys(link_count: int) -> list[F.SlotKey]:
-        """The NVLink value keys of the per-link calls, in call order (per link: state, then counters)."""
-        return [("nvlink", link, kind) for link in range(link_count) for kind in ("state", *F.NVLINK_LEGACY_COUNTERS)]
 
     def _direct_values(self, calls: GpuCalls, handle: Any, info: StaticInfo,
                        counters: bool) -> dict[F.SlotKey, float]:
