@@ -49,19 +49,21 @@ from watchdog.collectors.nvml import NvmlCollector
 from watchdog.fakes.pynvml import FakeNvml, load_profile
 
 class Inline:  # a per-GPU worker that runs each read at once on the caller's thread (--inline)
-    def __init__(self, name, idle_seconds=60.0):
+    def __init__(self, *args, **kwargs):
         pass
-    def submit(self, fn):
+    def submit(self, fn, *args):
         future = Future()
         future.set_running_or_notify_cancel()
         try:
-            future.set_result(fn())
+            future.set_result(fn(*args))
         except BaseException as exc:
             future.set_exception(exc)
         return future
     def post(self, fn):
         fn()
     def stop(self):
+        pass
+    def shutdown(self, *args, **kwargs):
         pass
 
 class Replay:  # the fake NVML recording its answers until ``recording`` is False, then replaying them
@@ -107,7 +109,10 @@ if split:
         if name.startswith("nvml") and callable(getattr(nvml, name)):
             setattr(nvml, name, timed(getattr(nvml, name)))
 if inline:
-    nvml_module.Worker = Inline
+    for module in [m for name, m in sys.modules.items() if name.startswith("watchdog.collectors.nvml")]:
+        for pool in ("Worker", "DaemonPool"):  # the per-GPU worker's name in older and newer checkouts
+            if hasattr(module, pool):
+                setattr(module, pool, Inline)
     nvml = Replay(fake)
 now = [1_800_000_000.0]
 collector = NvmlCollector(nvml, counters_clock=lambda: now[0])

@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from watchdog.agent import Agent
-from watchdog.collectors.base import CollectorContext
+from watchdog.collectors.base import Collector, CollectorContext
 from watchdog.config import load_settings
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.model import AlertState, Sample, metric, metric_name
@@ -155,7 +155,7 @@ def test_health_is_stored_every_tick_and_component_metrics_every_few_ticks_and_a
     agent.close()
 
 
-class Flaky:
+class Flaky(Collector):
     """A collector that fails while ``broken``."""
 
     name = "flaky"

@@ -11,7 +11,7 @@ import yaml
 
 from watchdog import agent as agent_module
 from watchdog.agent import Agent, build_runner
-from watchdog.collectors.base import CollectorContext
+from watchdog.collectors.base import Collector, CollectorContext
 from watchdog.config import load_settings
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.model import Sample, metric
@@ -32,7 +32,7 @@ groups:
 """
 
 
-class FakeEngine:
+class FakeEngine(Collector):
     """A background collector like an engine scrape, counting its calls."""
 
     name = "engine:fake"
@@ -47,7 +47,7 @@ class FakeEngine:
         return [Sample(metric("vllm:num_requests_running", job="fake"), float(self.calls))]
 
 
-class SlowCollector:
+class SlowCollector(Collector):
     """A fault-path collector that takes ``seconds``."""
 
     name = "slow"

@@ -271,7 +271,7 @@ def parse_payload(text: str, targets: Mapping[str, str], caches: ScrapeCaches | 
 # The collector
 
 
-class EngineCollector:
+class EngineCollector(Collector):
     """Scrapes one endpoint per :meth:`collect`; see the module docstring for the contract."""
 
     def __init__(self, endpoint: EngineSettings, *, fetcher: Callable[[str, float, int], str] | None = None,

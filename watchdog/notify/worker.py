@@ -14,9 +14,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 
 from watchdog.infra.logs import redact
+from watchdog.infra.workers import DaemonPool
 from watchdog.notify.base import DeliveryError, Notifier
 from watchdog.notify.outbox import Outbox, OutboxRow
 
@@ -101,11 +103,13 @@ class DeliveryWorker:
         self._retry_at = 0.0  # monotonic time before which no attempt is made
         self._idle = False  # the last look at the outbox found nothing open for this notifier
         self._recheck_at = 0.0  # monotonic time of the next look while idle and not woken (safety net)
-        self._thread = threading.Thread(target=self._run, name=f"notify-{notifier.name}", daemon=True)
+        # a delivery may hang in a channel's I/O: the loop runs where such calls run (a daemon thread)
+        self._daemon = DaemonPool(1, f"notify-{notifier.name}", idle_seconds=0.0)
+        self._loop: Future[None] | None = None
 
     def start(self) -> None:
         """Start the thread."""
-        self._thread.start()
+        self._loop = self._daemon.submit(self._run)
 
     def wake(self) -> None:
         """New rows are there: look now (unless backing off). Call it after the rows are committed."""
@@ -125,10 +129,9 @@ class DeliveryWorker:
 
     def join(self, timeout_seconds: float) -> bool:
         """Wait for the thread to end; True if it did (or never started)."""
-        if self._thread.ident is None:
+        if self._loop is None:
             return True
-        self._thread.join(timeout=max(0.0, timeout_seconds))
-        return not self._thread.is_alive()
+        return bool(wait([self._loop], timeout=max(0.0, timeout_seconds)).done)
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
