@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from tests.notify.alerts import make_alert, xid_storm
 from watchdog.model import AlertState
-from watchdog.notify.grouping import group_transitions, member_description
-from watchdog.notify.model import Transition
-from watchdog.notify.transitions import KnownAlert, derive_transitions
+from watchdog.notify.decisions.grouping import group_transitions, member_description
+from watchdog.notify.decisions.model import Transition
+from watchdog.notify.decisions.transitions import KnownAlert, derive_transitions
 
 
 def _known(alerts, state="firing"):
@@ -101,7 +101,7 @@ def test_stored_keys_and_shapes_are_pinned() -> None:
     survive any refactoring of the alert model byte for byte: a state that became an Enum must still
     format as ``firing``, not ``AlertState.FIRING``."""
     from watchdog.model import Alert, AlertState
-    from watchdog.notify.model import GroupNotification
+    from watchdog.notify.decisions.model import GroupNotification
 
     def alert(fp: str, gpu: str) -> Alert:
         return Alert("GpuHot", {"alertname": "GpuHot", "gpu": gpu, "severity": "warning"}, {"summary": "hot"},
@@ -126,9 +126,9 @@ def test_states_are_one_enum_stored_as_plain_text(tmp_path) -> None:
     reads back as the same member, and outbox kinds and log events carry the value, not the member's name."""
     from watchdog.infra.state import StateDB
     from watchdog.model import AlertState
-    from watchdog.notify.log import alert_fields
-    from watchdog.notify.model import GroupNotification
-    from watchdog.notify.state_store import AlertStateStore
+    from watchdog.notify.channels.log import alert_fields
+    from watchdog.notify.decisions.model import GroupNotification
+    from watchdog.notify.delivery.state_store import AlertStateStore
 
     a = make_alert("GpuHot", gpu="0", fired_at_ms=61_000)
     d = derive_transitions({}, [a], now_ms=70_000)
@@ -160,7 +160,7 @@ def test_rows_written_in_the_old_shape_read_back_and_rewrite_byte_for_byte(tmp_p
 
     from watchdog.infra.state import StateDB
     from watchdog.model import Alert
-    from watchdog.notify.state_store import AlertStateStore
+    from watchdog.notify.delivery.state_store import AlertStateStore
 
     db = StateDB(tmp_path / "state.db")
     store = AlertStateStore(db)

@@ -92,8 +92,8 @@ def test_show_uses_live_alerts_and_history(tmp_path: Path, capsys: pytest.Captur
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from watchdog.cli import runbooks_cmd
     from watchdog.model import Alert, AlertState
-    from watchdog.notify.state_store import AlertStateStore
-    from watchdog.notify.transitions import KnownAlert
+    from watchdog.notify.decisions.transitions import KnownAlert
+    from watchdog.notify.delivery.state_store import AlertStateStore
     from watchdog.rules.alerting import fingerprint
 
     config = write_config(tmp_path, {"mode": "auto", "allow": {"units": ["vllm.service"]}})

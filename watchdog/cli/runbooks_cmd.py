@@ -140,7 +140,7 @@ class _ReadOnlyState:
 
     def __init__(self, state_dir: str) -> None:
         from watchdog.infra.state import StateDB
-        from watchdog.notify.state_store import AlertStateStore
+        from watchdog.notify.delivery.state_store import AlertStateStore
         from watchdog.runbooks.audit import RunbookState
 
         db = StateDB.read_only(Path(state_dir) / "state.db")

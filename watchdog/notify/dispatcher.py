@@ -39,17 +39,17 @@ from typing import Any, TextIO
 from watchdog.config.settings import NotifiersSettings, RemediationMode, Settings, SlackMode
 from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState, Sample, metric
-from watchdog.notify.base import Notifier, PlanContext
-from watchdog.notify.grouping import group_transitions
-from watchdog.notify.log import LogNotifier
-from watchdog.notify.model import EventNotification, GroupNotification
-from watchdog.notify.muting import Muting
-from watchdog.notify.outbox import PENDING, Outbox, OutboxItem, OutboxRow
+from watchdog.notify.channels.log import LogNotifier
+from watchdog.notify.decisions.grouping import group_transitions
+from watchdog.notify.decisions.model import EventNotification, GroupNotification
+from watchdog.notify.decisions.muting import Muting
+from watchdog.notify.decisions.silences import AlertmanagerSilences, InhibitRule, SilenceStore
+from watchdog.notify.decisions.transitions import Derivation, KnownAlert, as_notified, derive_transitions
+from watchdog.notify.delivery.base import Notifier, PlanContext
+from watchdog.notify.delivery.outbox import PENDING, Outbox, OutboxItem, OutboxRow
+from watchdog.notify.delivery.state_store import AlertStateStore
+from watchdog.notify.delivery.worker import Backoff, DeliveryWorker
 from watchdog.notify.registry import NotifierContext, app_token, build_notifiers
-from watchdog.notify.silences import AlertmanagerSilences, InhibitRule, SilenceStore
-from watchdog.notify.state_store import AlertStateStore
-from watchdog.notify.transitions import Derivation, KnownAlert, as_notified, derive_transitions
-from watchdog.notify.worker import Backoff, DeliveryWorker
 from watchdog.runbooks.events import RunbookEvent
 
 log = logging.getLogger("watchdog.notify")
@@ -229,7 +229,7 @@ class NotificationDispatcher:
             if self.remediation_mode is RemediationMode.APPROVE:
                 log.warning("approve mode without a Slack app token: buttons are shown but cannot be received")
             return False
-        from watchdog.notify.approvals import AlertButtons, ApprovalListener
+        from watchdog.notify.channels.slack.approvals import AlertButtons, ApprovalListener
 
         self._approvals = ApprovalListener(token, list(slack.approvers), manager, base_url=slack.base_url,
                                            buttons=AlertButtons(self.state_store, self.muting.store,
@@ -273,7 +273,7 @@ class NotificationDispatcher:
                causes: Mapping[str, str] | None = None) -> None:
         """Record this tick's transitions and events in the outbox (one transaction); never blocks on I/O.
 
-        ``causes`` maps a symptom alert's fingerprint to its incident's cause (watchdog.notify.incidents):
+        ``causes`` maps a symptom alert's fingerprint to its incident's cause (watchdog.notify.decisions.incidents):
         notifiers that thread (Slack) fold the symptom under the cause's message.
         """
         with self._lock:
@@ -319,9 +319,9 @@ class NotificationDispatcher:
                     now_ms: int, firing: list[dict[str, str]], causes: dict[str, str],
                     still_firing: dict[str, Alert]) -> int:
         """The tick's outbox rows and state changes in one transaction (muted members left out, and muted
-        alerts that fire on unmuted announced, see :mod:`watchdog.notify.muting`; ``firing``: label sets
+        alerts that fire on unmuted announced, see :mod:`watchdog.notify.decisions.muting`; ``firing``: label sets
         of the alerts firing now, for inhibition; ``causes``: symptom fingerprint -> its incident's cause,
-        see :mod:`watchdog.notify.incidents`; ``still_firing``: the alerts firing now, latest values);
+        see :mod:`watchdog.notify.decisions.incidents`; ``still_firing``: the alerts firing now, latest values);
         returns how many rows are new."""
         enqueued = 0
         self.muting.begin()

@@ -4,7 +4,7 @@ Contract: the name is the ``notifiers.<name>`` section, the outbox rows' notifie
 self-metrics' ``notifier`` label. A builder gets the ``notifiers`` settings and a
 :class:`NotifierContext` (what the dispatcher shares with its notifiers) and returns the notifier, or None
 when its section disables it. Adding a notifier: a module with a class of the
-:class:`~watchdog.notify.base.Notifier` shape and a builder, one line here.
+:class:`~watchdog.notify.delivery.base.Notifier` shape and a builder, one line here.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import TextIO
 from watchdog.config.settings import NotifiersSettings, RemediationMode, SlackMode, SlackSettings
 from watchdog.infra.secrets import SecretError, read_secret
 from watchdog.model import Alert
-from watchdog.notify.alertmanager import AlertmanagerNotifier
-from watchdog.notify.base import Notifier
-from watchdog.notify.log import LogNotifier
-from watchdog.notify.state_store import AlertStateStore
+from watchdog.notify.channels.alertmanager import AlertmanagerNotifier
+from watchdog.notify.channels.log import LogNotifier
+from watchdog.notify.delivery.base import Notifier
+from watchdog.notify.delivery.state_store import AlertStateStore
 
 log = logging.getLogger("watchdog.notify")
 
@@ -56,7 +56,7 @@ def build_slack(settings: NotifiersSettings, ctx: NotifierContext) -> Notifier |
         return None
     # Imported here, not at the top: slack-sdk (and the asyncio it pulls in) costs memory on every host,
     # most of which never enable Slack.
-    from watchdog.notify.slack import SlackNotifier
+    from watchdog.notify.channels.slack.notifier import SlackNotifier
 
     token = webhook = None
     try:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from watchdog.model import Alert, AlertState
-from watchdog.notify.model import Transition
+from watchdog.notify.decisions.model import Transition
 
 
 def as_notified(alert: Alert, state: AlertState, fired_at_ms: int, resolved_at_ms: int = 0) -> Alert:

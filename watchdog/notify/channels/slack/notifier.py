@@ -40,12 +40,8 @@ from slack_sdk.webhook import WebhookClient
 from watchdog.config.settings import SlackSettings
 from watchdog.infra.logs import redact
 from watchdog.model import Alert, AlertState
-from watchdog.notify.approvals import approvable_steps
-from watchdog.notify.base import Delivered, DeliveryError, PlanContext
-from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS
-from watchdog.notify.model import EventNotification, GroupNotification
-from watchdog.notify.outbox import OutboxItem, OutboxRow
-from watchdog.notify.slack_blocks import (
+from watchdog.notify.channels.slack.approvals import approvable_steps
+from watchdog.notify.channels.slack.blocks import (
     Links,
     Rendered,
     render_alert_message,
@@ -53,8 +49,12 @@ from watchdog.notify.slack_blocks import (
     render_resolved_reply,
     render_standalone_resolved,
 )
-from watchdog.notify.slack_incident import render_cause_found, render_folded_pointer, render_incident_message
-from watchdog.notify.state_store import AlertStateStore
+from watchdog.notify.channels.slack.incidents import render_cause_found, render_folded_pointer, render_incident_message
+from watchdog.notify.decisions.grouping import DEFAULT_MEMBER_LABELS
+from watchdog.notify.decisions.model import EventNotification, GroupNotification
+from watchdog.notify.delivery.base import Delivered, DeliveryError, PlanContext
+from watchdog.notify.delivery.outbox import OutboxItem, OutboxRow
+from watchdog.notify.delivery.state_store import AlertStateStore
 
 log = logging.getLogger("watchdog.notify.slack")
 
@@ -185,7 +185,7 @@ class SlackNotifier:
         """Posts for firing groups, reply + update per message for resolves, thread replies for events.
 
         One incident, one message (bot mode): a symptom whose cause has a message is folded into it (the
-        message is re-rendered with ``chat.update``, see :mod:`watchdog.notify.slack_incident`), never posted
+        message is re-rendered with ``chat.update``, see :mod:`watchdog.notify.channels.slack.incidents`), never posted
         on its own; a symptom posted before its cause fired is folded when the cause's message exists, and
         its own message becomes a pointer to the incident.
         """

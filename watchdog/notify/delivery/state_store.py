@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState
-from watchdog.notify.transitions import KnownAlert
+from watchdog.notify.decisions.transitions import KnownAlert
 
 SCHEMA_VERSION = 1
 DDL = (

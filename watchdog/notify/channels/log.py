@@ -15,10 +15,10 @@ from typing import Any, TextIO
 
 from watchdog.infra.logs import redact
 from watchdog.model import Alert, AlertState
-from watchdog.notify.base import Delivered, PlanContext
-from watchdog.notify.grouping import member_description
-from watchdog.notify.model import EventNotification, GroupNotification
-from watchdog.notify.outbox import OutboxItem, OutboxRow
+from watchdog.notify.decisions.grouping import member_description
+from watchdog.notify.decisions.model import EventNotification, GroupNotification
+from watchdog.notify.delivery.base import Delivered, PlanContext
+from watchdog.notify.delivery.outbox import OutboxItem, OutboxRow
 
 
 def _iso(ms: int) -> str:

@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from watchdog.notify.model import EventNotification, GroupNotification
-from watchdog.notify.outbox import OutboxItem, OutboxRow
-from watchdog.notify.state_store import AlertStateStore
-from watchdog.notify.transitions import KnownAlert
+from watchdog.notify.decisions.model import EventNotification, GroupNotification
+from watchdog.notify.decisions.transitions import KnownAlert
+from watchdog.notify.delivery.outbox import OutboxItem, OutboxRow
+from watchdog.notify.delivery.state_store import AlertStateStore
 
 
 class DeliveryError(Exception):

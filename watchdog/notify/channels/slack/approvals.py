@@ -6,7 +6,7 @@ anyone else is refused and logged. Acknowledge is honoured for anyone in the cha
 the runbook manager (``approve(fingerprint, step, user)`` / ``skip(...)``), which audits the decision and
 posts it to the thread. Acknowledge and Silence go to :class:`AlertButtons`: Silence stores a silence of
 the alert's exact labels (less ``severity``) for :data:`SILENCE_BUTTON_HOURS` (see
-:mod:`watchdog.notify.silences`); both answer in the alert's thread with who did what.
+:mod:`watchdog.notify.decisions.silences`); both answer in the alert's thread with who did what.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from watchdog.notify.silences import Matcher, SilenceStore
-from watchdog.notify.slack_blocks import (
+from watchdog.notify.channels.slack.blocks import (
     ACK_ACTION,
     APPROVE_ACTION,
     SILENCE_ACTION,
     SILENCE_BUTTON_HOURS,
     SKIP_ACTION,
 )
-from watchdog.notify.state_store import AlertStateStore
+from watchdog.notify.decisions.silences import Matcher, SilenceStore
+from watchdog.notify.delivery.state_store import AlertStateStore
 from watchdog.runbooks.events import RunbookEvent
 
 log = logging.getLogger("watchdog.notify.approvals")

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from watchdog.infra.logs import redact
-from watchdog.notify.base import DeliveryError, Notifier
-from watchdog.notify.outbox import Outbox, OutboxRow
+from watchdog.notify.delivery.base import DeliveryError, Notifier
+from watchdog.notify.delivery.outbox import Outbox, OutboxRow
 
 log = logging.getLogger("watchdog.notify")
 
