@@ -19,7 +19,6 @@ from watchdog.infra.secrets import SecretError, read_secret
 from watchdog.infra.state import StateDB
 from watchdog.notify.channels.log import LogNotifier
 from watchdog.notify.channels.slack.approvals import apply_interactions, approvable_steps, parse_interaction
-from watchdog.notify.delivery.state_store import AlertStateStore
 from watchdog.runbooks.events import RunbookEvent
 
 NOW = 1_000_000
@@ -122,11 +121,10 @@ def test_log_notifier_json_and_text_lines() -> None:
 
     json_stream, text_stream = io.StringIO(), io.StringIO()
     db = StateDB(":memory:")
-    store = AlertStateStore(db)
     for stream, fmt in ((json_stream, "auto"), (text_stream, "text")):
         notifier = LogNotifier(stream, fmt)
         with db.transaction() as cur:
-            items = notifier.plan(group, [], PlanContext(cur, store, NOW, "gpu-node-7", {}))
+            items = notifier.plan(group, [], PlanContext(cur, NOW, "gpu-node-7", {}))
         rows = [
             OutboxRow(i, "log", it.idem_key, it.kind, it.payload, "pending", 0, NOW, "") for i, it in enumerate(items)
         ]

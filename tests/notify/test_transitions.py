@@ -146,7 +146,8 @@ def test_states_are_one_enum_stored_as_plain_text(tmp_path) -> None:
 
 
 # A notify_alerts row and a Slack message as the code before Alert was the stored type wrote them
-# (notify.model.AlertSnapshot, json.dumps of its asdict), byte for byte.
+# (notify.model.AlertSnapshot, json.dumps of its asdict), byte for byte, in the table's shape of that time
+# (the alert's Slack message key in notify_alerts; tests/notify/test_slack_store.py migrates it).
 OLD_SNAPSHOT = ('{"fingerprint": "0123abcd", "name": "GpuHot", "labels": {"alertname": "GpuHot", "gpu": "0", '
                 '"severity": "warning"}, "annotations": {"summary": "hot"}, "value": 91.5, "fired_at_ms": 61000, '
                 '"resolved_at_ms": 0, "generator": "gpu_temp > 90"}')
@@ -157,21 +158,34 @@ def test_rows_written_in_the_old_shape_read_back_and_rewrite_byte_for_byte(tmp_p
     """A state database written before ``Alert`` replaced the notification snapshot: its firing row loads
     as the same alert, is written back unchanged, and resolving it derives the same key and snapshot."""
     import json
+    import sqlite3
 
+    from tests.notify.test_slack_store import write_old_database
     from watchdog.infra.state import StateDB
     from watchdog.model import Alert
+    from watchdog.notify.channels.slack.store import SlackStore
     from watchdog.notify.delivery.state_store import AlertStateStore
 
-    db = StateDB(tmp_path / "state.db")
-    store = AlertStateStore(db)
+    write_old_database(tmp_path / "state.db")
+    old = sqlite3.connect(tmp_path / "state.db")
+    old.execute("DELETE FROM notify_alerts")
+    old.execute("DELETE FROM notify_slack_messages")
     columns = ("fingerprint, alertname, state, snapshot, active_at_ms, fired_at_ms, keep_firing_since_ms, "
                "resolved_at_ms, slack_message_key, updated_ms")
-    with db.transaction() as cur:
-        cur.execute(f"INSERT INTO notify_alerts({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", OLD_ROW)
-        cur.execute("INSERT INTO notify_slack_messages(message_key, members, created_ms) VALUES (?, ?, ?)",
-                    ("slack:0123abcd", f"[{OLD_SNAPSHOT}]", 70_000))
+    old.execute(f"INSERT INTO notify_alerts({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", OLD_ROW)
+    old.execute("INSERT INTO notify_slack_messages(message_key, members, created_ms) VALUES (?, ?, ?)",
+                ("slack:0123abcd", f"[{OLD_SNAPSHOT}]", 70_000))
+    old.commit()
+    old.close()
+    db = StateDB(tmp_path / "state.db")
+    store, slack = AlertStateStore(db), SlackStore(db)
+
+    def message_of(known: dict[str, KnownAlert]) -> str:
+        with db.transaction() as cur:
+            return slack.listing(cur, known).of("0123abcd")
+
     known = store.load_alerts()["0123abcd"]
-    assert known.state is AlertState.FIRING and known.slack_message_key == "slack:0123abcd"
+    assert known.state is AlertState.FIRING and message_of({"0123abcd": known}) == "slack:0123abcd"
     assert (known.alert.active_at_ms, known.alert.fired_at_ms, known.alert.value) == (1_000, 61_000, 91.5)
     assert json.dumps(known.alert.to_json()) == OLD_SNAPSHOT
     assert Alert.from_json(known.alert.to_json(), AlertState.FIRING, active_at_ms=1_000) == known.alert
@@ -179,15 +193,16 @@ def test_rows_written_in_the_old_shape_read_back_and_rewrite_byte_for_byte(tmp_p
     with db.transaction() as cur:
         cur.execute("DELETE FROM notify_alerts")
         store.upsert_alert(cur, known, 70_000)
-    assert tuple(db.query(f"SELECT {columns} FROM notify_alerts")[0]) == OLD_ROW
-    found = store.slack_message("slack:0123abcd")
+    stored = columns.replace("slack_message_key, ", "")
+    assert tuple(db.query(f"SELECT {stored} FROM notify_alerts")[0]) == (*OLD_ROW[:8], *OLD_ROW[9:])
+    found = slack.message("slack:0123abcd")
     assert found is not None and [json.dumps(m.to_json()) for m in found[2]] == [OLD_SNAPSHOT]
     assert found[2][0].state is AlertState.FIRING  # a stored member's state follows from its times
 
     gone = derive_transitions({"0123abcd": known}, [], now_ms=80_000)
     assert [t.key for t in gone.transitions] == ["0123abcd:resolved:61000"]
     resolved = gone.upserts[0]
-    assert (resolved.state, resolved.slack_message_key, resolved.alert.active_at_ms) == (
+    assert (resolved.state, message_of({"0123abcd": resolved}), resolved.alert.active_at_ms) == (
         AlertState.RESOLVED, "slack:0123abcd", 1_000)
     resolved_json = OLD_SNAPSHOT.replace('"resolved_at_ms": 0', '"resolved_at_ms": 80000')
     assert json.dumps(resolved.alert.to_json()) == resolved_json

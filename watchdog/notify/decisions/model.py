@@ -11,7 +11,7 @@ idempotency key every notifier derives its own keys from.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from watchdog.model import Alert, AlertState
 from watchdog.runbooks.events import RunbookEvent
@@ -68,7 +68,6 @@ class EventNotification:
 
     event: RunbookEvent
     alert: Alert | None = None
-    step: str = field(default="")
 
     @property
     def key(self) -> str:

@@ -39,12 +39,10 @@ class KnownAlert:
     """The persisted notification state of one alert (one row of ``notify_alerts``).
 
     ``alert`` is the alert as last recorded (see :func:`as_notified`; its ``state`` is ``pending``,
-    ``firing`` or ``resolved``, its ``active_at_ms`` and ``keep_firing_since_ms`` are the engine's);
-    ``slack_message_key`` names the Slack message it is listed in ("" if none).
+    ``firing`` or ``resolved``, its ``active_at_ms`` and ``keep_firing_since_ms`` are the engine's).
     """
 
     alert: Alert
-    slack_message_key: str = ""
 
     @property
     def fingerprint(self) -> str:
@@ -97,7 +95,7 @@ def derive_transitions(known: Mapping[str, KnownAlert], alerts: Sequence[Alert],
             if not was_firing:
                 firing = as_notified(alert, AlertState.FIRING, alert.fired_at_ms or now_ms)
                 out.transitions.append(Transition(AlertState.FIRING, firing))
-                out.upserts.append(KnownAlert(firing, prev.slack_message_key if prev else ""))
+                out.upserts.append(KnownAlert(firing))
             elif prev is not None and prev.alert.keep_firing_since_ms != alert.keep_firing_since_ms:
                 kept = replace(prev.alert, keep_firing_since_ms=alert.keep_firing_since_ms)
                 out.upserts.append(replace(prev, alert=kept))
