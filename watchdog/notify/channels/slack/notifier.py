@@ -3,7 +3,9 @@
 Bot-token mode (``chat.postMessage``): one message per group of alerts; its ``ts`` is kept so that a
 resolve edits the message (``chat.update``) and replies in its thread, and runbook events (diagnostics,
 suggestions, decisions, results) go in the thread too. Webhook mode (``slack_sdk.webhook``) posts every
-notification as its own message (webhooks can neither edit nor thread).
+notification as its own message (webhooks can neither edit nor thread). The messages, their ``ts`` and the
+message each alert is listed in are Slack's own rows (:mod:`watchdog.notify.channels.slack.store`),
+written in the tick's transaction when planned and in the delivery's when posted.
 
 Shown once: every post carries its idempotency key in message ``metadata``
 (``event_type=inference_watchdog_notification``). When an attempt's outcome is unknown (the agent died
@@ -570,7 +572,7 @@ class SlackNotifier:
                     )
                     return None
                 # 5xx, 429, a network error: the post may still exist. Stay uncertain and verify again
-                # later; a blind re-post here is how one alert became two messages.
+                # later; a blind re-post here could show the alert twice.
                 raise DeliveryError(str(exc), uncertain=True, retry_after_seconds=exc.retry_after_seconds) from exc
             for message in page.get("messages", []) or []:
                 meta = message.get("metadata") or {}
