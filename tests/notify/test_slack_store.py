@@ -16,7 +16,7 @@ from tests.support.polling import wait_until
 from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState
 from watchdog.notify.channels.slack.store import SlackStore
-from watchdog.notify.decisions.transitions import KnownAlert, derive_transitions
+from watchdog.notify.decisions.transitions import derive_transitions
 from watchdog.notify.delivery.state_store import AlertStateStore
 
 # The schema as the agent wrote it before Slack kept its own keys (component notify.state, version 1),
@@ -110,7 +110,7 @@ def _without_key(row: tuple[object, ...]) -> tuple[object, ...]:
     return (*row[:8], *row[9:])
 
 
-def _read_back(db: StateDB) -> tuple[dict[str, KnownAlert], dict[str, str], list[tuple[object, ...]]]:
+def _read_back(db: StateDB) -> tuple[dict[str, Alert], dict[str, str], list[tuple[object, ...]]]:
     """What the new code reads: the alerts, each alert's Slack message, and the raw rows."""
     alerts = AlertStateStore(db).load_alerts()
     slack = SlackStore(db)
@@ -132,9 +132,8 @@ def test_a_database_in_the_old_shape_migrates_and_reads_back_every_alert_and_mes
     assert "slack_message_key" not in columns
     for row in OLD_ALERTS:
         known = alerts[row[0]]
-        assert (known.state.value, json.dumps(known.alert.to_json())) == (row[2], row[3])
-        assert (known.alert.active_at_ms, known.alert.fired_at_ms, known.alert.keep_firing_since_ms,
-                known.alert.resolved_at_ms) == row[4:8]
+        assert (known.state.value, json.dumps(known.to_json())) == (row[2], row[3])
+        assert (known.active_at_ms, known.fired_at_ms, known.keep_firing_since_ms, known.resolved_at_ms) == row[4:8]
     # Every alert is listed in the message the old column named.
     assert listed == {row[0]: row[8] for row in OLD_ALERTS}
     # Every message reads back as it was written.
@@ -185,7 +184,7 @@ def test_a_listing_lapses_when_its_alert_begins_a_new_pending_episode_or_is_forg
     slack = SlackStore(db)
     firing = make_alert("GpuHot", gpu="0", fired_at_ms=61_000)  # active since 1_000
     pending = make_alert("GpuHot", "pending", gpu="1", fired_at_ms=65_000)  # active since 5_000
-    known = {a.fingerprint: KnownAlert(a) for a in (firing, pending)}
+    known = {a.fingerprint: a for a in (firing, pending)}
     with db.transaction() as cur:
         listed = slack.listing(cur, known)
         listed.list_in(firing.fingerprint, "msg:a")
@@ -195,7 +194,7 @@ def test_a_listing_lapses_when_its_alert_begins_a_new_pending_episode_or_is_forg
 
     def listing(alerts: list[Alert]) -> dict[str, str]:
         with db.transaction() as cur:
-            now = slack.listing(cur, {a.fingerprint: KnownAlert(a) for a in alerts})
+            now = slack.listing(cur, {a.fingerprint: a for a in alerts})
             slack.save_listing(cur, now)
         return {a.fingerprint: now.of(a.fingerprint) for a in alerts}
 

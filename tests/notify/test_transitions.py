@@ -8,11 +8,11 @@ from tests.notify.alerts import make_alert, xid_storm
 from watchdog.model import AlertState
 from watchdog.notify.decisions.grouping import group_transitions, member_description
 from watchdog.notify.decisions.model import Transition
-from watchdog.notify.decisions.transitions import KnownAlert, derive_transitions
+from watchdog.notify.decisions.transitions import derive_transitions
 
 
 def _known(alerts, state="firing"):
-    return {a.fingerprint: KnownAlert(replace(a, state=AlertState(state))) for a in alerts}
+    return {a.fingerprint: replace(a, state=AlertState(state)) for a in alerts}
 
 
 def test_new_firing_alert_is_one_transition_and_pending_is_none() -> None:
@@ -180,15 +180,15 @@ def test_rows_written_in_the_old_shape_read_back_and_rewrite_byte_for_byte(tmp_p
     db = StateDB(tmp_path / "state.db")
     store, slack = AlertStateStore(db), SlackStore(db)
 
-    def message_of(known: dict[str, KnownAlert]) -> str:
+    def message_of(known: dict[str, Alert]) -> str:
         with db.transaction() as cur:
             return slack.listing(cur, known).of("0123abcd")
 
     known = store.load_alerts()["0123abcd"]
     assert known.state is AlertState.FIRING and message_of({"0123abcd": known}) == "slack:0123abcd"
-    assert (known.alert.active_at_ms, known.alert.fired_at_ms, known.alert.value) == (1_000, 61_000, 91.5)
-    assert json.dumps(known.alert.to_json()) == OLD_SNAPSHOT
-    assert Alert.from_json(known.alert.to_json(), AlertState.FIRING, active_at_ms=1_000) == known.alert
+    assert (known.active_at_ms, known.fired_at_ms, known.value) == (1_000, 61_000, 91.5)
+    assert json.dumps(known.to_json()) == OLD_SNAPSHOT
+    assert Alert.from_json(known.to_json(), AlertState.FIRING, active_at_ms=1_000) == known
 
     with db.transaction() as cur:
         cur.execute("DELETE FROM notify_alerts")
@@ -202,10 +202,10 @@ def test_rows_written_in_the_old_shape_read_back_and_rewrite_byte_for_byte(tmp_p
     gone = derive_transitions({"0123abcd": known}, [], now_ms=80_000)
     assert [t.key for t in gone.transitions] == ["0123abcd:resolved:61000"]
     resolved = gone.upserts[0]
-    assert (resolved.state, message_of({"0123abcd": resolved}), resolved.alert.active_at_ms) == (
+    assert (resolved.state, message_of({"0123abcd": resolved}), resolved.active_at_ms) == (
         AlertState.RESOLVED, "slack:0123abcd", 1_000)
     resolved_json = OLD_SNAPSHOT.replace('"resolved_at_ms": 0', '"resolved_at_ms": 80000')
-    assert json.dumps(resolved.alert.to_json()) == resolved_json
+    assert json.dumps(resolved.to_json()) == resolved_json
     db.close()
 
 
@@ -213,5 +213,5 @@ def test_what_the_notification_side_keeps_shares_no_dict_with_the_engine() -> No
     a = make_alert("GpuHot", gpu="0")
     d = derive_transitions({}, [a], now_ms=2_000_000)
     a.labels["gpu"], a.annotations["summary"] = "7", "changed"
-    kept = d.upserts[0].alert
+    kept = d.upserts[0]
     assert (kept.labels["gpu"], d.transitions[0].alert.annotations["summary"]) == ("0", "GpuHot on {'gpu': '0'}")

@@ -172,8 +172,8 @@ class _ReadOnlyState:
             known = self.alerts.load_alerts()
         except (sqlite3.Error, ValueError, KeyError, TypeError):
             return []
-        found = [(k.alert.name, fp, dict(k.alert.labels)) for fp, k in known.items()
-                 if k.state is AlertState.FIRING and k.alert.name in alertnames]
+        found = [(k.name, fp, dict(k.labels)) for fp, k in known.items()
+                 if k.state is AlertState.FIRING and k.name in alertnames]
         return [(fp, labels) for _name, fp, labels in sorted(found, key=lambda row: row[:2])]
 
 

@@ -43,7 +43,7 @@ from watchdog.notify.decisions.grouping import group_transitions
 from watchdog.notify.decisions.model import EventNotification, GroupNotification
 from watchdog.notify.decisions.muting import Muting
 from watchdog.notify.decisions.silences import AlertmanagerSilences, InhibitRule, SilenceStore
-from watchdog.notify.decisions.transitions import Derivation, KnownAlert, as_notified, derive_transitions
+from watchdog.notify.decisions.transitions import Derivation, as_notified, derive_transitions
 from watchdog.notify.delivery.base import Notifier, PlanContext
 from watchdog.notify.delivery.outbox import PENDING, Outbox, OutboxRow
 from watchdog.notify.delivery.state_store import AlertStateStore
@@ -119,14 +119,14 @@ class NotificationDispatcher:
         prepare_channel_stores(db)
         self.outbox = Outbox(db)
         self._lock = threading.Lock()
-        self._known: dict[str, KnownAlert] = self.state_store.load_alerts()
+        self._known: dict[str, Alert] = self.state_store.load_alerts()
         self._firing: dict[str, Alert] = {
-            fp: k.alert for fp, k in self._known.items() if k.state is AlertState.FIRING
+            fp: k for fp, k in self._known.items() if k.state is AlertState.FIRING
         }
         self._sticky_failing = {
-            k.alert.labels.get("notifier", "")
+            k.labels.get("notifier", "")
             for k in self._known.values()
-            if k.state is AlertState.FIRING and k.alert.name == NOTIFIER_FAILING
+            if k.state is AlertState.FIRING and k.name == NOTIFIER_FAILING
         }
         self._last_gc_ms = 0
         self._printed_while_degraded: set[str] = set()
@@ -284,13 +284,12 @@ class NotificationDispatcher:
             derivation = derive_transitions(self._known, [*alerts, *self._internal_alerts(now_ms)], now_ms)
             groups = group_transitions(derivation.transitions, now_ms, self.member_labels, self.group_enabled)
             new_known = dict(self._known)
-            changed: dict[str, KnownAlert] = {}
+            changed: dict[str, Alert] = {}
             for row in derivation.upserts:
                 new_known[row.fingerprint] = changed[row.fingerprint] = row
             for fp in derivation.deletes:
                 new_known.pop(fp, None)
-            notes = [EventNotification(ev, new_known[ev.fingerprint].alert if ev.fingerprint in new_known else None)
-                     for ev in events]
+            notes = [EventNotification(ev, new_known.get(ev.fingerprint)) for ev in events]
             enqueued = 0
             current = self._current_firing(alerts, new_known)
             firing = [a.labels for a in alerts if a.state is AlertState.FIRING]
@@ -312,7 +311,7 @@ class NotificationDispatcher:
         self._after_store(derivation, enqueued, now_ms)
 
     def _store_tick(self, groups: list[GroupNotification], notes: list[EventNotification],
-                    changed: dict[str, KnownAlert], derivation: Derivation, new_known: dict[str, KnownAlert],
+                    changed: dict[str, Alert], derivation: Derivation, new_known: dict[str, Alert],
                     now_ms: int, firing: list[dict[str, str]], causes: dict[str, str],
                     still_firing: dict[str, Alert]) -> int:
         """The tick's outbox rows and state changes in one transaction (muted members left out, and muted
@@ -376,12 +375,12 @@ class NotificationDispatcher:
             self.state_store.gc(now_ms - self.keep_ms)
 
     @staticmethod
-    def _current_firing(alerts: list[Alert], known: dict[str, KnownAlert]) -> dict[str, Alert]:
-        out = {fp: k.alert for fp, k in known.items() if k.state is AlertState.FIRING}
+    def _current_firing(alerts: list[Alert], known: dict[str, Alert]) -> dict[str, Alert]:
+        out = {fp: k for fp, k in known.items() if k.state is AlertState.FIRING}
         for alert in alerts:
             k = known.get(alert.fingerprint)
             if alert.state is AlertState.FIRING and k is not None and k.state is AlertState.FIRING:
-                out[alert.fingerprint] = as_notified(alert, AlertState.FIRING, k.alert.fired_at_ms)
+                out[alert.fingerprint] = as_notified(alert, AlertState.FIRING, k.fired_at_ms)
         return out
 
     def reconcile_on_start(self, alerts_after_restore: list[Alert]) -> dict[str, int]:

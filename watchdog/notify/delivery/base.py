@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from watchdog.model import Alert
 from watchdog.notify.decisions.model import EventNotification, GroupNotification
-from watchdog.notify.decisions.transitions import KnownAlert
 from watchdog.notify.delivery.outbox import OutboxItem, OutboxRow
 
 
@@ -58,7 +58,7 @@ class PlanContext:
     cur: sqlite3.Cursor
     now_ms: int
     node: str
-    alerts: Mapping[str, KnownAlert]  # the notification side's alert states after this tick, by fingerprint
+    alerts: Mapping[str, Alert]  # the notification side's alerts as recorded after this tick, by fingerprint
     causes: Mapping[str, str] = field(default_factory=dict)  # symptom fingerprint -> its incident's cause
     resolved: frozenset[str] = frozenset()  # fingerprints that resolved this tick, muted ones included
 

@@ -16,7 +16,6 @@ from dataclasses import replace
 
 from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState
-from watchdog.notify.decisions.transitions import KnownAlert
 
 SCHEMA_VERSION = 1
 DDL = (
@@ -42,16 +41,15 @@ class AlertStateStore:
         db.ensure_schema("notify.state", SCHEMA_VERSION, DDL)
 
     # -- alert notification state -------------------------------------------------------------------
-    def load_alerts(self) -> dict[str, KnownAlert]:
-        """Every persisted alert state, by fingerprint."""
+    def load_alerts(self) -> dict[str, Alert]:
+        """Every persisted alert state (the alert as last recorded), by fingerprint."""
         rows = self.db.query("SELECT * FROM notify_alerts")
         return {row["fingerprint"]: _known_from_row(row) for row in rows}
 
     @staticmethod
-    def upsert_alert(cur: sqlite3.Cursor, known: KnownAlert, now_ms: int) -> None:
+    def upsert_alert(cur: sqlite3.Cursor, alert: Alert, now_ms: int) -> None:
         """Insert or replace one alert's state (keeps ``last_sent_ms``); the alert's state and times go to
         their columns, :meth:`Alert.to_json` to ``snapshot``."""
-        alert = known.alert
         cur.execute(
             """INSERT INTO notify_alerts(fingerprint, alertname, state, snapshot, active_at_ms, fired_at_ms,
                    keep_firing_since_ms, resolved_at_ms, updated_ms)
@@ -96,10 +94,9 @@ class AlertStateStore:
             return cur.rowcount
 
 
-def _known_from_row(row: sqlite3.Row) -> KnownAlert:
+def _known_from_row(row: sqlite3.Row) -> Alert:
     """The row's columns hold the state and times (``fired_at_ms`` and ``resolved_at_ms`` are also in the
     snapshot, always equal; the columns are what the idempotency keys were derived from)."""
     alert = Alert.from_json(json.loads(row["snapshot"]), AlertState(row["state"]),
                             active_at_ms=row["active_at_ms"], keep_firing_since_ms=row["keep_firing_since_ms"])
-    alert = replace(alert, fired_at_ms=row["fired_at_ms"], resolved_at_ms=row["resolved_at_ms"])
-    return KnownAlert(alert)
+    return replace(alert, fired_at_ms=row["fired_at_ms"], resolved_at_ms=row["resolved_at_ms"])

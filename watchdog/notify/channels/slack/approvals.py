@@ -104,7 +104,7 @@ class AlertButtons:
     def acknowledge(self, fingerprint: str, user: str) -> str:
         """The thread reply for an acknowledgement."""
         known = self.alerts.load_alerts().get(fingerprint)
-        name = known.alert.name if known is not None else "this alert"
+        name = known.name if known is not None else "this alert"
         log.info("alert acknowledged", extra={"fingerprint": fingerprint, "user": user})
         return f":eyes: <@{user}> acknowledged {name}."
 
@@ -113,14 +113,14 @@ class AlertButtons:
         known = self.alerts.load_alerts().get(fingerprint)
         if known is None:
             return "Cannot silence: the alert is no longer known here (it resolved)."
-        labels = {k: v for k, v in known.alert.labels.items() if k != "severity"}
+        labels = {k: v for k, v in known.labels.items() if k != "severity"}
         now_ms = int(self.clock() * 1000)
         silence = self.silences.add([Matcher(k, "=", v) for k, v in sorted(labels.items())], now_ms,
                                     now_ms + SILENCE_BUTTON_HOURS * 3_600_000, f"slack:{user}",
                                     "silenced from Slack", now_ms)
         log.info("alert silenced from Slack", extra={"fingerprint": fingerprint, "user": user,
                                                      "silence": silence.id})
-        return (f":mute: <@{user}> silenced {known.alert.name} for {SILENCE_BUTTON_HOURS}h "
+        return (f":mute: <@{user}> silenced {known.name} for {SILENCE_BUTTON_HOURS}h "
                 f"(`inference-watchdog silence expire {silence.id[:12]}` ends it).")
 
 

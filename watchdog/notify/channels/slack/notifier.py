@@ -266,7 +266,7 @@ class SlackNotifier:
         cause = causes.pop()
         if key := listed.of(cause):
             return key
-        siblings = sorted((ctx.alerts[s].alert.fired_at_ms, listed.of(s)) for s, c in ctx.causes.items()
+        siblings = sorted((ctx.alerts[s].fired_at_ms, listed.of(s)) for s, c in ctx.causes.items()
                           if c == cause and s not in fingerprints and s in ctx.alerts and listed.of(s))
         return siblings[0][1] if siblings else ""
 
@@ -274,7 +274,7 @@ class SlackNotifier:
         """A message posted for symptoms of this group's alerts before they fired (every member of it a
         symptom of this group): the cause takes it over instead of posting a second message."""
         fps = {m.fingerprint for m in group.members}
-        candidates = sorted((ctx.alerts[s].alert.fired_at_ms, listed.of(s)) for s, c in ctx.causes.items()
+        candidates = sorted((ctx.alerts[s].fired_at_ms, listed.of(s)) for s, c in ctx.causes.items()
                             if c in fps and s in ctx.alerts and listed.of(s))
         for _, key in candidates:
             found = self.store.message(key)
@@ -322,7 +322,7 @@ class SlackNotifier:
             if own == parent:
                 continue
             if not own:
-                self._fold([known.alert], parent, listed, touched)
+                self._fold([known], parent, listed, touched)
                 continue
             found = self.store.message(own)
             members = found[2] if found else []
@@ -331,7 +331,7 @@ class SlackNotifier:
                 continue  # a message shared with alerts of other incidents stays as it is
             self._fold(members, parent, listed, touched)
             cause_known = ctx.alerts.get(cause)
-            head = cause_known.alert if cause_known else known.alert
+            head = cause_known or known
             body = render_folded_pointer(members, head, self.node, self.member_labels)
             items.append(OutboxItem(f"update:{own}:folded:{parent}", "update",
                                     {"message_key": own, "text": body.text, "blocks": body.blocks}))
@@ -342,7 +342,7 @@ class SlackNotifier:
         """A message as it reads now: its members (struck through once resolved) and, for an incident's
         cause, the symptoms folded into it."""
         own = {m.fingerprint for m in members}
-        symptoms = [k.alert for fp, k in sorted(ctx.alerts.items(), key=lambda kv: kv[1].alert.fired_at_ms)
+        symptoms = [k for fp, k in sorted(ctx.alerts.items(), key=lambda kv: kv[1].fired_at_ms)
                     if fp not in own and listed.of(fp) == message_key]
         done = [m.fingerprint for m in [*members, *symptoms]
                 if (k := ctx.alerts.get(m.fingerprint)) is None or k.state is not AlertState.FIRING

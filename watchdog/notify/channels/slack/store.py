@@ -29,7 +29,6 @@ from collections.abc import Mapping
 
 from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState
-from watchdog.notify.decisions.transitions import KnownAlert
 
 COMPONENT = "notify.slack"
 SCHEMA_VERSION = 1
@@ -63,18 +62,18 @@ def migrate_legacy_keys(cur: sqlite3.Cursor) -> int:
     return moved
 
 
-def _holds(known: KnownAlert | None, listed_active_at_ms: int) -> bool:
+def _holds(known: Alert | None, listed_active_at_ms: int) -> bool:
     """True while a listing made when the alert was active since ``listed_active_at_ms`` still holds."""
     if known is None:
         return False
-    return known.state is not AlertState.PENDING or known.alert.active_at_ms == listed_active_at_ms
+    return known.state is not AlertState.PENDING or known.active_at_ms == listed_active_at_ms
 
 
 class AlertMessages:
     """The message each alert is listed in, for one tick's planning: the stored listings that hold (see
     the module docstring) plus what this tick lists (:meth:`list_in`)."""
 
-    def __init__(self, stored: Mapping[str, tuple[str, int]], alerts: Mapping[str, KnownAlert]) -> None:
+    def __init__(self, stored: Mapping[str, tuple[str, int]], alerts: Mapping[str, Alert]) -> None:
         self.alerts = alerts
         self.stale = {fp for fp, (_, active_at) in stored.items() if not _holds(alerts.get(fp), active_at)}
         self._keys = {fp: key for fp, (key, _) in stored.items() if fp not in self.stale}
@@ -99,7 +98,7 @@ class SlackStore:
 
     # -- which message each alert is listed in ------------------------------------------------------
     @staticmethod
-    def listing(cur: sqlite3.Cursor, alerts: Mapping[str, KnownAlert]) -> AlertMessages:
+    def listing(cur: sqlite3.Cursor, alerts: Mapping[str, Alert]) -> AlertMessages:
         """The stored listings, for planning a tick in which the notification side knows ``alerts``."""
         rows = cur.execute("SELECT fingerprint, message_key, active_at_ms FROM notify_slack_alerts").fetchall()
         return AlertMessages({row[0]: (row[1], row[2]) for row in rows}, alerts)
@@ -113,7 +112,7 @@ class SlackStore:
             """INSERT INTO notify_slack_alerts(fingerprint, message_key, active_at_ms) VALUES (?, ?, ?)
                ON CONFLICT(fingerprint) DO UPDATE SET message_key = excluded.message_key,
                    active_at_ms = excluded.active_at_ms""",
-            [(fp, messages.of(fp), messages.alerts[fp].alert.active_at_ms)
+            [(fp, messages.of(fp), messages.alerts[fp].active_at_ms)
              for fp in sorted(messages.listed) if fp in messages.alerts],
         )
 
