@@ -158,6 +158,23 @@ def test_a_database_in_the_old_shape_migrates_and_reads_back_every_alert_and_mes
         db.close()
 
 
+def test_where_sqlite_cannot_drop_a_column_the_migration_empties_it(tmp_path: Path, monkeypatch) -> None:
+    """SQLite before 3.35 (RHEL 8) has no DROP COLUMN: the keys move all the same and the column stays,
+    emptied; the state store, which never names it, reads and writes every row as elsewhere."""
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 26, 0))
+    path = tmp_path / "state.db"
+    write_old_database(path)
+    db = StateDB(path)
+    alerts, listed, rows = _read_back(db)
+    assert rows == [_without_key(row) for row in OLD_ALERTS]
+    assert listed == {row[0]: row[8] for row in OLD_ALERTS}
+    assert {r[0] for r in db.query("SELECT slack_message_key FROM notify_alerts")} == {""}
+    with db.transaction() as cur:
+        AlertStateStore.upsert_alert(cur, replace(alerts["00ff00ff"], fingerprint="11ee11ee"), 99_000)
+    assert AlertStateStore(db).load_alerts()["11ee11ee"].fired_at_ms == 80_000
+    db.close()
+
+
 def test_a_migrated_alert_writes_back_byte_for_byte_and_resolves_under_the_same_keys(tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     write_old_database(path)

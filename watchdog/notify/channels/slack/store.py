@@ -16,7 +16,8 @@ new message. :class:`AlertMessages` applies that rule to one tick's planning, an
 Migration (component version 1, run once, in the transaction that creates these tables): a database
 written before Slack kept its own keys holds them in ``notify_alerts.slack_message_key``. Every non-empty
 key is copied to ``notify_slack_alerts`` with the row's ``active_at_ms`` (so each listing holds exactly
-when the old column's key would have been read), then the column is dropped.
+when the old column's key would have been read), then the column is dropped (emptied where SQLite is
+older than 3.35 and cannot drop one: the state store never names it).
 ``notify_slack_messages`` keeps its shape and rows. Nothing else changes; a second start finds version 1
 recorded and runs nothing.
 """
@@ -58,7 +59,10 @@ def migrate_legacy_keys(cur: sqlite3.Cursor) -> int:
             SELECT fingerprint, {LEGACY_COLUMN}, active_at_ms FROM notify_alerts WHERE {LEGACY_COLUMN} != ''"""
     )
     moved = cur.rowcount
-    cur.execute(f"ALTER TABLE notify_alerts DROP COLUMN {LEGACY_COLUMN}")
+    if sqlite3.sqlite_version_info >= (3, 35, 0):
+        cur.execute(f"ALTER TABLE notify_alerts DROP COLUMN {LEGACY_COLUMN}")
+    else:  # no DROP COLUMN before SQLite 3.35 (RHEL 8 has 3.26): the column stays, emptied, read by nothing
+        cur.execute(f"UPDATE notify_alerts SET {LEGACY_COLUMN} = ''")
     return moved
 
 
@@ -106,14 +110,14 @@ class SlackStore:
     @staticmethod
     def save_listing(cur: sqlite3.Cursor, messages: AlertMessages) -> None:
         """Write the tick's listings of known alerts and forget those that no longer hold."""
+        kept = {fp for fp in messages.listed if fp in messages.alerts}
         cur.executemany("DELETE FROM notify_slack_alerts WHERE fingerprint = ?",
-                        [(fp,) for fp in sorted(messages.stale - messages.listed)])
+                        [(fp,) for fp in sorted(messages.stale - kept)])
         cur.executemany(
             """INSERT INTO notify_slack_alerts(fingerprint, message_key, active_at_ms) VALUES (?, ?, ?)
                ON CONFLICT(fingerprint) DO UPDATE SET message_key = excluded.message_key,
                    active_at_ms = excluded.active_at_ms""",
-            [(fp, messages.of(fp), messages.alerts[fp].active_at_ms)
-             for fp in sorted(messages.listed) if fp in messages.alerts],
+            [(fp, messages.of(fp), messages.alerts[fp].active_at_ms) for fp in sorted(kept)],
         )
 
     # -- messages -----------------------------------------------------------------------------------
