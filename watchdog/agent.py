@@ -36,8 +36,8 @@ from watchdog.config.settings import Settings, settings_document
 from watchdog.infra.heap import heap_trimmer
 from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState, Sample, cached_metric, metric
+from watchdog.notify.decisions.incidents import incident_causes
 from watchdog.notify.dispatcher import dispatcher_for
-from watchdog.notify.incidents import incident_causes
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.lanes import Lane
 from watchdog.rules.loader import RuleSet, load_ruleset

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from watchdog.agent import Agent
 from watchdog.config.settings import Settings
 from watchdog.daemon.scheduler import TickScheduler
+from watchdog.exporter.access import ExporterConfigError
 from watchdog.exporter.api import QueryAPI
-from watchdog.exporter.security import ExporterConfigError
 from watchdog.exporter.server import ExporterServer, exporter_for_store, prepare_exporter
 from watchdog.infra.heap import quiet_cyclic_gc
 

@@ -1,7 +1,7 @@
 """Plain data of the notification side: transitions and the notifications built from them.
 
 The alert itself is the rule engine's hand-off type, :class:`watchdog.model.Alert`, as the notification
-side records it (see :func:`watchdog.notify.transitions.as_notified`): its ``fired_at_ms`` is its
+side records it (see :func:`watchdog.notify.decisions.transitions.as_notified`): its ``fired_at_ms`` is its
 episode's, its ``resolved_at_ms`` is set once resolved; :meth:`Alert.to_json` is what is persisted
 (state table, outbox payloads) and rendered again after a restart. A :class:`Transition` is one alert
 changing state (``firing`` or ``resolved``) once; its ``key`` (fingerprint + transition + fired_at) is the
@@ -11,7 +11,7 @@ idempotency key every notifier derives its own keys from.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from watchdog.model import Alert, AlertState
 from watchdog.runbooks.events import RunbookEvent
@@ -68,7 +68,6 @@ class EventNotification:
 
     event: RunbookEvent
     alert: Alert | None = None
-    step: str = field(default="")
 
     @property
     def key(self) -> str:

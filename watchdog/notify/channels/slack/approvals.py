@@ -6,7 +6,7 @@ anyone else is refused and logged. Acknowledge is honoured for anyone in the cha
 the runbook manager (``approve(fingerprint, step, user)`` / ``skip(...)``), which audits the decision and
 posts it to the thread. Acknowledge and Silence go to :class:`AlertButtons`: Silence stores a silence of
 the alert's exact labels (less ``severity``) for :data:`SILENCE_BUTTON_HOURS` (see
-:mod:`watchdog.notify.silences`); both answer in the alert's thread with who did what.
+:mod:`watchdog.notify.decisions.silences`); both answer in the alert's thread with who did what.
 """
 
 from __future__ import annotations
@@ -14,20 +14,27 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Collection
+import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from watchdog.notify.silences import Matcher, SilenceStore
-from watchdog.notify.slack_blocks import (
+from watchdog.notify.channels.slack.blocks import (
     ACK_ACTION,
     APPROVE_ACTION,
     SILENCE_ACTION,
     SILENCE_BUTTON_HOURS,
     SKIP_ACTION,
 )
-from watchdog.notify.state_store import AlertStateStore
+from watchdog.notify.decisions.silences import Matcher, SilenceStore
+from watchdog.notify.delivery.state_store import AlertStateStore
 from watchdog.runbooks.events import RunbookEvent
+
+if TYPE_CHECKING:
+    from slack_sdk.socket_mode.client import BaseSocketModeClient
+    from slack_sdk.socket_mode.request import SocketModeRequest
+
+    from watchdog.runbooks.manager import ApprovalResult
 
 log = logging.getLogger("watchdog.notify.approvals")
 
@@ -35,11 +42,11 @@ log = logging.getLogger("watchdog.notify.approvals")
 class RunbookDecisions(Protocol):
     """The slice of ``RunbookManager`` the buttons drive."""
 
-    def approve(self, fingerprint: str, step: str, user: str) -> Any:
+    def approve(self, fingerprint: str, step: str, user: str) -> ApprovalResult:
         """A human approved running ``step`` for the alert."""
         ...
 
-    def skip(self, fingerprint: str, step: str, user: str) -> Any:
+    def skip(self, fingerprint: str, step: str, user: str) -> ApprovalResult:
         """A human chose not to run ``step``."""
         ...
 
@@ -51,14 +58,10 @@ AWAITING_APPROVAL = "awaiting_approval"
 
 
 def approvable_steps(event: RunbookEvent) -> tuple[str, ...]:
-    """Steps of a ``suggestion`` event that wait for a human: the event's ``steps`` attribute when the
-    runbook side provides one, else the steps whose verdict is ``awaiting_approval`` in the planner's
-    suggestion text (``format_plan``). Pure."""
+    """Steps of a ``suggestion`` event that wait for a human: those whose verdict is ``awaiting_approval``
+    in the planner's suggestion text (``format_plan``). Pure."""
     if event.kind != "suggestion":
         return ()
-    explicit = getattr(event, "steps", None)
-    if explicit:
-        return tuple(str(s) for s in explicit)
     found: list[str] = []
     current = ""
     for line in event.text.splitlines():
@@ -92,17 +95,16 @@ class Interaction:
 class AlertButtons:
     """Acknowledge and Silence: look the alert up, store a silence, say so in the thread."""
 
-    def __init__(self, alerts: AlertStateStore, silences: SilenceStore, clock: Any = None) -> None:
-        import time
-
+    def __init__(self, alerts: AlertStateStore, silences: SilenceStore,
+                 clock: Callable[[], float] = time.time) -> None:
         self.alerts = alerts
         self.silences = silences
-        self.clock = clock or time.time
+        self.clock = clock
 
     def acknowledge(self, fingerprint: str, user: str) -> str:
         """The thread reply for an acknowledgement."""
         known = self.alerts.load_alerts().get(fingerprint)
-        name = known.alert.name if known is not None else "this alert"
+        name = known.name if known is not None else "this alert"
         log.info("alert acknowledged", extra={"fingerprint": fingerprint, "user": user})
         return f":eyes: <@{user}> acknowledged {name}."
 
@@ -111,14 +113,14 @@ class AlertButtons:
         known = self.alerts.load_alerts().get(fingerprint)
         if known is None:
             return "Cannot silence: the alert is no longer known here (it resolved)."
-        labels = {k: v for k, v in known.alert.labels.items() if k != "severity"}
+        labels = {k: v for k, v in known.labels.items() if k != "severity"}
         now_ms = int(self.clock() * 1000)
         silence = self.silences.add([Matcher(k, "=", v) for k, v in sorted(labels.items())], now_ms,
                                     now_ms + SILENCE_BUTTON_HOURS * 3_600_000, f"slack:{user}",
                                     "silenced from Slack", now_ms)
         log.info("alert silenced from Slack", extra={"fingerprint": fingerprint, "user": user,
                                                      "silence": silence.id})
-        return (f":mute: <@{user}> silenced {known.alert.name} for {SILENCE_BUTTON_HOURS}h "
+        return (f":mute: <@{user}> silenced {known.name} for {SILENCE_BUTTON_HOURS}h "
                 f"(`inference-watchdog silence expire {silence.id[:12]}` ends it).")
 
 
@@ -148,7 +150,7 @@ def parse_interaction(payload: dict[str, Any], approvers: Collection[str]) -> li
 
 def apply_interactions(interactions: list[Interaction], manager: RunbookDecisions,
                        buttons: AlertButtons | None = None,
-                       reply: Any = None) -> int:
+                       reply: Callable[[str, str, str], None] | None = None) -> int:
     """Act on allowed clicks (refused ones are logged); ``reply(channel, thread_ts, text)`` answers
     Acknowledge / Silence in the thread. Returns how many were honoured."""
     honoured = 0
@@ -193,7 +195,7 @@ class ApprovalListener:
         self.client = SocketModeClient(app_token=app_token, web_client=WebClient(base_url=base_url))
         self.client.socket_mode_request_listeners.append(self._on_request)
 
-    def _on_request(self, client: Any, request: Any) -> None:
+    def _on_request(self, client: BaseSocketModeClient, request: SocketModeRequest) -> None:
         from slack_sdk.socket_mode.response import SocketModeResponse
 
         client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 
 from watchdog.config.settings import GroupingSettings, section_settings
 from watchdog.model import Alert, AlertState
-from watchdog.notify.model import GroupNotification, Transition
+from watchdog.notify.decisions.model import GroupNotification, Transition
 
 # The schema's default of notifiers.grouping.member_labels (the config schema is the one source).
 DEFAULT_MEMBER_LABELS: tuple[str, ...] = section_settings(GroupingSettings, "notifiers.grouping").member_labels

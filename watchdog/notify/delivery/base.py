@@ -11,10 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from watchdog.notify.model import EventNotification, GroupNotification
-from watchdog.notify.outbox import OutboxItem, OutboxRow
-from watchdog.notify.state_store import AlertStateStore
-from watchdog.notify.transitions import KnownAlert
+from watchdog.model import Alert
+from watchdog.notify.decisions.model import EventNotification, GroupNotification
+from watchdog.notify.delivery.outbox import OutboxItem, OutboxRow
 
 
 class DeliveryError(Exception):
@@ -51,29 +50,17 @@ class Delivered:
     on_commit: Callable[[sqlite3.Cursor], None] | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class PlanContext:
-    """What a notifier may consult while planning one tick (inside the tick's transaction)."""
+    """What a notifier may consult while planning one tick. ``cur`` is the tick's transaction: rows a
+    notifier keeps of its own are written through it, so they commit with the tick's outbox rows."""
 
     cur: sqlite3.Cursor
-    store: AlertStateStore
     now_ms: int
     node: str
-    alerts: dict[str, KnownAlert]  # this tick's alert states by fingerprint (writable: message keys)
-    message_keys: dict[str, str] = field(default_factory=dict)  # fingerprint -> Slack message key
-    causes: dict[str, str] = field(default_factory=dict)  # symptom fingerprint -> its incident's cause
+    alerts: Mapping[str, Alert]  # the notification side's alerts as recorded after this tick, by fingerprint
+    causes: Mapping[str, str] = field(default_factory=dict)  # symptom fingerprint -> its incident's cause
     resolved: frozenset[str] = frozenset()  # fingerprints that resolved this tick, muted ones included
-
-    def set_message_key(self, fingerprint: str, message_key: str) -> None:
-        """Remember which Slack message an alert belongs to (persisted with its state)."""
-        self.message_keys[fingerprint] = message_key
-
-    def message_key_of(self, fingerprint: str) -> str:
-        """The Slack message of an alert, "" when none."""
-        if fingerprint in self.message_keys:
-            return self.message_keys[fingerprint]
-        known = self.alerts.get(fingerprint)
-        return known.slack_message_key if known else ""
 
 
 class Notifier(Protocol):
@@ -85,7 +72,7 @@ class Notifier(Protocol):
     def plan(
         self, groups: list[GroupNotification], events: list[EventNotification], ctx: PlanContext
     ) -> list[OutboxItem]:
-        """Outbox rows for one tick's notifications (may record Slack message rows through ``ctx``)."""
+        """Outbox rows for one tick's notifications (rows of the notifier's own go through ``ctx.cur``)."""
         ...
 
     def verify(self, row: OutboxRow) -> Delivered | None:

@@ -15,10 +15,10 @@ from typing import Any, TextIO
 
 from watchdog.infra.logs import redact
 from watchdog.model import Alert, AlertState
-from watchdog.notify.base import Delivered, PlanContext
-from watchdog.notify.grouping import member_description
-from watchdog.notify.model import EventNotification, GroupNotification
-from watchdog.notify.outbox import OutboxItem, OutboxRow
+from watchdog.notify.decisions.grouping import member_description
+from watchdog.notify.decisions.model import EventNotification, GroupNotification
+from watchdog.notify.delivery.base import Delivered, PlanContext
+from watchdog.notify.delivery.outbox import OutboxItem, OutboxRow
 
 
 def _iso(ms: int) -> str:
@@ -108,11 +108,17 @@ class LogNotifier:
         self, groups: list[GroupNotification], events: list[EventNotification], ctx: PlanContext
     ) -> list[OutboxItem]:
         """One row per member of each group and per runbook event."""
+        return self.lines(groups, events, ctx.node)
+
+    @staticmethod
+    def lines(groups: list[GroupNotification], events: list[EventNotification], node: str) -> list[OutboxItem]:
+        """The rows :meth:`plan` queues (pure: the dispatcher prints them directly while the state database
+        is not writable)."""
         items = [
             OutboxItem(
                 f"{group.kind.value}:{m.fingerprint}:{m.fired_at_ms}",
                 "line",
-                alert_fields(group.kind, m, ctx.node, group),
+                alert_fields(group.kind, m, node, group),
             )
             for group in groups
             for m in group.members
@@ -131,7 +137,7 @@ class LogNotifier:
                         "fingerprint": e.fingerprint,
                         "title": e.title,
                         "text": e.text,
-                        "node": ctx.node,
+                        "node": node,
                         "member": member_description(ev.alert) if ev.alert else "",
                     },
                 )

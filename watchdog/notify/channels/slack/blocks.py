@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from watchdog.model import Alert
-from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS, member_description
+from watchdog.notify.decisions.grouping import DEFAULT_MEMBER_LABELS, member_description
 
 SEVERITY_EMOJI = {
     "critical": ":red_circle:",
@@ -142,7 +142,8 @@ def _button(action_id: str, label: str, value: str, style: str = "") -> Block:
 
 
 def alert_buttons(fingerprint: str) -> list[Block]:
-    """Acknowledge and Silence (1 h) buttons for one alert (handled by :mod:`watchdog.notify.approvals`)."""
+    """Acknowledge and Silence (1 h) buttons for one alert (handled by
+    :mod:`watchdog.notify.channels.slack.approvals`)."""
     value = json.dumps({"fingerprint": fingerprint})
     return [_button(ACK_ACTION, "Acknowledge", value),
             _button(SILENCE_ACTION, f"Silence {SILENCE_BUTTON_HOURS}h", value)]

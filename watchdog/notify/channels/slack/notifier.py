@@ -3,7 +3,9 @@
 Bot-token mode (``chat.postMessage``): one message per group of alerts; its ``ts`` is kept so that a
 resolve edits the message (``chat.update``) and replies in its thread, and runbook events (diagnostics,
 suggestions, decisions, results) go in the thread too. Webhook mode (``slack_sdk.webhook``) posts every
-notification as its own message (webhooks can neither edit nor thread).
+notification as its own message (webhooks can neither edit nor thread). The messages, their ``ts`` and the
+message each alert is listed in are Slack's own rows (:mod:`watchdog.notify.channels.slack.store`),
+written in the tick's transaction when planned and in the delivery's when posted.
 
 Shown once: every post carries its idempotency key in message ``metadata``
 (``event_type=inference_watchdog_notification``). When an attempt's outcome is unknown (the agent died
@@ -24,6 +26,7 @@ import http.client
 import json
 import logging
 import socket
+import sqlite3
 import urllib.error
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -40,12 +43,8 @@ from slack_sdk.webhook import WebhookClient
 from watchdog.config.settings import SlackSettings
 from watchdog.infra.logs import redact
 from watchdog.model import Alert, AlertState
-from watchdog.notify.approvals import approvable_steps
-from watchdog.notify.base import Delivered, DeliveryError, PlanContext
-from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS
-from watchdog.notify.model import EventNotification, GroupNotification
-from watchdog.notify.outbox import OutboxItem, OutboxRow
-from watchdog.notify.slack_blocks import (
+from watchdog.notify.channels.slack.approvals import approvable_steps
+from watchdog.notify.channels.slack.blocks import (
     Links,
     Rendered,
     render_alert_message,
@@ -53,12 +52,17 @@ from watchdog.notify.slack_blocks import (
     render_resolved_reply,
     render_standalone_resolved,
 )
-from watchdog.notify.slack_incident import render_cause_found, render_folded_pointer, render_incident_message
-from watchdog.notify.state_store import AlertStateStore
+from watchdog.notify.channels.slack.incidents import render_cause_found, render_folded_pointer, render_incident_message
+from watchdog.notify.channels.slack.store import AlertMessages, SlackStore
+from watchdog.notify.decisions.grouping import DEFAULT_MEMBER_LABELS
+from watchdog.notify.decisions.model import EventNotification, GroupNotification
+from watchdog.notify.delivery.base import Delivered, DeliveryError, PlanContext
+from watchdog.notify.delivery.outbox import OutboxItem, OutboxRow
 
 log = logging.getLogger("watchdog.notify.slack")
 
 METADATA_EVENT_TYPE = "inference_watchdog_notification"
+GC_EVERY_MS = 3_600_000
 # Errors that reject this one message for good; anything else (auth, channel, outage) is retried.
 PERMANENT_ERRORS = frozenset(
     {
@@ -145,7 +149,7 @@ class SlackNotifier:
     def __init__(
         self,
         settings: SlackSettings,
-        store: AlertStateStore,
+        store: SlackStore,
         node: str,
         *,
         token: str | None = None,
@@ -154,9 +158,13 @@ class SlackNotifier:
         interactive: bool = False,
         runbook_title: Callable[[str], str] | None = None,
         member_labels: tuple[str, ...] = DEFAULT_MEMBER_LABELS,
+        keep_ms: int,
     ) -> None:
+        """``keep_ms``: how long a message no alert is listed in is remembered (``keep_delivered_days``)."""
         self.settings = settings
         self.store = store
+        self.keep_ms = keep_ms
+        self._last_gc_ms = 0
         self.node = node
         self.mode = settings.mode.value
         self.channel = settings.channel
@@ -185,11 +193,12 @@ class SlackNotifier:
         """Posts for firing groups, reply + update per message for resolves, thread replies for events.
 
         One incident, one message (bot mode): a symptom whose cause has a message is folded into it (the
-        message is re-rendered with ``chat.update``, see :mod:`watchdog.notify.slack_incident`), never posted
+        message is re-rendered with ``chat.update``, see :mod:`watchdog.notify.channels.slack.incidents`), never posted
         on its own; a symptom posted before its cause fired is folded when the cause's message exists, and
         its own message becomes a pointer to the incident.
         """
         items: list[OutboxItem] = []
+        listed = self.store.listing(ctx.cur, ctx.alerts)
         # Causes before symptoms, so a symptom firing in the same tick finds its cause's message.
         groups = sorted(groups, key=lambda g: all(m.fingerprint in ctx.causes for m in g.members))
         touched: set[str] = set()  # messages whose incident view may have changed this tick
@@ -197,21 +206,25 @@ class SlackNotifier:
             if self.mode == "webhook":
                 items.append(self._webhook_group(group))
             elif group.kind is AlertState.FIRING:
-                parent = self._incident_message({m.fingerprint for m in group.members}, ctx)
+                parent = self._incident_message({m.fingerprint for m in group.members}, ctx, listed)
                 if parent:
-                    self._fold(group.members, parent, ctx, touched)
-                elif adopted := self._adoptable_message(group, ctx):
-                    items.append(self._adopt(group, adopted, ctx, touched))
+                    self._fold(group.members, parent, listed, touched)
+                elif adopted := self._adoptable_message(group, ctx, listed):
+                    items.append(self._adopt(group, adopted, ctx, listed, touched))
                 else:
-                    items.append(self._plan_firing(group, ctx))
+                    items.append(self._plan_firing(group, ctx, listed))
             else:
-                items.extend(self._plan_resolved(group, ctx, touched))
+                items.extend(self._plan_resolved(group, listed, touched))
         if self.mode == "bot":
-            touched.update(self._folded_and_resolved(ctx))
-            items.extend(self._fold_earlier(ctx, touched))
-            items = self._incident_updates(items, touched, ctx)
+            touched.update(self._folded_and_resolved(ctx, listed))
+            items.extend(self._fold_earlier(ctx, listed, touched))
+            items = self._incident_updates(items, touched, ctx, listed)
         for ev in events:
-            items.append(self._plan_event(ev, ctx))
+            items.append(self._plan_event(ev, listed))
+        self.store.save_listing(ctx.cur, listed)
+        if ctx.now_ms - self._last_gc_ms >= GC_EVERY_MS:
+            self._last_gc_ms = ctx.now_ms
+            self.store.gc(ctx.cur, ctx.now_ms - self.keep_ms)
         return items
 
     def _render(self, members: list[Alert], resolved: list[str]) -> Rendered:
@@ -230,11 +243,11 @@ class SlackNotifier:
         )
         return OutboxItem(f"webhook:{group.key}", "webhook", {"text": body.text, "blocks": body.blocks})
 
-    def _plan_firing(self, group: GroupNotification, ctx: PlanContext) -> OutboxItem:
+    def _plan_firing(self, group: GroupNotification, ctx: PlanContext, listed: AlertMessages) -> OutboxItem:
         message_key = f"msg:{group.key}"
-        ctx.store.add_slack_message(ctx.cur, message_key, list(group.members), ctx.now_ms)
+        self.store.add_message(ctx.cur, message_key, list(group.members), ctx.now_ms)
         for member in group.members:
-            ctx.set_message_key(member.fingerprint, message_key)
+            listed.list_in(member.fingerprint, message_key)
         body = self._render(list(group.members), [])
         return OutboxItem(
             f"post:{group.key}",
@@ -244,108 +257,109 @@ class SlackNotifier:
 
     # -- incidents: one message per incident, cause first, symptoms folded -------------------------------
     @staticmethod
-    def _incident_message(fingerprints: set[str], ctx: PlanContext) -> str:
+    def _incident_message(fingerprints: set[str], ctx: PlanContext, listed: AlertMessages) -> str:
         """The message of the one incident every member is a symptom of: its cause's message, else (the
         cause is not firing yet) the first message posted for another symptom of it; "" when none."""
         causes = {ctx.causes.get(fp, "") for fp in fingerprints}
         if len(causes) != 1 or "" in causes:
             return ""
         cause = causes.pop()
-        if key := ctx.message_key_of(cause):
+        if key := listed.of(cause):
             return key
-        siblings = sorted((ctx.alerts[s].alert.fired_at_ms, ctx.message_key_of(s)) for s, c in ctx.causes.items()
-                          if c == cause and s not in fingerprints and s in ctx.alerts and ctx.message_key_of(s))
+        siblings = sorted((ctx.alerts[s].fired_at_ms, listed.of(s)) for s, c in ctx.causes.items()
+                          if c == cause and s not in fingerprints and s in ctx.alerts and listed.of(s))
         return siblings[0][1] if siblings else ""
 
-    @staticmethod
-    def _adoptable_message(group: GroupNotification, ctx: PlanContext) -> str:
+    def _adoptable_message(self, group: GroupNotification, ctx: PlanContext, listed: AlertMessages) -> str:
         """A message posted for symptoms of this group's alerts before they fired (every member of it a
         symptom of this group): the cause takes it over instead of posting a second message."""
         fps = {m.fingerprint for m in group.members}
-        candidates = sorted((ctx.alerts[s].alert.fired_at_ms, ctx.message_key_of(s)) for s, c in ctx.causes.items()
-                            if c in fps and s in ctx.alerts and ctx.message_key_of(s))
+        candidates = sorted((ctx.alerts[s].fired_at_ms, listed.of(s)) for s, c in ctx.causes.items()
+                            if c in fps and s in ctx.alerts and listed.of(s))
         for _, key in candidates:
-            found = ctx.store.slack_message(key)
+            found = self.store.message(key)
             if found and found[2] and all(ctx.causes.get(m.fingerprint) in fps for m in found[2]):
                 return key
         return ""
 
-    def _adopt(self, group: GroupNotification, message_key: str, ctx: PlanContext, touched: set[str]) -> OutboxItem:
+    def _adopt(self, group: GroupNotification, message_key: str, ctx: PlanContext, listed: AlertMessages,
+               touched: set[str]) -> OutboxItem:
         """The cause takes over its symptoms' message: it is re-rendered cause first (``chat.update``), and a
         thread reply names the cause (an edit notifies nobody; the reply notifies the thread's followers)."""
-        ctx.store.set_slack_members(ctx.cur, message_key, list(group.members))
-        self._fold(group.members, message_key, ctx, touched)
+        self.store.set_members(ctx.cur, message_key, list(group.members))
+        self._fold(group.members, message_key, listed, touched)
         reply = render_cause_found(group.members[0])
         return OutboxItem(f"reply:{group.key}", "reply",
                           {"message_key": message_key, "text": reply.text, "blocks": reply.blocks,
                            "orphan": {"text": reply.text, "blocks": reply.blocks}})
 
     @staticmethod
-    def _fold(members: Iterable[Alert], parent: str, ctx: PlanContext, touched: set[str]) -> None:
+    def _fold(members: Iterable[Alert], parent: str, listed: AlertMessages, touched: set[str]) -> None:
         for member in members:
-            ctx.set_message_key(member.fingerprint, parent)
+            listed.list_in(member.fingerprint, parent)
         touched.add(parent)
 
-    @staticmethod
-    def _folded_and_resolved(ctx: PlanContext) -> set[str]:
+    def _folded_and_resolved(self, ctx: PlanContext, listed: AlertMessages) -> set[str]:
         """Incident messages with a folded symptom that resolved this tick (also when muting dropped the
         resolve: a symptom inhibited by its cause is still listed in the cause's message)."""
         out = set()
         for fp in ctx.resolved:
-            key = ctx.message_key_of(fp)
-            found = ctx.store.slack_message(key) if key else None
+            key = listed.of(fp)
+            found = self.store.message(key) if key else None
             if found is not None and fp not in {m.fingerprint for m in found[2]}:
                 out.add(key)
         return out
 
-    def _fold_earlier(self, ctx: PlanContext, touched: set[str]) -> list[OutboxItem]:
+    def _fold_earlier(self, ctx: PlanContext, listed: AlertMessages, touched: set[str]) -> list[OutboxItem]:
         """Fold firing symptoms that are not yet in their cause's message: those muted (inhibited by the
         cause, never posted) and those posted before the cause fired (their message becomes a pointer)."""
         items: list[OutboxItem] = []
         for symptom, cause in sorted(ctx.causes.items()):
-            parent, known = self._incident_message({symptom}, ctx), ctx.alerts.get(symptom)
+            parent, known = self._incident_message({symptom}, ctx, listed), ctx.alerts.get(symptom)
             if not parent or known is None or known.state is not AlertState.FIRING:
                 continue
-            own = ctx.message_key_of(symptom)
+            own = listed.of(symptom)
             if own == parent:
                 continue
             if not own:
-                self._fold([known.alert], parent, ctx, touched)
+                self._fold([known], parent, listed, touched)
                 continue
-            found = ctx.store.slack_message(own)
+            found = self.store.message(own)
             members = found[2] if found else []
             firing = [m for m in members if (k := ctx.alerts.get(m.fingerprint)) and k.state is AlertState.FIRING]
             if not firing or {ctx.causes.get(m.fingerprint) for m in firing} != {cause}:
                 continue  # a message shared with alerts of other incidents stays as it is
-            self._fold(members, parent, ctx, touched)
+            self._fold(members, parent, listed, touched)
             cause_known = ctx.alerts.get(cause)
-            head = cause_known.alert if cause_known else known.alert
+            head = cause_known or known
             body = render_folded_pointer(members, head, self.node, self.member_labels)
             items.append(OutboxItem(f"update:{own}:folded:{parent}", "update",
                                     {"message_key": own, "text": body.text, "blocks": body.blocks}))
         return items
 
-    def _message_body(self, message_key: str, members: list[Alert], ctx: PlanContext) -> Rendered:
+    def _message_body(self, message_key: str, members: list[Alert], ctx: PlanContext,
+                      listed: AlertMessages) -> Rendered:
         """A message as it reads now: its members (struck through once resolved) and, for an incident's
         cause, the symptoms folded into it."""
         own = {m.fingerprint for m in members}
-        symptoms = [k.alert for fp, k in sorted(ctx.alerts.items(), key=lambda kv: kv[1].alert.fired_at_ms)
-                    if fp not in own and ctx.message_key_of(fp) == message_key]
+        symptoms = [k for fp, k in sorted(ctx.alerts.items(), key=lambda kv: kv[1].fired_at_ms)
+                    if fp not in own and listed.of(fp) == message_key]
         done = [m.fingerprint for m in [*members, *symptoms]
                 if (k := ctx.alerts.get(m.fingerprint)) is None or k.state is not AlertState.FIRING
-                or ctx.message_key_of(m.fingerprint) != message_key]
+                or listed.of(m.fingerprint) != message_key]
         title = self.runbook_title(members[0].annotations.get("runbook", ""))
         return render_incident_message(members, symptoms, done, self.node, self.links, title, self.max_members,
                                        self.member_labels, interactive=self.interactive)
 
-    def _incident_updates(self, items: list[OutboxItem], touched: set[str], ctx: PlanContext) -> list[OutboxItem]:
+    def _incident_updates(self, items: list[OutboxItem], touched: set[str], ctx: PlanContext,
+                          listed: AlertMessages) -> list[OutboxItem]:
         """Re-render each touched message: in place when it is posted this tick, else with ``chat.update``
         (keyed by what it shows, so an unchanged view is not sent twice)."""
         bodies: dict[str, Rendered] = {}
         for message_key in sorted(touched):
-            found = ctx.store.slack_message(message_key)
+            found = self.store.message(message_key)
             if found is not None and found[2]:
-                bodies[message_key] = self._message_body(message_key, found[2], ctx)
+                bodies[message_key] = self._message_body(message_key, found[2], ctx, listed)
         out: list[OutboxItem] = []
         for item in items:
             key = str(item.payload.get("message_key", ""))
@@ -359,17 +373,17 @@ class SlackNotifier:
                                   {"message_key": message_key, "text": body.text, "blocks": body.blocks}))
         return out
 
-    def _plan_resolved(self, group: GroupNotification, ctx: PlanContext, touched: set[str]) -> list[OutboxItem]:
+    def _plan_resolved(self, group: GroupNotification, listed: AlertMessages, touched: set[str]) -> list[OutboxItem]:
         """A reply in the thread of each message whose own members resolved (the message is updated);
         resolved symptoms of an incident only update its message."""
         by_message: dict[str, list[Alert]] = {}
         for member in group.members:
-            by_message.setdefault(ctx.message_key_of(member.fingerprint), []).append(member)
+            by_message.setdefault(listed.of(member.fingerprint), []).append(member)
         items: list[OutboxItem] = []
         for message_key, resolved in by_message.items():
             sub = GroupNotification(AlertState.RESOLVED, tuple(resolved), group.at_ms)
             standalone = render_standalone_resolved(resolved, self.node, self.links)
-            found = ctx.store.slack_message(message_key) if message_key else None
+            found = self.store.message(message_key) if message_key else None
             if found is None:
                 items.append(
                     OutboxItem(
@@ -398,11 +412,10 @@ class SlackNotifier:
             )
         return items
 
-    def _plan_event(self, ev: EventNotification, ctx: PlanContext) -> OutboxItem:
+    def _plan_event(self, ev: EventNotification, listed: AlertMessages) -> OutboxItem:
         e = ev.event
-        steps = (ev.step,) if ev.step else approvable_steps(e)
-        approvals = [(e.fingerprint, step) for step in steps] if self.approve_mode else []
-        message_key = ctx.message_key_of(e.fingerprint) if self.mode == "bot" else ""
+        approvals = [(e.fingerprint, step) for step in approvable_steps(e)] if self.approve_mode else []
+        message_key = listed.of(e.fingerprint) if self.mode == "bot" else ""
         standalone = render_event(
             e.kind,
             e.title,
@@ -448,7 +461,7 @@ class SlackNotifier:
         return {"event_type": METADATA_EVENT_TYPE, "event_payload": {"idem_key": row.idem_key}}
 
     def _parent(self, row: OutboxRow) -> tuple[str, str]:
-        found = self.store.slack_message(str(row.payload.get("message_key", "")))
+        found = self.store.message(str(row.payload.get("message_key", "")))
         return (found[0], found[1]) if found else ("", "")
 
     def deliver(self, rows: list[OutboxRow]) -> list[Delivered]:
@@ -507,9 +520,9 @@ class SlackNotifier:
     def _posted(self, row: OutboxRow, channel: str, ts: str) -> Delivered:
         message_key = str(row.payload.get("message_key", "")) if row.kind == "post" else ""
 
-        def remember(cur: Any) -> None:
+        def remember(cur: sqlite3.Cursor) -> None:
             if message_key:
-                AlertStateStore.set_slack_ts(cur, message_key, channel, ts)
+                SlackStore.set_ts(cur, message_key, channel, ts)
 
         return Delivered(row.id, json.dumps({"channel": channel, "ts": ts}), remember)
 
@@ -540,12 +553,12 @@ class SlackNotifier:
         if row.kind == "reply":
             channel, parent_ts = self._parent(row)
             if not parent_ts:
-                channel = self.store.known_slack_channel() or self.channel
+                channel = self.store.known_channel() or self.channel
                 method = "conversations.history"
             else:
                 method = "conversations.replies"
         else:
-            channel = self.store.known_slack_channel() or str(row.payload.get("channel") or self.channel)
+            channel = self.store.known_channel() or str(row.payload.get("channel") or self.channel)
             method, parent_ts = "conversations.history", ""
         cursor = ""
         for _page in range(10):
@@ -559,7 +572,7 @@ class SlackNotifier:
                     )
                     return None
                 # 5xx, 429, a network error: the post may still exist. Stay uncertain and verify again
-                # later; a blind re-post here is how one alert became two messages.
+                # later; a blind re-post here could show the alert twice.
                 raise DeliveryError(str(exc), uncertain=True, retry_after_seconds=exc.retry_after_seconds) from exc
             for message in page.get("messages", []) or []:
                 meta = message.get("metadata") or {}

@@ -30,8 +30,8 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from watchdog.model import Alert, AlertState
-from watchdog.notify.model import EventNotification, GroupNotification
-from watchdog.notify.silences import AlertmanagerSilences, InhibitRule, Silence, SilenceStore, inhibitors
+from watchdog.notify.decisions.model import EventNotification, GroupNotification
+from watchdog.notify.decisions.silences import AlertmanagerSilences, InhibitRule, Silence, SilenceStore, inhibitors
 
 log = logging.getLogger("watchdog.notify.muting")
 

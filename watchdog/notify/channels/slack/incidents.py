@@ -1,6 +1,6 @@
 """Block Kit rendering of an incident's one Slack message: the cause first, its symptoms folded under it. Pure.
 
-The message of a probable cause (see :mod:`watchdog.notify.incidents`) becomes the incident's message once
+The message of a probable cause (see :mod:`watchdog.notify.decisions.incidents`) becomes the incident's message once
 symptoms are folded into it: the header, and so the first line of the notification, names the cause
 (``GPU 5 fell off the bus on node-1``); then the cause's own alert message (summary, description, labels,
 runbook); then the symptoms, one line each with when they began relative to the cause, struck through
@@ -13,9 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from watchdog.model import Alert
-from watchdog.notify.grouping import DEFAULT_MEMBER_LABELS, member_description
-from watchdog.notify.incidents import cause_text, is_known_cause
-from watchdog.notify.slack_blocks import (
+from watchdog.notify.channels.slack.blocks import (
     RESOLVED_EMOJI,
     SEVERITY_EMOJI,
     Block,
@@ -25,6 +23,8 @@ from watchdog.notify.slack_blocks import (
     _mrkdwn_escape,
     render_alert_message,
 )
+from watchdog.notify.decisions.grouping import DEFAULT_MEMBER_LABELS, member_description
+from watchdog.notify.decisions.incidents import cause_text, is_known_cause
 
 MAX_SYMPTOMS_LISTED = 25
 FOLDED_EMOJI = ":arrow_heading_up:"

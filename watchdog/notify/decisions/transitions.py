@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from watchdog.model import Alert, AlertState
-from watchdog.notify.model import Transition
+from watchdog.notify.decisions.model import Transition
 
 
 def as_notified(alert: Alert, state: AlertState, fired_at_ms: int, resolved_at_ms: int = 0) -> Alert:
@@ -34,35 +34,12 @@ def as_notified(alert: Alert, state: AlertState, fired_at_ms: int, resolved_at_m
                    fired_at_ms=fired_at_ms, resolved_at_ms=resolved_at_ms, last_eval_ms=0, rule_group="")
 
 
-@dataclass(frozen=True)
-class KnownAlert:
-    """The persisted notification state of one alert (one row of ``notify_alerts``).
-
-    ``alert`` is the alert as last recorded (see :func:`as_notified`; its ``state`` is ``pending``,
-    ``firing`` or ``resolved``, its ``active_at_ms`` and ``keep_firing_since_ms`` are the engine's);
-    ``slack_message_key`` names the Slack message it is listed in ("" if none).
-    """
-
-    alert: Alert
-    slack_message_key: str = ""
-
-    @property
-    def fingerprint(self) -> str:
-        """The alert's fingerprint (the row's key)."""
-        return self.alert.fingerprint
-
-    @property
-    def state(self) -> AlertState:
-        """The notification state: PENDING, FIRING or RESOLVED."""
-        return self.alert.state
-
-
 @dataclass
 class Derivation:
     """What one tick changes: transitions to notify, state rows to write and rows to delete."""
 
     transitions: list[Transition] = field(default_factory=list)
-    upserts: list[KnownAlert] = field(default_factory=list)
+    upserts: list[Alert] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
 
 
@@ -77,17 +54,17 @@ def _strongest(alerts: Sequence[Alert]) -> dict[str, Alert]:
     return out
 
 
-def _resolve(prev: KnownAlert, resolved_at_ms: int, latest: Alert | None) -> tuple[Transition, KnownAlert]:
-    """End ``prev``'s firing episode: the latest values when the engine still lists the alert, else the
+def _resolve(was: Alert, resolved_at_ms: int, latest: Alert | None) -> tuple[Transition, Alert]:
+    """End ``was``'s firing episode: the latest values when the engine still lists the alert, else the
     recorded ones; the episode's ``fired_at_ms``, pending and keep-firing times stay as recorded."""
-    was = prev.alert
     resolved = replace(as_notified(latest or was, AlertState.RESOLVED, was.fired_at_ms, resolved_at_ms),
                        active_at_ms=was.active_at_ms, keep_firing_since_ms=was.keep_firing_since_ms)
-    return Transition(AlertState.RESOLVED, resolved), replace(prev, alert=resolved)
+    return Transition(AlertState.RESOLVED, resolved), resolved
 
 
-def derive_transitions(known: Mapping[str, KnownAlert], alerts: Sequence[Alert], now_ms: int) -> Derivation:
-    """Compare the engine's alerts with ``known`` (by fingerprint) and return the tick's changes."""
+def derive_transitions(known: Mapping[str, Alert], alerts: Sequence[Alert], now_ms: int) -> Derivation:
+    """Compare the engine's alerts with ``known`` (the alerts as last recorded, see :func:`as_notified`,
+    by fingerprint) and return the tick's changes."""
     out = Derivation()
     current = _strongest(alerts)
     for fp, alert in current.items():
@@ -97,20 +74,19 @@ def derive_transitions(known: Mapping[str, KnownAlert], alerts: Sequence[Alert],
             if not was_firing:
                 firing = as_notified(alert, AlertState.FIRING, alert.fired_at_ms or now_ms)
                 out.transitions.append(Transition(AlertState.FIRING, firing))
-                out.upserts.append(KnownAlert(firing, prev.slack_message_key if prev else ""))
-            elif prev is not None and prev.alert.keep_firing_since_ms != alert.keep_firing_since_ms:
-                kept = replace(prev.alert, keep_firing_since_ms=alert.keep_firing_since_ms)
-                out.upserts.append(replace(prev, alert=kept))
+                out.upserts.append(firing)
+            elif prev is not None and prev.keep_firing_since_ms != alert.keep_firing_since_ms:
+                out.upserts.append(replace(prev, keep_firing_since_ms=alert.keep_firing_since_ms))
         elif alert.state is AlertState.PENDING:
             if prev is not None and was_firing:
-                resolved_at = alert.active_at_ms if alert.active_at_ms > prev.alert.fired_at_ms else now_ms
+                resolved_at = alert.active_at_ms if alert.active_at_ms > prev.fired_at_ms else now_ms
                 transition, _ = _resolve(prev, resolved_at, alert)
                 out.transitions.append(transition)
             stale = (prev is None or prev.state is not AlertState.PENDING
-                     or prev.alert.active_at_ms != alert.active_at_ms)
+                     or prev.active_at_ms != alert.active_at_ms)
             if was_firing or stale:
                 pending = replace(as_notified(alert, AlertState.PENDING, 0), keep_firing_since_ms=0)
-                out.upserts.append(KnownAlert(pending))
+                out.upserts.append(pending)
         else:  # inactive: resolved (resolved_at_ms > 0) or plainly inactive
             if prev is not None and was_firing:
                 transition, row = _resolve(prev, alert.resolved_at_ms or now_ms, alert)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from watchdog.infra.logs import redact
 from watchdog.infra.workers import DaemonPool
-from watchdog.notify.base import DeliveryError, Notifier
-from watchdog.notify.outbox import Outbox, OutboxRow
+from watchdog.notify.delivery.base import DeliveryError, Notifier
+from watchdog.notify.delivery.outbox import Outbox, OutboxRow
 
 log = logging.getLogger("watchdog.notify")
 

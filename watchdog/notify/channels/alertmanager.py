@@ -22,9 +22,9 @@ from typing import Any
 from watchdog.config.settings import AlertmanagerSettings
 from watchdog.infra.logs import redact
 from watchdog.model import Alert, AlertState
-from watchdog.notify.base import Delivered, DeliveryError, PlanContext
-from watchdog.notify.model import EventNotification, GroupNotification
-from watchdog.notify.outbox import OutboxItem, OutboxRow
+from watchdog.notify.decisions.model import EventNotification, GroupNotification
+from watchdog.notify.delivery.base import Delivered, DeliveryError, PlanContext
+from watchdog.notify.delivery.outbox import OutboxItem, OutboxRow
 
 log = logging.getLogger("watchdog.notify.alertmanager")
 
