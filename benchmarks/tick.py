@@ -49,7 +49,7 @@ def measure(gpus: int, engines: int, ticks: int, warmup: int, workdir: Path) -> 
         now = [1_800_000_000.0]
         agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=fake_nvml(gpus)))
         registry = CollectorRegistry(auto_describe=False)
-        # The heavier export, as measured before pass-through became opt-in: the engines' series too.
+        # The heavier export: the engines' own series too (``pass_through_engine_series``).
         registry.register(StoreCollector(agent.store, clock=lambda: now[0],
                                          selection=ExportSelection(pass_through_engine_series=True)))
         stages: dict[str, list[float]] = {"collect+store": [], "rules+alerts": [], "runbooks+notify": [],
