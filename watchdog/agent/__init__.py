@@ -56,6 +56,7 @@ __all__ = ["RESTART_KEYS", "TRIM_EVERY_TICKS", "Agent", "Preparer", "build_runne
 log = logging.getLogger(__name__)
 
 GC_EVERY_TICKS = 30
+"""Every this many ticks the store drops points past retention and series left empty (``Store.gc``)."""
 TRIM_EVERY_TICKS = 60
 """Every this many ticks, after the store's gc, freed heap goes back to the kernel (``infra/heap.py``)."""
 ENGINE_START_FRACTION = 0.5
