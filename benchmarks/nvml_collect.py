@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """CPU of the NVML collection at 8 GPUs, per thread, checkouts side by side: the agent's share and the fake's.
 
+Guards the NVML collection's share of the CPU target (and separates the fake driver's own cost).
+
     .venv/bin/python benchmarks/nvml_collect.py [--gpus 8] [--ticks 60] [--rounds 4] [--warmup 30]
         [--pace 0.05] [--split] [--inline] [--tree main=/path/to/old/checkout --tree this=.]
 

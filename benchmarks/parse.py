@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Parse cost of a realistic vLLM /metrics payload: watchdog.exposition vs prometheus_client.parser.
 
+Guards the parse target: the engine collector's path at least 10x faster than prometheus_client.
+
     .venv/bin/python benchmarks/parse.py [--payload FILE] [--repeat N]
 
 Prints, side by side in one run, the median time per parse of:

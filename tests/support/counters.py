@@ -1,5 +1,5 @@
 """The NVML collector as the agent stored it before its counters became a part of their own (for the tests
-and ``benchmarks/counters.py`` that compare against that)."""
+that compare against that)."""
 
 from __future__ import annotations
 

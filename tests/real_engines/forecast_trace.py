@@ -14,7 +14,7 @@ and a stats line every 10 s). Neither holds the engine's counters, so they are r
 - token histograms: every load request has ``--prompt-tokens`` and ``--output-tokens`` (the lane's exact
   lengths), the probe 16 and 8 (its default prompt and ``max_tokens``); vLLM's 1-2-5 buckets.
 
-Usage: ``python -m scripts.real_engines.forecast_trace --polls P --vllm-log L --start 01:22:35 --end 01:26:55
+Usage: ``python -m tests.real_engines.forecast_trace --polls P --vllm-log L --start 01:22:35 --end 01:26:55
 --load 01:22:45-01:26:47 --date 12-02``. Prints YAML for a test's ``input_series``. Times are UTC (the lane
 machine's clock); ``--start`` should be the agent's start (its first tick), t = 0 of the test.
 """

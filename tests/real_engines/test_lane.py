@@ -7,17 +7,17 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from itertools import islice
 from pathlib import Path
 
 import pytest
 
-from scripts.real_engines.forecast_trace import access_counts, compress
-from scripts.real_engines.lane import Outcome, Poll, copy_fixtures, forecast_verdict, out_of_order, page_values, table
-from scripts.real_engines.load import LoadSpec, prompts, run_load
-from scripts.real_engines.processes import parse_log_line
+from tests.real_engines.forecast_trace import access_counts, compress
+from tests.real_engines.lane import Outcome, Poll, copy_fixtures, forecast_verdict, out_of_order, page_values, table
+from tests.real_engines.load import LoadSpec, prompts, run_load
+from tests.real_engines.processes import parse_log_line
 
 
 def test_log_notifier_lines_become_alert_events() -> None:
@@ -60,7 +60,7 @@ def test_alerts_of_one_evaluation_are_in_order_whichever_logged_first() -> None:
     assert failure == "fired out of order: PreemptionStorm, KvNearFull, QueueBuildup"
 
 
-def _polls(rows: list[tuple[float, float, float, bool]]) -> list[Poll]:
+def _polls(rows: Sequence[tuple[float, float, float, bool]]) -> list[Poll]:
     """Polls from (at, requests in flight, preemptions, forecast firing)."""
     return [Poll(at, True, {"EngineKvExhaustionPredicted"} if warned else set(), set(),
                  {"engine:requests_in_flight": in_flight, "engine:preemptions_total": preempted})

