@@ -36,9 +36,9 @@ from simnode import PAYLOAD, bench_settings, fake_nvml, start_engines
 
 from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext, ingest_results
-from watchdog.exposition import clear_cache, parse_exposition
 from watchdog.exporter.collector import StoreCollector
 from watchdog.exporter.selection import ExportSelection
+from watchdog.exposition import clear_cache, parse_exposition
 
 
 def measure(gpus: int, engines: int, ticks: int, warmup: int, workdir: Path) -> dict[str, Any]:
