@@ -17,7 +17,7 @@ import statistics
 import time
 
 from watchdog.model import Sample, metric
-from watchdog.promql import Query, evaluate, parse_query
+from watchdog.promql import EvalOptions, Query, evaluate, parse_query
 from watchdog.store import Store
 
 QUERIES = (
@@ -41,7 +41,7 @@ def _seconds(store: Store, queries: list[Query], limit: int | None, repeat: int)
     started = time.process_time()
     for _ in range(repeat):
         for query in queries:
-            evaluate(query, store, NOW_MS, sample_limit=limit)
+            evaluate(query, store, NOW_MS, EvalOptions(sample_limit=limit))
     return time.process_time() - started
 
 

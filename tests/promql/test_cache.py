@@ -7,7 +7,7 @@ import random
 import struct
 
 from watchdog.model import STALE_NAN, make_labels
-from watchdog.promql import TooManySamples, evaluate, parse_query
+from watchdog.promql import EvalOptions, TooManySamples, evaluate, parse_query
 from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex, Selections, SharedPlan
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_rule_text
@@ -156,7 +156,7 @@ def test_the_counter_index_counts_samples_like_the_range_selector() -> None:
         outcomes = []
         for cache in (None, EvalCache(None, CounterIndex())):
             try:
-                evaluate("rate(c[5m])", store, end, sample_limit=limit, cache=cache)
+                evaluate("rate(c[5m])", store, end, EvalOptions(sample_limit=limit), cache)
                 outcomes.append("ok")
             except TooManySamples:
                 outcomes.append("stopped")

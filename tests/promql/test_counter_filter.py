@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from watchdog.model import STALE_NAN, Sample, make_labels
-from watchdog.promql import PromQLError, evaluate, parse_query
+from watchdog.promql import EvalOptions, PromQLError, evaluate, parse_query
 from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex
 from watchdog.promql.engine import Evaluator
 from watchdog.store import Store
@@ -91,7 +91,7 @@ def _fill(seed: int) -> tuple[Store, list[int]]:
 def _outcome(query: str, store: Store, t: int, cache: EvalCache | None) -> tuple[Any, int]:
     """(result or the error's text, samples held at the peak)."""
     expr = parse_query(query).expr
-    evaluator = Evaluator(store, t, sample_limit=10**9, cache=cache)
+    evaluator = Evaluator(store, t, EvalOptions(sample_limit=10**9), cache)
     try:
         raw = evaluator.eval(expr, t)
     except PromQLError as error:
@@ -138,7 +138,7 @@ def test_the_sample_limit_stops_a_counter_filter_where_it_stops_the_operands() -
             outcomes = []
             for cache in (None, EvalCache(None, CounterIndex())):
                 try:
-                    evaluate(query, store, t, sample_limit=limit, cache=cache)
+                    evaluate(query, store, t, EvalOptions(sample_limit=limit), cache)
                     outcomes.append("ok")
                 except PromQLError as error:
                     outcomes.append(str(error))

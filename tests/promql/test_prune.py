@@ -15,7 +15,7 @@ import pytest
 
 from watchdog.engines.exposition import parse_exposition
 from watchdog.model import Sample, make_labels
-from watchdog.promql import PromQLError, TooManySamples, parse_query
+from watchdog.promql import EvalOptions, PromQLError, TooManySamples, parse_query
 from watchdog.promql.engine import evaluate_expr
 from watchdog.promql.nodes import VectorSelector, as_rule_manager_runs_it, walk
 from watchdog.promql.prune import EmptyNodes, empty_nodes
@@ -40,7 +40,7 @@ def _outcome(query: str, store: Store, limit: int | None, marked: bool) -> objec
     expr = as_rule_manager_runs_it(parse_query(query).expr)
     empty = empty_nodes(expr, lambda vs: not list(store.select(vs.matchers))) if marked else None
     try:
-        return repr(("ok", evaluate_expr(expr, store, T0 + 60_000, sample_limit=limit, empty=empty)))
+        return repr(("ok", evaluate_expr(expr, store, T0 + 60_000, EvalOptions(sample_limit=limit), empty=empty)))
     except (PromQLError, TooManySamples) as exc:  # repr: NaN equals NaN, -0.0 differs from 0.0
         return repr(("error", type(exc).__name__, str(exc), getattr(exc, "kind", None)))
 
@@ -150,7 +150,8 @@ def test_every_default_rule_gives_the_same_with_marks() -> None:
                 outcomes = []
                 for marks in (empty, None):
                     try:
-                        outcomes.append(evaluate_expr(expr, store, T0 + 10_000, sample_limit=limit, empty=marks))
+                        options = EvalOptions(sample_limit=limit)
+                        outcomes.append(evaluate_expr(expr, store, T0 + 10_000, options, empty=marks))
                     except (PromQLError, TooManySamples) as exc:
                         outcomes.append((type(exc).__name__, str(exc)))
                 assert repr(outcomes[0]) == repr(outcomes[1]), (rule.name, limit)

@@ -19,6 +19,7 @@ import math
 import operator
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from watchdog.model import Labels, is_stale
@@ -35,6 +36,30 @@ RangeVector = list[tuple[Labels, Sequence[int], Sequence[float]]]
 
 DEFAULT_LOOKBACK_MS = 300_000
 DEFAULT_SUBQUERY_STEP_MS = 60_000
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """How one evaluation runs; the defaults are Prometheus' own and set no limit."""
+
+    lookback_ms: int = DEFAULT_LOOKBACK_MS
+    """How far back an instant selector looks for a series' newest sample."""
+    subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS
+    """The step of a subquery written without one (Prometheus: the global evaluation interval)."""
+    deadline: float | CpuBudget | None = None
+    """A ``time.monotonic()`` instant or a :class:`CpuBudget`: past it, a ``timeout`` :class:`PromQLError`."""
+    max_samples: int | None = None
+    """promtool's sample accounting inside subqueries (``rules test``: 10000): past it, an
+    ``execution`` :class:`PromQLError`."""
+    sample_limit: int | None = None
+    """Samples held in memory at once anywhere (Prometheus' ``--query.max-samples``): past it,
+    :class:`TooManySamples`."""
+    range_ms: tuple[int, int] | None = None
+    """``(start, end)`` of the range query the evaluation is one step of: what ``@ start()`` and
+    ``@ end()`` mean (without it, both are the evaluation time)."""
+
+
+DEFAULT_OPTIONS = EvalOptions()
 
 
 class Selectable(Protocol):
@@ -128,41 +153,30 @@ def _peak_samples(expr: n.Expr, counts: dict[int, int]) -> tuple[int, int]:
 class Evaluator:
     """Evaluates expression nodes against a store for one top-level query at ``query_ms``."""
 
-    def __init__(
-        self,
-        store: Selectable,
-        query_ms: int,
-        lookback_ms: int = DEFAULT_LOOKBACK_MS,
-        subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
-        deadline: float | CpuBudget | None = None,
-        max_samples: int | None = None,
-        sample_limit: int | None = None,
-        range_ms: tuple[int, int] | None = None,
-        cache: EvalCache | None = None,
-        empty: Mapping[int, int] | None = None,
-    ) -> None:
+    def __init__(self, store: Selectable, query_ms: int, options: EvalOptions = DEFAULT_OPTIONS,
+                 cache: EvalCache | None = None, empty: Mapping[int, int] | None = None) -> None:
         self.store = store
         self.cache = cache
         # id(node) -> samples held at its peak, for the nodes known to evaluate to [] (watchdog.promql.prune)
         self._empty = empty
         self._peak = 0  # the most samples held at once so far (with ``sample_limit``)
-        self.max_samples = max_samples
-        # The agent's memory guard (Prometheus' --query.max-samples): samples held at once, counted
-        # where they are materialised (a node's result, a range selector's windows, a subquery's steps).
-        self.sample_limit = sample_limit
+        self.max_samples = options.max_samples
+        # Samples held at once, counted where they are materialised (a node's result, a range
+        # selector's windows, a subquery's steps).
+        self.sample_limit = options.sample_limit
         self._held = 0
-        # What ``@ start()`` and ``@ end()`` mean: the range query's start and end (else ``query_ms``).
-        self.range_ms = (query_ms, query_ms) if range_ms is None else range_ms
+        self.range_ms = (query_ms, query_ms) if options.range_ms is None else options.range_ms
         self._counts: dict[int, int] | None = None  # id(node) -> samples it produced (in a subquery)
         # 2.42's @ bookkeeping (setOffsetForAtModifier): the evaluation time E its offsets were computed
         # for, the start S of the current (sub)query evaluator, and the subquery offsets (and the @ of
         # the closest subquery with one) between E's root and here.
         self._at_context: tuple[int, int, int, int | None] = (query_ms, query_ms, 0, None)
         self.query_ms = query_ms
-        self.lookback_ms = lookback_ms
-        self.subquery_step_ms = subquery_step_ms
+        self.lookback_ms = options.lookback_ms
+        self.subquery_step_ms = options.subquery_step_ms
         # A wall-clock instant (``time.monotonic()``); with a CPU budget, the instant before which it
         # cannot be spent (moved on by the budget until it is).
+        deadline = options.deadline
         self._budget = deadline if isinstance(deadline, CpuBudget) else None
         self.deadline = deadline.wall_deadline if isinstance(deadline, CpuBudget) else deadline
         self._selected: dict[tuple[Matcher, ...], list[Any]] = {}
@@ -676,28 +690,10 @@ INDEXED_FUNCTIONS = frozenset({"max_over_time", "min_over_time", "count_over_tim
 """Range functions the cache's window indexes answer without a walk over the window."""
 
 
-def evaluate_expr(
-    expr: n.Expr,
-    store: Selectable,
-    t_ms: int,
-    lookback_ms: int = DEFAULT_LOOKBACK_MS,
-    subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
-    deadline: float | CpuBudget | None = None,
-    max_samples: int | None = None,
-    sample_limit: int | None = None,
-    range_ms: tuple[int, int] | None = None,
-    cache: EvalCache | None = None,
-    empty: Mapping[int, int] | None = None,
-) -> Any:
+def evaluate_expr(expr: n.Expr, store: Selectable, t_ms: int, options: EvalOptions = DEFAULT_OPTIONS,
+                  cache: EvalCache | None = None, empty: Mapping[int, int] | None = None) -> Any:
     """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``.
-    ``deadline`` (a ``time.monotonic()`` instant, or a :class:`~watchdog.promql.budget.CpuBudget`) stops it
-    with a ``timeout`` :class:`PromQLError`;
-    ``max_samples`` models promtool's accounting inside subqueries (``rules test``); ``sample_limit``
-    bounds the samples held at once anywhere (:class:`TooManySamples`); ``range_ms`` is the
-    ``(start, end)`` of a range query that ``t_ms`` is one step of (``@ start()``/``@ end()``);
     ``cache`` (:mod:`watchdog.promql.cache`) lets a rule engine's pass reuse work between rules; ``empty``
     (:func:`watchdog.promql.prune.empty_nodes` of ``expr`` against ``store`` as it is) names the nodes
     known to evaluate to ``[]``, answered without walking them (the same results)."""
-    return Evaluator(store, t_ms, lookback_ms, subquery_step_ms, deadline, max_samples, sample_limit,
-                     range_ms, cache, empty).eval(expr, t_ms)
-
+    return Evaluator(store, t_ms, options, cache, empty).eval(expr, t_ms)

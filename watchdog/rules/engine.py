@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Alert, Labels, Sample, make_labels
-from watchdog.promql import CpuBudget, PromQLError, TooManySamples, evaluate, parse_query
+from watchdog.promql import CpuBudget, EvalOptions, PromQLError, TooManySamples, evaluate, parse_query
 from watchdog.promql import nodes as n
 from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex, Selections, SharedPlan
 from watchdog.promql.engine import DEFAULT_SUBQUERY_STEP_MS, evaluate_expr
@@ -525,8 +525,12 @@ class RuleEngine:
         return found
 
     def _query(self, query: Any, t_ms: int) -> Any:
-        return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, self._deadline,
-                        self.max_samples, self.sample_limit)
+        return evaluate(query, self.store, t_ms, self._options())
+
+    def _options(self) -> EvalOptions:
+        """How the current rule is evaluated (its time budget included)."""
+        return EvalOptions(self.lookback_ms, self.subquery_step_ms, self._deadline, self.max_samples,
+                           self.sample_limit)
 
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
         plan = runtime.plans[index]
@@ -537,8 +541,7 @@ class RuleEngine:
         if peak is not None and (self.sample_limit is None or peak <= self.sample_limit):
             raw: Any = []  # the whole query is known to give [] (what evaluating it would return)
         else:
-            raw = evaluate_expr(expr, self.store, int(t_ms), self.lookback_ms, self.subquery_step_ms,
-                                self._deadline, self.max_samples, self.sample_limit, cache=cache, empty=empty)
+            raw = evaluate_expr(expr, self.store, int(t_ms), self._options(), cache, empty)
         vector = _raw_vector(expr, raw)
         if plan.record:
             plan.pending = None
