@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import operator
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -154,11 +154,9 @@ class Evaluator:
     """Evaluates expression nodes against a store for one top-level query at ``query_ms``."""
 
     def __init__(self, store: Selectable, query_ms: int, options: EvalOptions = DEFAULT_OPTIONS,
-                 cache: EvalCache | None = None, empty: Mapping[int, int] | None = None) -> None:
+                 cache: EvalCache | None = None) -> None:
         self.store = store
         self.cache = cache
-        # id(node) -> samples held at its peak, for the nodes known to evaluate to [] (watchdog.promql.prune)
-        self._empty = empty
         self._peak = 0  # the most samples held at once so far (with ``sample_limit``)
         self.max_samples = options.max_samples
         # Samples held at once, counted where they are materialised (a node's result, a range
@@ -192,14 +190,6 @@ class Evaluator:
         Past ``deadline`` (``time.monotonic()``; or a :class:`CpuBudget` spent), raises
         :class:`PromQLError` with ``kind="timeout"``; every node and every subquery step checks it.
         """
-        empty = self._empty
-        if empty is not None:
-            peak = empty.get(id(expr))
-            if peak is not None:  # known to give [] without an error: charge what it would have held
-                if peak and self.sample_limit is not None:
-                    self._hold(peak)
-                    self._held -= peak
-                return []
         if self.deadline is not None and time.monotonic() > self.deadline:
             if self._budget is None or self._budget.spent():
                 raise PromQLError("query timed out in expression evaluation", kind="timeout")
@@ -563,8 +553,7 @@ class Evaluator:
         if fused is None or cache is None or cache.counters is None or self._counts is not None:
             return None
         call, literal, literal_left = fused
-        if (self._key_of is not None and id(call) in self._key_of) or (
-                self._empty is not None and (id(call) in self._empty or id(literal) in self._empty)):
+        if self._key_of is not None and id(call) in self._key_of:
             return None
         source = call.range_argument[1]
         assert isinstance(source, n.MatrixSelector)
@@ -691,9 +680,7 @@ INDEXED_FUNCTIONS = frozenset({"max_over_time", "min_over_time", "count_over_tim
 
 
 def evaluate_expr(expr: n.Expr, store: Selectable, t_ms: int, options: EvalOptions = DEFAULT_OPTIONS,
-                  cache: EvalCache | None = None, empty: Mapping[int, int] | None = None) -> Any:
+                  cache: EvalCache | None = None) -> Any:
     """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``.
-    ``cache`` (:mod:`watchdog.promql.cache`) lets a rule engine's pass reuse work between rules; ``empty``
-    (:func:`watchdog.promql.prune.empty_nodes` of ``expr`` against ``store`` as it is) names the nodes
-    known to evaluate to ``[]``, answered without walking them (the same results)."""
-    return Evaluator(store, t_ms, options, cache, empty).eval(expr, t_ms)
+    ``cache`` (:mod:`watchdog.promql.cache`) lets a rule engine's pass reuse work between rules."""
+    return Evaluator(store, t_ms, options, cache).eval(expr, t_ms)
