@@ -5,8 +5,7 @@ Contract:
   are, extended as points are appended (a replaced or vanished point makes it start over). With it,
   ``rate``/``increase``/``delta`` over a range selector read four points and the resets inside the
   window instead of walking every point; the arithmetic, and its order, is Prometheus' own
-  (:meth:`CounterIndex.rates`, which also applies a filtering comparison with a scalar, such as
-  ``rate(x[5m]) > 1``, without building the samples it drops). The same index counts a window's
+  (:meth:`CounterIndex.rates`). The same index counts a window's
   non-stale points for ``count_over_time``.
 - :class:`ExtremaIndex` keeps, per store series and window length, the sliding maximum or minimum of
   the window (a monotonic queue extended with the points appended since the last evaluation), so
@@ -146,14 +145,11 @@ class CounterIndex:
         return hi - lo, hi - lo - (bisect_right(stale, timestamps[hi - 1]) - bisect_left(stale, timestamps[lo]))
 
     def rates(self, selected: Sequence[Any], labels: Sequence[Labels], ctx: RangeContext, counter: bool,
-              is_rate: bool, keep: Callable[[float, float], bool] | None = None, bound: float = 0.0,
-              bound_left: bool = False) -> tuple[list[tuple[Labels, float]], int, int]:
+              is_rate: bool) -> tuple[list[tuple[Labels, float]], int]:
         """``rate`` (``counter`` and ``is_rate``), ``increase`` (``counter``) or ``delta`` of each of
         ``selected`` (store series, one call per selector: this loop runs for every series a counter
-        function reads) over ``ctx``'s window, labelled ``labels[i]``, in order; with ``keep`` only the
-        samples a filtering comparison with the scalar ``bound`` keeps (``keep(value, bound)``, or
-        ``keep(bound, value)`` with ``bound_left``), the others never built. Returns (those samples, the
-        points the windows held, the samples before the filter). Values, to the bit, those of
+        function reads) over ``ctx``'s window, labelled ``labels[i]``, in order. Returns (those samples,
+        the points the windows held). Values, to the bit, those of
         :func:`~watchdog.promql.functions.extrapolate` over the window's points, stale markers dropped
         (Prometheus' ``extrapolatedRate``): the raw increase is the last value less the first plus the
         value before each counter reset, in time order; a zero increase is its own result (the factor
@@ -162,7 +158,7 @@ class CounterIndex:
         out: list[tuple[Labels, float]] = []
         append = out.append
         known = self._events
-        held = produced = lo = hi = 0
+        held = lo = hi = 0
         shared: Any = None  # the timestamps array lo and hi were found in (series collected together share one)
         for series, name in zip(selected, labels, strict=True):
             timestamps, values = series.tail(mint)  # uncompressed arrays from at or before mint to the newest
@@ -202,10 +198,8 @@ class CounterIndex:
             if result != 0.0:
                 result = extrapolate(result, count, timestamps[first], timestamps[last], values[first], ctx,
                                      counter, is_rate)
-            produced += 1
-            if keep is None or (keep(bound, result) if bound_left else keep(result, bound)):
-                append((name, result))
-        return out, held, produced
+            append((name, result))
+        return out, held
 
     def _events_of(self, series: Any) -> _SeriesEvents:
         """A new index entry for ``series``; entries of series gone from the store are dropped once as

@@ -16,7 +16,6 @@ Time semantics (all integer milliseconds):
 from __future__ import annotations
 
 import math
-import operator
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -390,10 +389,6 @@ class Evaluator:
 
     def binary(self, expr: n.Binary, t: int) -> Any:
         """Binary operators between scalars and vectors."""
-        if expr.counter_filter is not None:
-            fused = self._counter_filter(expr, t)
-            if fused is not None:
-                return fused
         lhs = self.eval(expr.lhs, t)
         rhs = self.eval(expr.rhs, t)
         lhs_scalar = isinstance(lhs, float)
@@ -535,42 +530,9 @@ class Evaluator:
                     out.append((labels, result))
             return out
         is_counter, is_rate = COUNTER_FUNCTIONS[name]
-        out, held, _ = self.cache.counters.rates(selected, unnamed, context, is_counter, is_rate)
+        out, held = self.cache.counters.rates(selected, unnamed, context, is_counter, is_rate)
         if limit is not None and held:
             self._hold(held)  # every window's points held at once by the end: the same peak, the same stop
-        return out
-
-    def _counter_filter(self, expr: n.Binary, t: int) -> InstantVector | None:
-        """``expr``, a filtering comparison of ``rate``/``increase``/``delta`` over a one-name range selector
-        with a number literal (``rate(x[5m]) > 1``), from the counter index in one loop: the samples the
-        comparison drops are never built. None when it does not apply (the caller then evaluates both
-        operands as usual): a cache without a counter index, a subquery counting samples
-        (``max_samples``), an operand the pass shares or knows to be empty, series that are not store
-        series. The result and the samples held at the peak (``sample_limit``) are those of evaluating the
-        operands then filtering."""
-        fused = expr.counter_filter
-        cache = self.cache
-        if fused is None or cache is None or cache.counters is None or self._counts is not None:
-            return None
-        call, literal, literal_left = fused
-        if self._key_of is not None and id(call) in self._key_of:
-            return None
-        source = call.range_argument[1]
-        assert isinstance(source, n.MatrixSelector)
-        selected, unnamed = self._series_unnamed(source.selector.matchers)
-        if selected and getattr(selected[0], "tail", None) is None:
-            return None
-        vs = source.selector
-        ref = self._reference(vs.at, vs.offset_ms, t)
-        context = functions.RangeContext(ref - source.range_ms, ref, source.range_ms, t, ())
-        is_counter, is_rate = COUNTER_FUNCTIONS[call.name]
-        out, held, produced = cache.counters.rates(selected, unnamed, context, is_counter, is_rate,
-                                                   _FILTERS[expr.op], literal.value, literal_left)
-        if self.sample_limit is not None:
-            # As evaluated apart: the windows' points on top of a left literal, then the call's output
-            # and the literal together (the caller's ``eval`` then holds the filtered result instead).
-            top = max(self._held + (1 if literal_left else 0) + held, self._held + produced + 1)
-            self._hold(top - self._held)
         return out
 
     def _indexed_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:
@@ -670,11 +632,9 @@ _DISPATCH: dict[type, Any] = {
 }
 """The method that evaluates each node type (one dictionary lookup instead of a chain of type tests)."""
 
-COUNTER_FUNCTIONS = n.COUNTER_CALLS
-"""Range functions that need only the window's ends and counter resets: (is_counter, is_rate)."""
-_FILTERS: dict[str, Any] = {"==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
-                           ">=": operator.ge, "<=": operator.le}
-"""Filtering comparisons as C functions (``operator.gt(a, b)`` is ``a > b``), for :meth:`Evaluator._counter_filter`."""
+COUNTER_FUNCTIONS: dict[str, tuple[bool, bool]] = {"rate": (True, True), "increase": (True, False),
+                                                   "delta": (False, False)}
+"""Range functions that need only the window's ends and counter resets: name -> (is_counter, is_rate)."""
 INDEXED_FUNCTIONS = frozenset({"max_over_time", "min_over_time", "count_over_time"})
 """Range functions the cache's window indexes answer without a walk over the window."""
 
