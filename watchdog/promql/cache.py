@@ -21,10 +21,7 @@ Contract:
   fixed name; selector matches only when the write created or removed series), so a later rule still
   sees an earlier rule's output of the same pass.
 - :meth:`SharedPlan.groupings` keeps each aggregation node's groups from pass to pass
-  (:class:`~watchdog.promql.aggregations.Groupings`: reused while its input's label sets are the same),
-  :meth:`SharedPlan.matching` each binary operator's matches (:class:`~watchdog.promql.binary.MatchPlan`:
-  the same, for both operands), :meth:`SharedPlan.bucket_layout` each ``histogram_quantile`` argument's
-  grouped and sorted buckets (:class:`~watchdog.promql.functions.BucketLayout`).
+  (:class:`~watchdog.promql.aggregations.Groupings`: reused while its input's label sets are the same).
 Results handed out from the cache are shared: callers must not mutate them (the evaluator never does).
 """
 
@@ -40,8 +37,7 @@ from typing import Any
 from watchdog.model import METRIC_NAME, Labels, is_stale
 from watchdog.promql import nodes as n
 from watchdog.promql.aggregations import Groupings
-from watchdog.promql.binary import MatchPlan
-from watchdog.promql.functions import BucketLayout, RangeContext, extrapolate
+from watchdog.promql.functions import RangeContext, extrapolate
 from watchdog.promql.labels import drop_name
 
 
@@ -364,10 +360,7 @@ class SharedPlan:
         self.key_of: dict[int, int] = {}  # id(node) -> shared key
         self.reads: dict[int, frozenset[str] | None] = {}
         self._nodes: list[n.Expr] = []  # keeps every keyed node alive (ids stay unique)
-        # id(node) (or a negative shared key) -> (node, what is kept for it), one table per kind
-        self._groupings: dict[int, tuple[n.Expr, Any]] = {}
-        self._matchings: dict[int, tuple[n.Expr, Any]] = {}
-        self._layouts: dict[int, tuple[n.Expr, Any]] = {}
+        self._groupings: dict[int, tuple[n.Aggregate, Groupings]] = {}  # id(node) -> (node, its groupings)
         for root in roots:
             for node in n.walk(root):
                 if counts.get(node, 0) < 2 or node is root or node.type == n.MATRIX:
@@ -382,39 +375,17 @@ class SharedPlan:
 
     def groupings(self, node: n.Aggregate) -> Groupings:
         """The :class:`~watchdog.promql.aggregations.Groupings` of aggregation ``node``, kept from pass to
-        pass (at most :data:`GROUPINGS_CAP` nodes per table: beyond that a table starts again)."""
-        found: Groupings = _kept(self._groupings, id(node), node, Groupings)
-        return found
-
-    def matching(self, node: n.Binary) -> MatchPlan:
-        """The :class:`~watchdog.promql.binary.MatchPlan` of binary operator ``node``, kept from pass to
-        pass (as :meth:`groupings`)."""
-        found: MatchPlan = _kept(self._matchings, id(node), node, MatchPlan)
-        return found
-
-    def bucket_layout(self, node: n.Expr) -> BucketLayout:
-        """The :class:`~watchdog.promql.functions.BucketLayout` of ``histogram_quantile`` argument ``node``,
-        kept from pass to pass (as :meth:`groupings`); the arguments one shared sub-expression stands for
-        (the buckets of a p50, p90 and p99) share one."""
-        key = self.key_of.get(id(node))
-        found: BucketLayout = _kept(self._layouts, id(node) if key is None else -1 - key, node, BucketLayout)
-        return found
-
-
-def _kept(table: dict[int, tuple[n.Expr, Any]], slot: int, node: n.Expr, make: Any) -> Any:
-    """What ``make()`` made for ``node`` at ``slot`` of ``table`` (its id, or a negative shared key: then
-    any node of that key), made now if missing."""
-    found = table.get(slot)
-    if found is None or (slot >= 0 and found[0] is not node):
-        if len(table) >= GROUPINGS_CAP:
-            table.clear()
-        found = table[slot] = (node, make())
-    return found[1]
+        pass (at most :data:`GROUPINGS_CAP` nodes: beyond that the table starts again)."""
+        found = self._groupings.get(id(node))
+        if found is None or found[0] is not node:
+            if len(self._groupings) >= GROUPINGS_CAP:
+                self._groupings.clear()
+            found = self._groupings[id(node)] = (node, Groupings())
+        return found[1]
 
 
 GROUPINGS_CAP = 10_000
-"""Nodes whose groups, matches or bucket layouts a :class:`SharedPlan` keeps, per kind (a rule set has a
-few hundred)."""
+"""Aggregation nodes whose groups a :class:`SharedPlan` keeps (a rule set has a few hundred)."""
 
 
 class Selections:

@@ -395,12 +395,8 @@ class Evaluator:
         rhs_scalar = isinstance(rhs, float)
         if lhs_scalar and rhs_scalar:
             return binary.scalar_binop(expr.op, lhs, rhs)
-        plan = self.cache.plan.matching(expr) if self.cache is not None and self.cache.plan is not None else None
         if rhs_scalar or lhs_scalar:
             vector, scalar = (rhs, lhs) if lhs_scalar else (lhs, rhs)
-            if plan is not None:
-                result, distinct = plan.vector_scalar_binop(expr.op, vector, scalar, lhs_scalar, expr.return_bool)
-                return result if distinct else _check_unique(result)
             result = binary.vector_scalar_binop(expr.op, vector, scalar, lhs_scalar, expr.return_bool)
             # A filtering comparison keeps a subset of its operand's samples, labels untouched: distinct.
             filtered = expr.op in n.COMPARISON_OPS and not expr.return_bool
@@ -409,13 +405,7 @@ class Evaluator:
         if expr.op in n.SET_OPS:
             # ``and``/``unless`` keep a subset of the left side; ``or`` adds right samples whose match
             # group the left lacks, so never a label set the left has: distinct when both sides are.
-            if plan is not None:
-                return plan.set_operation(expr.op, lhs, rhs, expr.matching)
             return binary.set_operation(expr.op, lhs, rhs, expr.matching)
-        if plan is not None:
-            planned = plan.vector_binop(expr.op, lhs, rhs, expr.matching, expr.return_bool)
-            if planned is not None:
-                return planned  # distinct label sets by construction
         return _check_unique(binary.vector_binop(expr.op, lhs, rhs, expr.matching, expr.return_bool))
 
     def aggregate(self, expr: n.Aggregate, t: int) -> InstantVector:
@@ -497,11 +487,7 @@ class Evaluator:
             return _check_unique(functions.label_join(args[0], args[1], args[2], args[3:]))
         if name == "histogram_quantile":
             cache = self.cache
-            buckets = None
-            if cache is not None:
-                layout = functions.histogram_buckets if cache.plan is None else cache.plan.bucket_layout(
-                    expr.args[1]).buckets
-                buckets = cache.derived(args[1], layout)
+            buckets = None if cache is None else cache.derived(args[1], functions.histogram_buckets)
             return _check_unique(functions.histogram_quantile(args[0], args[1], buckets))
         if name in ("histogram_count", "histogram_sum", "histogram_fraction"):
             return []  # native histograms only; classic series are skipped, as in Prometheus
