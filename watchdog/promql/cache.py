@@ -1,37 +1,24 @@
-"""What a sequence of evaluations against one store may reuse, without changing any result.
+"""What a rule engine's evaluations against one store may reuse: the evaluator with an :class:`EvalCache`
+returns, bit for bit, what it returns without one (``cache=None``, the plain path), and stops on the
+same sample limit.
 
-Contract:
-- :class:`CounterIndex` remembers, per store series, where its counter resets and staleness markers
-  are, extended as points are appended (a replaced or vanished point makes it start over). With it,
-  ``rate``/``increase``/``delta`` over a range selector read four points and the resets inside the
-  window instead of walking every point; the arithmetic, and its order, is Prometheus' own
-  (:meth:`CounterIndex.rates`). The same index counts a window's
-  non-stale points for ``count_over_time``.
-- :class:`ExtremaIndex` keeps, per store series and window length, the sliding maximum or minimum of
-  the window (a monotonic queue extended with the points appended since the last evaluation), so
-  ``max_over_time``/``min_over_time`` over a window that slid forward cost the new points, not the
-  whole window. The value is the one Go's fold returns (the first of equal values, so the sign of a
-  zero is Prometheus'); a window holding an ordinary NaN is left to the full walk.
-- :class:`Selections` keeps selector matches from pass to pass while the store's series set is
-  unchanged (``Store.generation``); a store without ``generation`` gets them re-selected every pass.
-- :class:`EvalCache` is valid for one rule-engine pass at one evaluation time: it shares selector
-  matches and the results of sub-expressions that several rules contain (the p50/p90/p99 rules of one
-  histogram compute the same bucket rates). The rule engine calls :meth:`EvalCache.wrote` with each
-  metric name a rule writes, which drops everything that read that name (and every selector without a
-  fixed name; selector matches only when the write created or removed series), so a later rule still
-  sees an earlier rule's output of the same pass.
-- :meth:`SharedPlan.groupings` keeps each aggregation node's groups from pass to pass
-  (:class:`~watchdog.promql.aggregations.Groupings`: reused while its input's label sets are the same).
-Results handed out from the cache are shared: callers must not mutate them (the evaluator never does).
+- :class:`CounterIndex` (kept across passes): each store series' counter resets and staleness markers,
+  so ``rate``/``increase``/``delta`` of a range selector read the window's ends and resets, not every
+  point (Prometheus' own arithmetic, in its order).
+- :class:`Selections` (kept across passes while ``Store.generation`` holds): selector matches and
+  their label sets without ``__name__``.
+- :class:`SharedPlan` (per rule set): which sub-expressions several rules contain, and each aggregation
+  node's :class:`~watchdog.promql.aggregations.Groupings`, kept while its input's label sets hold.
+- :class:`EvalCache` (one pass, one evaluation time): the shared sub-expressions' results; a rule's
+  write (:meth:`EvalCache.wrote`) drops what read the names it wrote.
+Results handed out from the cache are shared: callers must not mutate them.
 """
 
 from __future__ import annotations
 
-import math
 import weakref
 from bisect import bisect_left, bisect_right
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Labels, is_stale
@@ -128,18 +115,6 @@ class CounterIndex:
             events.update(timestamps, values)
         return events
 
-    def count(self, series: Any, mint: int, maxt: int) -> tuple[int, int] | None:
-        """(points, non-stale points) of ``series`` in ``[mint, maxt]``; None when it has none there."""
-        timestamps, values = series.tail(mint)  # uncompressed arrays from at or before mint to the newest
-        lo = bisect_left(timestamps, mint)
-        hi = bisect_right(timestamps, maxt, lo)
-        if lo == hi:
-            return None
-        stale = self._scanned(series, timestamps, values).stale_t
-        if not stale:
-            return hi - lo, hi - lo
-        return hi - lo, hi - lo - (bisect_right(stale, timestamps[hi - 1]) - bisect_left(stale, timestamps[lo]))
-
     def rates(self, selected: Sequence[Any], labels: Sequence[Labels], ctx: RangeContext, counter: bool,
               is_rate: bool) -> tuple[list[tuple[Labels, float]], int]:
         """``rate`` (``counter`` and ``is_rate``), ``increase`` (``counter``) or ``delta`` of each of
@@ -206,132 +181,6 @@ class CounterIndex:
             self._created = 0
             self._events = {k: e for k, e in self._events.items() if e.ref() is not None}
         return events
-
-
-def _identical(a: float, b: float) -> bool:
-    """The same float, the sign of zero included (NaN is never identical)."""
-    return a == b and (a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b))
-
-
-class _SlidingExtreme:
-    """One series' window maximum (or minimum) as a monotonic queue of runs ``[value, t]``: values
-    strictly worse than a later one are dropped, identical neighbours share one run whose ``t`` is the
-    oldest of its points still in the window; ``nan_t`` holds the ordinary NaNs of the window."""
-
-    __slots__ = ("largest", "mint", "nan_t", "ref", "runs", "scanned_t", "scanned_v")
-
-    def __init__(self, series: Any, largest: bool) -> None:
-        self.ref = weakref.ref(series)
-        self.largest = largest
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget everything scanned."""
-        self.scanned_t: int | None = None
-        self.scanned_v = 0.0
-        self.mint = 0
-        self.runs: deque[list[Any]] = deque()
-        self.nan_t: deque[int] = deque()
-
-    def slide(self, timestamps: Any, values: Any, lo: int, hi: int, mint: int, maxt: int) -> None:
-        """Move the window to ``[mint, maxt]`` (``lo:hi`` its points in the live arrays): scan the points
-        after the last one scanned (from scratch if the window went back or a scanned point changed),
-        then drop what fell out of the window."""
-        start = lo
-        if self.scanned_t is not None:
-            index = len(timestamps) - 2  # most often exactly one point was appended since the last scan
-            if index < 0 or timestamps[index] != self.scanned_t:
-                index = bisect_left(timestamps, self.scanned_t)
-            if (mint >= self.mint and maxt >= self.scanned_t and index < len(timestamps)
-                    and timestamps[index] == self.scanned_t and (values[index] == self.scanned_v
-                                                                 or _same(values[index], self.scanned_v))):
-                start = max(index + 1, lo)
-            else:
-                self.reset()
-        runs = self.runs
-        largest = self.largest
-        for i in range(start, hi):
-            value = values[i]
-            if value != value:
-                if not is_stale(value):
-                    self.nan_t.append(timestamps[i])
-                continue
-            if largest:
-                while runs and runs[-1][0] < value:
-                    runs.pop()
-            else:
-                while runs and runs[-1][0] > value:
-                    runs.pop()
-            # _identical, its equality test first (the common case), the sign test only for zeros
-            if not runs or not (runs[-1][0] == value and (value != 0.0 or _identical(runs[-1][0], value))):
-                runs.append([value, timestamps[i]])
-        if hi > start:
-            self.scanned_t = timestamps[hi - 1]
-            self.scanned_v = values[hi - 1]
-        self.mint = mint
-        nan_t = self.nan_t
-        while nan_t and nan_t[0] < mint:
-            nan_t.popleft()
-        while runs and runs[0][1] < mint:
-            # The run's next point in the window, if any: between its points there are only worse ones
-            # (and, for a zero, the other zero's run, which starts later), so before the next run an
-            # equal value is an identical one (a value equal but not identical would have a run of its
-            # own, popped only by a better value, which pops this run too).
-            run = runs[0]
-            best = run[0]
-            stop = bisect_left(timestamps, runs[1][1]) if len(runs) > 1 else hi
-            for i in range(lo, stop):
-                if values[i] == best:
-                    run[1] = timestamps[i]
-                    break
-            else:
-                runs.popleft()
-
-
-class ExtremaIndex:
-    """Sliding window maxima and minima of store series (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self._states: dict[tuple[int, bool, int], _SlidingExtreme] = {}
-        self._lookups = 0
-
-    def extremes(self, selected: Sequence[Any], labels: Sequence[Labels], mint: int, maxt: int, largest: bool,
-                 walk: Callable[[Any], float | None]) -> tuple[list[tuple[Labels, float]], int]:
-        """``max_over_time`` (``largest``) or ``min_over_time`` of each of ``selected`` (store series, one
-        call per selector) over ``[mint, maxt]``, labelled ``labels[i]``, in order: (the samples, the points
-        the windows held). A window holding an ordinary NaN is answered by ``walk(series)`` (the full walk);
-        a window without points, or of staleness markers only, gives no sample."""
-        out: list[tuple[Labels, float]] = []
-        append = out.append
-        states = self._states
-        held = lo = hi = 0
-        length = maxt - mint
-        shared: Any = None  # the timestamps array lo and hi were found in (series collected together share one)
-        for series, name in zip(selected, labels, strict=True):
-            timestamps, values = series.tail(mint)
-            if timestamps is not shared:  # the same live array is the same points: the same bounds
-                lo = bisect_left(timestamps, mint)
-                hi = bisect_right(timestamps, maxt, lo)
-                shared = timestamps
-            if lo == hi:
-                continue
-            held += hi - lo
-            key = (id(series), largest, length)
-            state = states.get(key)
-            if state is None or state.ref() is not series:
-                state = states[key] = _SlidingExtreme(series, largest)
-            state.slide(timestamps, values, lo, hi, mint, maxt)
-            if state.nan_t:
-                result = walk(series)
-                if result is not None:
-                    append((name, result))
-            elif state.runs:
-                append((name, state.runs[0][0]))
-        self._lookups += len(selected)
-        if self._lookups >= 4 * len(states) + 1000:
-            self._lookups = 0
-            self._states = {k: s for k, s in states.items() if s.ref() is not None}
-        return out, held
 
 
 def _read_names(expr: n.Expr) -> frozenset[str] | None:
@@ -441,10 +290,9 @@ class EvalCache:
     module docstring)."""
 
     def __init__(self, plan: SharedPlan | None, counters: CounterIndex | None,
-                 selections: Selections | None = None, extrema: ExtremaIndex | None = None) -> None:
+                 selections: Selections | None = None) -> None:
         self.plan = plan
         self.counters = counters
-        self.extrema = extrema
         self.selections = selections or Selections()
         self.results: dict[tuple[int, int], tuple[Any, int]] = {}  # (key, t) -> (result, samples held)
         self._reading: dict[str | None, list[tuple[int, int]]] = {}

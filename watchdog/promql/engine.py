@@ -521,50 +521,6 @@ class Evaluator:
             self._hold(held)  # every window's points held at once by the end: the same peak, the same stop
         return out
 
-    def _indexed_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:
-        """``max_over_time``/``min_over_time`` from the cache's sliding extrema and ``count_over_time``
-        from its counter index: the values :meth:`range_selector` and the range function give, in the
-        same order, without walking the window (a window holding an ordinary NaN is walked)."""
-        assert self.cache is not None and self.cache.extrema is not None
-        counters = self.cache.counters
-        fn = functions.RANGE_FUNCTIONS[name]
-        limited = self.sample_limit is not None
-        mint, maxt = context.range_start_ms, context.range_end_ms
-
-        def walk(series: Any) -> float | None:
-            times, values = _without_stale(*_window(series, mint, maxt))
-            return fn(times, values, context) if times else None
-
-        selected, unnamed = self._series_unnamed(source.selector.matchers)
-        if not selected or getattr(selected[0], "tail", None) is None or (
-                name == "count_over_time" and counters is None):  # not watchdog.store series (all alike)
-            out: InstantVector = []
-            for series, labels in zip(selected, unnamed, strict=True):
-                times, values = _window(series, mint, maxt)
-                if limited and len(times):
-                    self._hold(len(times))
-                times, values = _without_stale(times, values)
-                result = fn(times, values, context) if times else None
-                if result is not None:
-                    out.append((labels, result))
-            return out
-        if name == "count_over_time":
-            assert counters is not None
-            out = []
-            for series, labels in zip(selected, unnamed, strict=True):
-                counted = counters.count(series, mint, maxt)
-                if counted is None:
-                    continue
-                if limited:
-                    self._hold(counted[0])
-                if counted[1]:
-                    out.append((labels, float(counted[1])))
-            return out
-        out, held = self.cache.extrema.extremes(selected, unnamed, mint, maxt, name == "max_over_time", walk)
-        if limited and held:
-            self._hold(held)  # every window's points held at once by the end: the same peak, the same stop
-        return out
-
     def _range_call(self, expr: n.Call, t: int) -> InstantVector:
         """A function with a range-vector argument, applied per series."""
         name = expr.name
@@ -579,9 +535,6 @@ class Evaluator:
             if name in COUNTER_FUNCTIONS and self.cache is not None and self.cache.counters is not None:
                 context = functions.RangeContext(ref - range_ms, ref, range_ms, t, scalars)
                 return self._counter_call(name, source, context)
-            if name in INDEXED_FUNCTIONS and self.cache is not None and self.cache.extrema is not None:
-                context = functions.RangeContext(ref - range_ms, ref, range_ms, t, scalars)
-                return self._indexed_call(name, source, context)
             matrix = self.range_selector(source, t)
         elif isinstance(source, n.Subquery):
             ref = self._reference(source.at, source.offset_ms, t)
@@ -621,8 +574,6 @@ _DISPATCH: dict[type, Any] = {
 COUNTER_FUNCTIONS: dict[str, tuple[bool, bool]] = {"rate": (True, True), "increase": (True, False),
                                                    "delta": (False, False)}
 """Range functions that need only the window's ends and counter resets: name -> (is_counter, is_rate)."""
-INDEXED_FUNCTIONS = frozenset({"max_over_time", "min_over_time", "count_over_time"})
-"""Range functions the cache's window indexes answer without a walk over the window."""
 
 
 def evaluate_expr(expr: n.Expr, store: Selectable, t_ms: int, options: EvalOptions = DEFAULT_OPTIONS,

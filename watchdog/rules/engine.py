@@ -41,7 +41,7 @@ from typing import Any
 from watchdog.model import METRIC_NAME, Alert, Labels, Sample, make_labels
 from watchdog.promql import CpuBudget, EvalOptions, PromQLError, TooManySamples, evaluate, parse_query
 from watchdog.promql import nodes as n
-from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex, Selections, SharedPlan
+from watchdog.promql.cache import CounterIndex, EvalCache, Selections, SharedPlan
 from watchdog.promql.engine import DEFAULT_SUBQUERY_STEP_MS, evaluate_expr
 from watchdog.promql.nodes import SCALAR, VECTOR
 from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Candidate
@@ -308,7 +308,6 @@ class RuleEngine:
         """Reuse work between rules and passes (:mod:`watchdog.promql.cache`; results are the same)."""
         self._plan: SharedPlan | None = None
         self._counters = CounterIndex()
-        self._extrema = ExtremaIndex()
         self._selections = Selections()
         self._pass: EvalCache | None = None
         self._rule_queries: dict[int, Any] = {}
@@ -365,7 +364,7 @@ class RuleEngine:
         if self._plan is None:
             self._plan = SharedPlan(self._rule_query(rule).expr for rt in self._groups for rule in rt.group.rules)
         self._selections.begin(self.store)
-        return EvalCache(self._plan, self._counters, self._selections, self._extrema)
+        return EvalCache(self._plan, self._counters, self._selections)
 
     def pending(self, lane: Lane) -> bool:
         """True when a pass over ``lane`` was cut short by its deadline and has groups left."""
