@@ -495,29 +495,18 @@ class Evaluator:
             return _check_unique(functions.date_function(name, args, t))
         raise PromQLError(f"unsupported function '{name}'")  # pragma: no cover - parse rejects it
 
-    def _counter_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:
+    def _counter_call(self, name: str, source: n.MatrixSelector,
+                      context: functions.RangeContext) -> InstantVector | None:
         """``rate``/``increase``/``delta`` of a range selector from the cache's counter index: the same
         values, in the same order, as :meth:`range_selector` and the range function, without walking
-        the window (other series kinds take that path)."""
+        the window; None for series that are not :class:`watchdog.store.Series` (the caller walks)."""
         assert self.cache is not None and self.cache.counters is not None
-        limit = self.sample_limit
         selected, unnamed = self._series_unnamed(source.selector.matchers)
         if selected and getattr(selected[0], "tail", None) is None:  # not watchdog.store series (all alike)
-            fn = functions.RANGE_FUNCTIONS[name]
-            mint, maxt = context.range_start_ms, context.range_end_ms
-            out: InstantVector = []
-            for series, labels in zip(selected, unnamed, strict=True):
-                times, values = _window(series, mint, maxt)
-                if limit is not None and len(times):
-                    self._hold(len(times))
-                times, values = _without_stale(times, values)
-                result = fn(times, values, context) if times else None
-                if result is not None:
-                    out.append((labels, result))
-            return out
+            return None
         is_counter, is_rate = COUNTER_FUNCTIONS[name]
         out, held = self.cache.counters.rates(selected, unnamed, context, is_counter, is_rate)
-        if limit is not None and held:
+        if self.sample_limit is not None and held:
             self._hold(held)  # every window's points held at once by the end: the same peak, the same stop
         return out
 
@@ -533,8 +522,10 @@ class Evaluator:
             ref = self._reference(vs.at, vs.offset_ms, t)
             range_ms = source.range_ms
             if name in COUNTER_FUNCTIONS and self.cache is not None and self.cache.counters is not None:
-                context = functions.RangeContext(ref - range_ms, ref, range_ms, t, scalars)
-                return self._counter_call(name, source, context)
+                counted = self._counter_call(name, source, functions.RangeContext(ref - range_ms, ref, range_ms,
+                                                                                  t, scalars))
+                if counted is not None:
+                    return counted
             matrix = self.range_selector(source, t)
         elif isinstance(source, n.Subquery):
             ref = self._reference(source.at, source.offset_ms, t)
