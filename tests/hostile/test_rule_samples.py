@@ -17,7 +17,7 @@ from tests.hostile.conftest import hostile_agent
 from watchdog.config import load_config_text
 from watchdog.config.settings import settings_from_config
 from watchdog.model import Sample, metric, metric_name
-from watchdog.promql import TooManySamples, evaluate
+from watchdog.promql import EvalOptions, TooManySamples, evaluate
 from watchdog.store import Store
 
 GREEDY = """
@@ -91,6 +91,6 @@ def _store(series: int, points: int) -> Store:
 ])
 def test_the_limit_counts_what_is_held_at_once(query: str, held: int) -> None:
     store = _store(50, 120)
-    evaluate(query, store, 119_000, sample_limit=held + 50)  # fits (plus the output vector)
+    evaluate(query, store, 119_000, EvalOptions(sample_limit=held + 50))  # fits (plus the output vector)
     with pytest.raises(TooManySamples, match="too many samples into memory in query execution"):
-        evaluate(query, store, 119_000, sample_limit=held - 1)
+        evaluate(query, store, 119_000, EvalOptions(sample_limit=held - 1))

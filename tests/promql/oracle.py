@@ -21,7 +21,7 @@ import promql_parser
 import yaml
 
 from watchdog.model import Labels, make_labels
-from watchdog.promql import PromQLError, evaluate, parse_query
+from watchdog.promql import EvalOptions, PromQLError, evaluate, parse_query
 from watchdog.promql.values import Scalar, VectorSample
 from watchdog.promtool.notation import expand_values
 from watchdog.store import Store
@@ -98,7 +98,7 @@ def our_results(
     out: dict[Case, Outcome] = {}
     for expr, eval_time in cases:
         try:
-            value = evaluate(parse_query(expr), store, duration_ms(eval_time), subquery_step_ms=step)
+            value = evaluate(parse_query(expr), store, duration_ms(eval_time), EvalOptions(subquery_step_ms=step))
         except PromQLError as exc:
             out[(expr, eval_time)] = Outcome(error=str(exc))
             continue

@@ -7,8 +7,8 @@ import random
 import struct
 
 from watchdog.model import STALE_NAN, make_labels
-from watchdog.promql import TooManySamples, evaluate, parse_query
-from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex, Selections, SharedPlan
+from watchdog.promql import EvalOptions, TooManySamples, evaluate, parse_query
+from watchdog.promql.cache import CounterIndex, EvalCache, Selections, SharedPlan
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_rule_text
 from watchdog.store import Store
@@ -92,60 +92,6 @@ def test_a_point_replaced_after_it_was_scanned_is_rescanned() -> None:
     assert _same_vector(plain, evaluate(query, store, t, cache=EvalCache(None, counters)))
 
 
-def _gauge_store(seed: int) -> list[tuple[int, int, float]]:
-    """Gauges over a few levels (runs of identical values, both zeros, infinities), with staleness
-    markers, ordinary NaNs and gaps, in time order across series."""
-    rng = random.Random(seed)
-    pool = [0.0, -0.0, 1.0, 1.0, 1.0, 2.5, -3.0, math.inf, -math.inf]
-    points: list[tuple[int, int, float]] = []
-    for series in range(4):
-        t = 1_000_000 + rng.randrange(0, 3000)
-        value = 1.0
-        for _ in range(400):
-            t += rng.choice((1000, 1000, 1000, 2000, 40_000))
-            roll = rng.random()
-            if roll < 0.04:
-                points.append((series, t, STALE_NAN))
-                continue
-            if roll < 0.05:
-                points.append((series, t, math.nan))
-                continue
-            if roll < 0.3:
-                value = rng.choice(pool)
-            points.append((series, t, value))
-    points.sort(key=lambda p: p[1])
-    return points
-
-
-def test_max_min_and_count_over_time_from_the_window_indexes_equal_the_full_walk() -> None:
-    queries = [parse_query(q) for q in (
-        "max_over_time(g[1m])", "min_over_time(g[1m])", "max_over_time(g[5m])", "min_over_time(g[10s])",
-        "count_over_time(g[2m])", 'max_over_time(g{s=~"[13]"}[90s] offset 20s)', "max by (s) (min_over_time(g[3m]))",
-        "count_over_time(g[30s])")]
-    for seed in range(3):
-        store = Store()
-        cache_parts = (CounterIndex(), ExtremaIndex())
-        checked = 0
-        points = _gauge_store(seed)
-        for index, (series, t, value) in enumerate(points):
-            labels = make_labels({"__name__": "g", "s": str(series)})
-            store.append(labels, t, value)
-            if index % 11 == 5:  # a point replaced at the same timestamp (the indexes must notice)
-                store.append(labels, t, -value)
-            if index % 3:
-                continue
-            # Mostly forward in time; now and then back (a window that moved back starts over).
-            at = t + 500 if index % 29 else t - 30_000
-            for query in queries:
-                plain = evaluate(query, store, at)
-                cached = evaluate(query, store, at, cache=EvalCache(None, *cache_parts[:1], None, cache_parts[1]))
-                assert _same_vector(plain, cached), (seed, at, query.text)
-                checked += 1
-            if index % 40 == 0:
-                store.gc(t)  # trimmed fronts must not confuse the indexes
-        assert checked > 1500
-
-
 def test_the_counter_index_counts_samples_like_the_range_selector() -> None:
     store, points = _counter_store(7)
     for series, t, value in points:
@@ -156,7 +102,7 @@ def test_the_counter_index_counts_samples_like_the_range_selector() -> None:
         outcomes = []
         for cache in (None, EvalCache(None, CounterIndex())):
             try:
-                evaluate("rate(c[5m])", store, end, sample_limit=limit, cache=cache)
+                evaluate("rate(c[5m])", store, end, EvalOptions(sample_limit=limit), cache)
                 outcomes.append("ok")
             except TooManySamples:
                 outcomes.append("stopped")

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 import pytest
 
 from watchdog.model import STALE_NAN, Labels, metric
-from watchdog.promql import MatrixList, PromQLError, Scalar, VectorSample, evaluate, parse_query
+from watchdog.promql import EvalOptions, MatrixList, PromQLError, Scalar, VectorSample, evaluate, parse_query
 from watchdog.store import Matcher, Store, matches
 
 MIN = 60_000
@@ -31,7 +31,7 @@ def test_instant_selector_lookback_is_closed_at_both_ends() -> None:
     store = store_with({metric("g"): [(0, 1.0)]})
     assert values(evaluate(parse_query("g"), store, 5 * MIN)) == {metric("g"): 1.0}
     assert values(evaluate(parse_query("g"), store, 5 * MIN + 1)) == {}
-    assert values(evaluate(parse_query("g"), store, 5 * MIN, lookback_ms=MIN)) == {}
+    assert values(evaluate(parse_query("g"), store, 5 * MIN, EvalOptions(lookback_ms=MIN))) == {}
 
 
 def test_stale_marker_hides_a_series_at_once() -> None:
@@ -112,7 +112,7 @@ def test_subquery_steps_are_absolute_multiples() -> None:
     result = values(evaluate(parse_query("sum_over_time(c[75s:30s])"), store, 250_000))
     assert result == {(): 18.0 + 21.0 + 24.0}
     assert values(evaluate(parse_query("count_over_time(c[1m:])"), store, 250_000,
-                           subquery_step_ms=20_000)) == {(): 3.0}
+                           EvalOptions(subquery_step_ms=20_000))) == {(): 3.0}
 
 
 def test_at_modifier_and_offset() -> None:

@@ -23,7 +23,6 @@ from watchdog.golang import gomath
 from watchdog.model import Labels, make_labels
 from watchdog.promql import aggregations, binary, functions
 from watchdog.promql import nodes as n
-from watchdog.promql.errors import PromQLError
 from watchdog.promql.labels import find_duplicate
 
 NAMES = ("__name__", "a", "b", "c")
@@ -158,66 +157,6 @@ def test_regressions_sharing_timestamps_match_one_loop_bit_for_bit() -> None:
     assert checked > 2000
 
 
-def _general_binop(op: str, lhs: list[tuple[Labels, float]], rhs: list[tuple[Labels, float]],
-                   matching: n.VectorMatching, return_bool: bool) -> list[tuple[Labels, bytes]] | str:
-    """What the evaluator's general path gives: the result, or the error it raises."""
-    try:
-        result = binary.vector_binop(op, lhs, rhs, matching, return_bool)
-    except PromQLError as exc:
-        return str(exc)
-    return "duplicate" if find_duplicate(labels for labels, _ in result) is not None else _bits(result)
-
-
-def _binop_matching(rng: random.Random) -> n.VectorMatching:
-    card = rng.choice([n.CARD_ONE_TO_ONE, n.CARD_MANY_TO_ONE, n.CARD_ONE_TO_MANY])
-    labels = tuple(sorted(rng.sample(NAMES[1:], rng.randrange(4))))
-    include = tuple(sorted(rng.sample(NAMES[1:], rng.randrange(3)))) if card != n.CARD_ONE_TO_ONE else ()
-    return n.VectorMatching(card, rng.random() < 0.5, labels, include)
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_match_plans_kept_between_evaluations_give_the_general_results(seed: int) -> None:
-    """One node's :class:`binary.MatchPlan` over a sequence of evaluations (new values, then reordered,
-    fewer and new label sets): a set operation gives the general one's samples; an arithmetic or
-    comparison operator gives, whenever the plan settles it, exactly what the general path gives, which
-    then neither raises nor holds a label set twice; with a scalar, the general result, said distinct
-    only when it is."""
-    rng = random.Random(seed)
-    values = [0.0, -0.0, 1.5, -2.25, float("inf"), float("nan"), 3.0]
-    planned = 0
-    ops = ["and", "or", "unless", "+", "-", "*", "/", "%", "^", "atan2", *sorted(n.COMPARISON_OPS)]
-    for _ in range(60):
-        matching = _binop_matching(rng)
-        set_matching = n.VectorMatching(n.CARD_MANY_TO_MANY, matching.on, matching.labels, ())
-        plans = {(op, flag): binary.MatchPlan() for op in ops for flag in (False, True)}
-        left = [labels for labels, _ in _vector(rng)]
-        right = [labels for labels, _ in _vector(rng)]
-        for step in range(6):
-            if step in (2, 4):
-                left = left[::-1] if step == 2 else left[1:] + [labels for labels, _ in _vector(rng)][:2]
-                right = list(dict.fromkeys(right[1:] + [labels for labels, _ in _vector(rng)][:3]))
-                left = list(dict.fromkeys(left))
-            lhs = [(labels, rng.choice(values)) for labels in left]
-            rhs = [(labels, rng.choice(values)) for labels in right]
-            for (op, flag), plan in plans.items():
-                if op in n.SET_OPS:
-                    if not flag:
-                        assert _bits(plan.set_operation(op, lhs, rhs, set_matching)) == _bits(
-                            binary.set_operation(op, lhs, rhs, set_matching))
-                    continue
-                if flag and op not in n.COMPARISON_OPS:  # scalar operands instead of bool
-                    for on_left in (False, True):
-                        result, distinct = plan.vector_scalar_binop(op, lhs, 2.0, on_left, False)
-                        assert _bits(result) == _bits(binary.vector_scalar_binop(op, lhs, 2.0, on_left, False))
-                        assert not distinct or find_duplicate(labels for labels, _ in result) is None
-                    continue
-                got = plan.vector_binop(op, lhs, rhs, matching, flag)
-                if got is not None:
-                    planned += 1
-                    assert _bits(got) == _general_binop(op, lhs, rhs, matching, flag), (op, lhs, rhs, matching)
-    assert planned > 1000  # the plans settle most evaluations
-
-
 def _bucket_quantile_in_one(q: float, buckets: list[tuple[float, float]]) -> float:
     """Prometheus 2.42's ``bucketQuantile`` as one function (the evaluator splits it around ``q``)."""
     if math.isnan(q):
@@ -281,29 +220,27 @@ def _histograms(rng: random.Random) -> list[tuple[Labels, float]]:
 
 @pytest.mark.parametrize("seed", range(3))
 def test_histogram_quantiles_sharing_their_buckets_match_one_pass_bucket_quantile(seed: int) -> None:
-    """p50, p90 and p99 of the same bucket vector share :func:`histogram_buckets`, or one node's
-    :class:`functions.BucketLayout` kept over a sequence of vectors (the same label sets with new counts
-    half of the time); each must be what ``bucketQuantile`` in one piece gives, whatever order the
-    quantiles are asked in."""
+    """p50, p90 and p99 of the same bucket vector share :func:`histogram_buckets` (over a sequence of
+    vectors: the same label sets with new counts half of the time); each must be what ``bucketQuantile``
+    in one piece gives, whatever order the quantiles are asked in."""
     rng = random.Random(seed)
-    layout = functions.BucketLayout()
     vector = _histograms(rng)
     for _ in range(300):
         if rng.random() < 0.5:
             vector = _histograms(rng)
         else:
             vector = [(labels, rng.choice([0.0, 1.0, 3.0, 8.0, float("nan")])) for labels, _ in vector]
-        for shared in (functions.histogram_buckets(vector), layout.buckets(vector)):
-            for q in rng.sample([0.5, 0.9, 0.99, 0.0, 1.0, -0.5, 1.5, float("nan"), 0.25], 9):
-                got = functions.histogram_quantile(q, vector, shared)
-                groups: dict[Labels, list[tuple[float, float]]] = {}
-                for labels, value in vector:
-                    le = dict(labels)["le"]
-                    try:
-                        upper = float(le)
-                    except ValueError:
-                        continue
-                    key = tuple(pair for pair in labels if pair[0] not in ("le", "__name__"))
-                    groups.setdefault(key, []).append((upper, value))
-                want = [(key, _bucket_quantile_in_one(q, buckets)) for key, buckets in groups.items()]
-                assert _bits(got) == _bits(want), (q, vector)
+        shared = functions.histogram_buckets(vector)
+        for q in rng.sample([0.5, 0.9, 0.99, 0.0, 1.0, -0.5, 1.5, float("nan"), 0.25], 9):
+            got = functions.histogram_quantile(q, vector, shared)
+            groups: dict[Labels, list[tuple[float, float]]] = {}
+            for labels, value in vector:
+                le = dict(labels)["le"]
+                try:
+                    upper = float(le)
+                except ValueError:
+                    continue
+                key = tuple(pair for pair in labels if pair[0] not in ("le", "__name__"))
+                groups.setdefault(key, []).append((upper, value))
+            want = [(key, _bucket_quantile_in_one(q, buckets)) for key, buckets in groups.items()]
+            assert _bits(got) == _bits(want), (q, vector)

@@ -175,23 +175,3 @@ def test_a_copy_plan_gives_way_when_the_store_repeat_it_was_made_for_is_gone() -
     got = {s.labels: s.values[-1] for s in store.select([(METRIC_NAME, "=", "r")])}
     assert sorted(got.values()) == [7.0, 7.0, 7.0]
     assert store.ingest_values("rules:g/0", object(), [1.0, 2.0, 3.0], 5000) == -1
-
-
-def test_a_rule_is_planned_as_a_copy_once_its_other_branches_select_nothing() -> None:
-    store = Store(retention_ms=10_000)
-    rule = '      - record: r\n        expr: m or label_replace(other, "a", "b", "", "")\n'
-    engine = RuleEngine(load_rule_text("groups:\n  - name: g\n    rules:\n" + rule), store)
-    (plan,) = engine._groups[0].plans
-    copied = []
-    for step in range(12):
-        t_ms = 1_000_000 + step * 5_000
-        samples = [Sample(make_labels({METRIC_NAME: "m", "k": str(k)}), float(step)) for k in range(2)]
-        if step < 4:  # then gone: stale, and removed by gc once out of retention
-            samples.append(Sample(make_labels({METRIC_NAME: "other", "k": "9"}), 1.0))
-        store.ingest("collector:x", samples, t_ms)
-        store.gc(t_ms)
-        engine.evaluate(t_ms)
-        copied.append(plan.copy is not None)
-    assert copied[:4] == [False] * 4 and copied[-1]
-    got = sorted((s.labels, s.values[-1]) for s in store.select([(METRIC_NAME, "=", "r")]))
-    assert [value for _, value in got] == [11.0, 11.0]

@@ -31,7 +31,7 @@ from urllib.parse import parse_qs
 
 from watchdog.golang.gomath import format_api_value
 from watchdog.model import Alert, AlertState, Labels
-from watchdog.promql import PromQLError, evaluate, parse_query
+from watchdog.promql import EvalOptions, PromQLError, evaluate, parse_query
 from watchdog.promql import nodes as n
 from watchdog.promql.format import api_timestamp, to_api_json
 from watchdog.promql.values import Scalar, VectorSample
@@ -148,8 +148,9 @@ class QueryAPI:
         """One evaluation at ``t_ms``; in a range query, ``range_ms`` is its ``(start, end)``, which
         ``@ start()`` and ``@ end()`` resolve to (Prometheus' ``PreprocessExpr``)."""
         try:
-            return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, deadline,
-                            sample_limit=self.sample_limit, range_ms=range_ms)
+            options = EvalOptions(self.lookback_ms, self.subquery_step_ms, deadline,
+                                  sample_limit=self.sample_limit, range_ms=range_ms)
+            return evaluate(query, self.store, t_ms, options)
         except PromQLError as exc:
             raise APIError(exc.kind if exc.kind in _ERROR_CODES else "execution", exc.message) from None
 

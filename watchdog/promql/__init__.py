@@ -19,7 +19,14 @@ from typing import Any
 from watchdog.promql import nodes
 from watchdog.promql.budget import CpuBudget
 from watchdog.promql.cache import EvalCache
-from watchdog.promql.engine import DEFAULT_LOOKBACK_MS, DEFAULT_SUBQUERY_STEP_MS, Selectable, evaluate_expr
+from watchdog.promql.engine import (
+    DEFAULT_LOOKBACK_MS,
+    DEFAULT_OPTIONS,
+    DEFAULT_SUBQUERY_STEP_MS,
+    EvalOptions,
+    Selectable,
+    evaluate_expr,
+)
 from watchdog.promql.errors import PromQLError, TooManySamples
 from watchdog.promql.format import api_text_lines, to_api_json, to_text_lines
 from watchdog.promql.parse import FUNCTION_RETURN_TYPES, parse_expr
@@ -39,6 +46,7 @@ __all__ = [
     "DEFAULT_SUBQUERY_STEP_MS",
     "SUPPORTED_FUNCTIONS",
     "CpuBudget",
+    "EvalOptions",
     "Matrix",
     "MatrixList",
     "PromQLError",
@@ -87,35 +95,18 @@ def parse_query(text: str) -> Query:
     return Query(text, parse_expr(text))
 
 
-def evaluate(
-    query: Query | str,
-    store: Selectable,
-    t_ms: int,
-    lookback_ms: int = DEFAULT_LOOKBACK_MS,
-    subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
-    deadline: float | CpuBudget | None = None,
-    max_samples: int | None = None,
-    sample_limit: int | None = None,
-    range_ms: tuple[int, int] | None = None,
-    cache: EvalCache | None = None,
-) -> Value:
-    """Evaluate ``query`` at ``t_ms`` (int ms) against ``store``.
+def evaluate(query: Query | str, store: Selectable, t_ms: int, options: EvalOptions = DEFAULT_OPTIONS,
+             cache: EvalCache | None = None) -> Value:
+    """Evaluate ``query`` at ``t_ms`` (int ms) against ``store``, as ``options`` say.
 
     Returns a list of :class:`VectorSample` (stamped ``t_ms``), a :class:`MatrixList` of
-    :class:`RangeSeries`, a :class:`Scalar` or a :class:`String`. ``subquery_step_ms`` is the step of
-    subqueries written without one (Prometheus uses the global evaluation interval).
-    Raises :class:`PromQLError` (``kind="execution"``) for evaluation errors such as many-to-many matching,
-    and (``kind="timeout"``) once ``time.monotonic()`` passes ``deadline`` (or a :class:`CpuBudget`
-    ``deadline`` is spent). ``max_samples`` bounds the
-    samples a subquery holds as promtool's unit tests count them (limit 10000). ``sample_limit`` bounds
-    the samples the evaluation holds in memory at once (the agent's ``--query.max-samples``): past it,
-    :class:`TooManySamples`. ``range_ms`` is the ``(start, end)`` of the range query ``t_ms`` is a step
-    of: what ``@ start()`` and ``@ end()`` mean (without it, both are ``t_ms``).
+    :class:`RangeSeries`, a :class:`Scalar` or a :class:`String`. Raises :class:`PromQLError`
+    (``kind="execution"``) for evaluation errors such as many-to-many matching, (``kind="timeout"``) past
+    ``options.deadline``, and :class:`TooManySamples` past ``options.sample_limit``.
     """
     if isinstance(query, str):
         query = parse_query(query)
-    raw: Any = evaluate_expr(query.expr, store, int(t_ms), lookback_ms, subquery_step_ms, deadline,
-                             max_samples, sample_limit, range_ms, cache)
+    raw: Any = evaluate_expr(query.expr, store, int(t_ms), options, cache)
     kind = query.value_type
     if kind == nodes.SCALAR:
         return Scalar(float(raw), int(t_ms))

@@ -1,48 +1,30 @@
-"""What a sequence of evaluations against one store may reuse, without changing any result.
+"""What a rule engine's evaluations against one store may reuse: the evaluator with an :class:`EvalCache`
+returns, bit for bit, what it returns without one (``cache=None``, the plain path), and stops on the
+same sample limit.
 
-Contract:
-- :class:`CounterIndex` remembers, per store series, where its counter resets and staleness markers
-  are, extended as points are appended (a replaced or vanished point makes it start over). With it,
-  ``rate``/``increase``/``delta`` over a range selector read four points and the resets inside the
-  window instead of walking every point; the arithmetic, and its order, is Prometheus' own
-  (:meth:`CounterIndex.rates`, which also applies a filtering comparison with a scalar, such as
-  ``rate(x[5m]) > 1``, without building the samples it drops). The same index counts a window's
-  non-stale points for ``count_over_time``.
-- :class:`ExtremaIndex` keeps, per store series and window length, the sliding maximum or minimum of
-  the window (a monotonic queue extended with the points appended since the last evaluation), so
-  ``max_over_time``/``min_over_time`` over a window that slid forward cost the new points, not the
-  whole window. The value is the one Go's fold returns (the first of equal values, so the sign of a
-  zero is Prometheus'); a window holding an ordinary NaN is left to the full walk.
-- :class:`Selections` keeps selector matches from pass to pass while the store's series set is
-  unchanged (``Store.generation``); a store without ``generation`` gets them re-selected every pass.
-- :class:`EvalCache` is valid for one rule-engine pass at one evaluation time: it shares selector
-  matches and the results of sub-expressions that several rules contain (the p50/p90/p99 rules of one
-  histogram compute the same bucket rates). The rule engine calls :meth:`EvalCache.wrote` with each
-  metric name a rule writes, which drops everything that read that name (and every selector without a
-  fixed name; selector matches only when the write created or removed series), so a later rule still
-  sees an earlier rule's output of the same pass.
-- :meth:`SharedPlan.groupings` keeps each aggregation node's groups from pass to pass
-  (:class:`~watchdog.promql.aggregations.Groupings`: reused while its input's label sets are the same),
-  :meth:`SharedPlan.matching` each binary operator's matches (:class:`~watchdog.promql.binary.MatchPlan`:
-  the same, for both operands), :meth:`SharedPlan.bucket_layout` each ``histogram_quantile`` argument's
-  grouped and sorted buckets (:class:`~watchdog.promql.functions.BucketLayout`).
-Results handed out from the cache are shared: callers must not mutate them (the evaluator never does).
+- :class:`CounterIndex` (kept across passes): each store series' counter resets and staleness markers,
+  so ``rate``/``increase``/``delta`` of a range selector read the window's ends and resets, not every
+  point (Prometheus' own arithmetic, in its order).
+- :class:`Selections` (kept across passes while ``Store.generation`` holds): selector matches and
+  their label sets without ``__name__``.
+- :class:`SharedPlan` (per rule set): which sub-expressions several rules contain, and each aggregation
+  node's :class:`~watchdog.promql.aggregations.Groupings`, kept while its input's label sets hold.
+- :class:`EvalCache` (one pass, one evaluation time): the shared sub-expressions' results; a rule's
+  write (:meth:`EvalCache.wrote`) drops what read the names it wrote.
+Results handed out from the cache are shared: callers must not mutate them.
 """
 
 from __future__ import annotations
 
-import math
 import weakref
 from bisect import bisect_left, bisect_right
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Labels, is_stale
 from watchdog.promql import nodes as n
 from watchdog.promql.aggregations import Groupings
-from watchdog.promql.binary import MatchPlan
-from watchdog.promql.functions import BucketLayout, RangeContext, extrapolate
+from watchdog.promql.functions import RangeContext, extrapolate
 from watchdog.promql.labels import drop_name
 
 
@@ -133,27 +115,12 @@ class CounterIndex:
             events.update(timestamps, values)
         return events
 
-    def count(self, series: Any, mint: int, maxt: int) -> tuple[int, int] | None:
-        """(points, non-stale points) of ``series`` in ``[mint, maxt]``; None when it has none there."""
-        timestamps, values = series.tail(mint)  # uncompressed arrays from at or before mint to the newest
-        lo = bisect_left(timestamps, mint)
-        hi = bisect_right(timestamps, maxt, lo)
-        if lo == hi:
-            return None
-        stale = self._scanned(series, timestamps, values).stale_t
-        if not stale:
-            return hi - lo, hi - lo
-        return hi - lo, hi - lo - (bisect_right(stale, timestamps[hi - 1]) - bisect_left(stale, timestamps[lo]))
-
     def rates(self, selected: Sequence[Any], labels: Sequence[Labels], ctx: RangeContext, counter: bool,
-              is_rate: bool, keep: Callable[[float, float], bool] | None = None, bound: float = 0.0,
-              bound_left: bool = False) -> tuple[list[tuple[Labels, float]], int, int]:
+              is_rate: bool) -> tuple[list[tuple[Labels, float]], int]:
         """``rate`` (``counter`` and ``is_rate``), ``increase`` (``counter``) or ``delta`` of each of
         ``selected`` (store series, one call per selector: this loop runs for every series a counter
-        function reads) over ``ctx``'s window, labelled ``labels[i]``, in order; with ``keep`` only the
-        samples a filtering comparison with the scalar ``bound`` keeps (``keep(value, bound)``, or
-        ``keep(bound, value)`` with ``bound_left``), the others never built. Returns (those samples, the
-        points the windows held, the samples before the filter). Values, to the bit, those of
+        function reads) over ``ctx``'s window, labelled ``labels[i]``, in order. Returns (those samples,
+        the points the windows held). Values, to the bit, those of
         :func:`~watchdog.promql.functions.extrapolate` over the window's points, stale markers dropped
         (Prometheus' ``extrapolatedRate``): the raw increase is the last value less the first plus the
         value before each counter reset, in time order; a zero increase is its own result (the factor
@@ -162,7 +129,7 @@ class CounterIndex:
         out: list[tuple[Labels, float]] = []
         append = out.append
         known = self._events
-        held = produced = lo = hi = 0
+        held = lo = hi = 0
         shared: Any = None  # the timestamps array lo and hi were found in (series collected together share one)
         for series, name in zip(selected, labels, strict=True):
             timestamps, values = series.tail(mint)  # uncompressed arrays from at or before mint to the newest
@@ -202,10 +169,8 @@ class CounterIndex:
             if result != 0.0:
                 result = extrapolate(result, count, timestamps[first], timestamps[last], values[first], ctx,
                                      counter, is_rate)
-            produced += 1
-            if keep is None or (keep(bound, result) if bound_left else keep(result, bound)):
-                append((name, result))
-        return out, held, produced
+            append((name, result))
+        return out, held
 
     def _events_of(self, series: Any) -> _SeriesEvents:
         """A new index entry for ``series``; entries of series gone from the store are dropped once as
@@ -216,132 +181,6 @@ class CounterIndex:
             self._created = 0
             self._events = {k: e for k, e in self._events.items() if e.ref() is not None}
         return events
-
-
-def _identical(a: float, b: float) -> bool:
-    """The same float, the sign of zero included (NaN is never identical)."""
-    return a == b and (a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b))
-
-
-class _SlidingExtreme:
-    """One series' window maximum (or minimum) as a monotonic queue of runs ``[value, t]``: values
-    strictly worse than a later one are dropped, identical neighbours share one run whose ``t`` is the
-    oldest of its points still in the window; ``nan_t`` holds the ordinary NaNs of the window."""
-
-    __slots__ = ("largest", "mint", "nan_t", "ref", "runs", "scanned_t", "scanned_v")
-
-    def __init__(self, series: Any, largest: bool) -> None:
-        self.ref = weakref.ref(series)
-        self.largest = largest
-        self.reset()
-
-    def reset(self) -> None:
-        """Forget everything scanned."""
-        self.scanned_t: int | None = None
-        self.scanned_v = 0.0
-        self.mint = 0
-        self.runs: deque[list[Any]] = deque()
-        self.nan_t: deque[int] = deque()
-
-    def slide(self, timestamps: Any, values: Any, lo: int, hi: int, mint: int, maxt: int) -> None:
-        """Move the window to ``[mint, maxt]`` (``lo:hi`` its points in the live arrays): scan the points
-        after the last one scanned (from scratch if the window went back or a scanned point changed),
-        then drop what fell out of the window."""
-        start = lo
-        if self.scanned_t is not None:
-            index = len(timestamps) - 2  # most often exactly one point was appended since the last scan
-            if index < 0 or timestamps[index] != self.scanned_t:
-                index = bisect_left(timestamps, self.scanned_t)
-            if (mint >= self.mint and maxt >= self.scanned_t and index < len(timestamps)
-                    and timestamps[index] == self.scanned_t and (values[index] == self.scanned_v
-                                                                 or _same(values[index], self.scanned_v))):
-                start = max(index + 1, lo)
-            else:
-                self.reset()
-        runs = self.runs
-        largest = self.largest
-        for i in range(start, hi):
-            value = values[i]
-            if value != value:
-                if not is_stale(value):
-                    self.nan_t.append(timestamps[i])
-                continue
-            if largest:
-                while runs and runs[-1][0] < value:
-                    runs.pop()
-            else:
-                while runs and runs[-1][0] > value:
-                    runs.pop()
-            # _identical, its equality test first (the common case), the sign test only for zeros
-            if not runs or not (runs[-1][0] == value and (value != 0.0 or _identical(runs[-1][0], value))):
-                runs.append([value, timestamps[i]])
-        if hi > start:
-            self.scanned_t = timestamps[hi - 1]
-            self.scanned_v = values[hi - 1]
-        self.mint = mint
-        nan_t = self.nan_t
-        while nan_t and nan_t[0] < mint:
-            nan_t.popleft()
-        while runs and runs[0][1] < mint:
-            # The run's next point in the window, if any: between its points there are only worse ones
-            # (and, for a zero, the other zero's run, which starts later), so before the next run an
-            # equal value is an identical one (a value equal but not identical would have a run of its
-            # own, popped only by a better value, which pops this run too).
-            run = runs[0]
-            best = run[0]
-            stop = bisect_left(timestamps, runs[1][1]) if len(runs) > 1 else hi
-            for i in range(lo, stop):
-                if values[i] == best:
-                    run[1] = timestamps[i]
-                    break
-            else:
-                runs.popleft()
-
-
-class ExtremaIndex:
-    """Sliding window maxima and minima of store series (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self._states: dict[tuple[int, bool, int], _SlidingExtreme] = {}
-        self._lookups = 0
-
-    def extremes(self, selected: Sequence[Any], labels: Sequence[Labels], mint: int, maxt: int, largest: bool,
-                 walk: Callable[[Any], float | None]) -> tuple[list[tuple[Labels, float]], int]:
-        """``max_over_time`` (``largest``) or ``min_over_time`` of each of ``selected`` (store series, one
-        call per selector) over ``[mint, maxt]``, labelled ``labels[i]``, in order: (the samples, the points
-        the windows held). A window holding an ordinary NaN is answered by ``walk(series)`` (the full walk);
-        a window without points, or of staleness markers only, gives no sample."""
-        out: list[tuple[Labels, float]] = []
-        append = out.append
-        states = self._states
-        held = lo = hi = 0
-        length = maxt - mint
-        shared: Any = None  # the timestamps array lo and hi were found in (series collected together share one)
-        for series, name in zip(selected, labels, strict=True):
-            timestamps, values = series.tail(mint)
-            if timestamps is not shared:  # the same live array is the same points: the same bounds
-                lo = bisect_left(timestamps, mint)
-                hi = bisect_right(timestamps, maxt, lo)
-                shared = timestamps
-            if lo == hi:
-                continue
-            held += hi - lo
-            key = (id(series), largest, length)
-            state = states.get(key)
-            if state is None or state.ref() is not series:
-                state = states[key] = _SlidingExtreme(series, largest)
-            state.slide(timestamps, values, lo, hi, mint, maxt)
-            if state.nan_t:
-                result = walk(series)
-                if result is not None:
-                    append((name, result))
-            elif state.runs:
-                append((name, state.runs[0][0]))
-        self._lookups += len(selected)
-        if self._lookups >= 4 * len(states) + 1000:
-            self._lookups = 0
-            self._states = {k: s for k, s in states.items() if s.ref() is not None}
-        return out, held
 
 
 def _read_names(expr: n.Expr) -> frozenset[str] | None:
@@ -370,10 +209,7 @@ class SharedPlan:
         self.key_of: dict[int, int] = {}  # id(node) -> shared key
         self.reads: dict[int, frozenset[str] | None] = {}
         self._nodes: list[n.Expr] = []  # keeps every keyed node alive (ids stay unique)
-        # id(node) (or a negative shared key) -> (node, what is kept for it), one table per kind
-        self._groupings: dict[int, tuple[n.Expr, Any]] = {}
-        self._matchings: dict[int, tuple[n.Expr, Any]] = {}
-        self._layouts: dict[int, tuple[n.Expr, Any]] = {}
+        self._groupings: dict[int, tuple[n.Aggregate, Groupings]] = {}  # id(node) -> (node, its groupings)
         for root in roots:
             for node in n.walk(root):
                 if counts.get(node, 0) < 2 or node is root or node.type == n.MATRIX:
@@ -388,39 +224,17 @@ class SharedPlan:
 
     def groupings(self, node: n.Aggregate) -> Groupings:
         """The :class:`~watchdog.promql.aggregations.Groupings` of aggregation ``node``, kept from pass to
-        pass (at most :data:`GROUPINGS_CAP` nodes per table: beyond that a table starts again)."""
-        found: Groupings = _kept(self._groupings, id(node), node, Groupings)
-        return found
-
-    def matching(self, node: n.Binary) -> MatchPlan:
-        """The :class:`~watchdog.promql.binary.MatchPlan` of binary operator ``node``, kept from pass to
-        pass (as :meth:`groupings`)."""
-        found: MatchPlan = _kept(self._matchings, id(node), node, MatchPlan)
-        return found
-
-    def bucket_layout(self, node: n.Expr) -> BucketLayout:
-        """The :class:`~watchdog.promql.functions.BucketLayout` of ``histogram_quantile`` argument ``node``,
-        kept from pass to pass (as :meth:`groupings`); the arguments one shared sub-expression stands for
-        (the buckets of a p50, p90 and p99) share one."""
-        key = self.key_of.get(id(node))
-        found: BucketLayout = _kept(self._layouts, id(node) if key is None else -1 - key, node, BucketLayout)
-        return found
-
-
-def _kept(table: dict[int, tuple[n.Expr, Any]], slot: int, node: n.Expr, make: Any) -> Any:
-    """What ``make()`` made for ``node`` at ``slot`` of ``table`` (its id, or a negative shared key: then
-    any node of that key), made now if missing."""
-    found = table.get(slot)
-    if found is None or (slot >= 0 and found[0] is not node):
-        if len(table) >= GROUPINGS_CAP:
-            table.clear()
-        found = table[slot] = (node, make())
-    return found[1]
+        pass (at most :data:`GROUPINGS_CAP` nodes: beyond that the table starts again)."""
+        found = self._groupings.get(id(node))
+        if found is None or found[0] is not node:
+            if len(self._groupings) >= GROUPINGS_CAP:
+                self._groupings.clear()
+            found = self._groupings[id(node)] = (node, Groupings())
+        return found[1]
 
 
 GROUPINGS_CAP = 10_000
-"""Nodes whose groups, matches or bucket layouts a :class:`SharedPlan` keeps, per kind (a rule set has a
-few hundred)."""
+"""Aggregation nodes whose groups a :class:`SharedPlan` keeps (a rule set has a few hundred)."""
 
 
 class Selections:
@@ -476,10 +290,9 @@ class EvalCache:
     module docstring)."""
 
     def __init__(self, plan: SharedPlan | None, counters: CounterIndex | None,
-                 selections: Selections | None = None, extrema: ExtremaIndex | None = None) -> None:
+                 selections: Selections | None = None) -> None:
         self.plan = plan
         self.counters = counters
-        self.extrema = extrema
         self.selections = selections or Selections()
         self.results: dict[tuple[int, int], tuple[Any, int]] = {}  # (key, t) -> (result, samples held)
         self._reading: dict[str | None, list[tuple[int, int]]] = {}

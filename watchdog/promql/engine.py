@@ -16,9 +16,9 @@ Time semantics (all integer milliseconds):
 from __future__ import annotations
 
 import math
-import operator
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from watchdog.model import Labels, is_stale
@@ -35,6 +35,30 @@ RangeVector = list[tuple[Labels, Sequence[int], Sequence[float]]]
 
 DEFAULT_LOOKBACK_MS = 300_000
 DEFAULT_SUBQUERY_STEP_MS = 60_000
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """How one evaluation runs; the defaults are Prometheus' own and set no limit."""
+
+    lookback_ms: int = DEFAULT_LOOKBACK_MS
+    """How far back an instant selector looks for a series' newest sample."""
+    subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS
+    """The step of a subquery written without one (Prometheus: the global evaluation interval)."""
+    deadline: float | CpuBudget | None = None
+    """A ``time.monotonic()`` instant or a :class:`CpuBudget`: past it, a ``timeout`` :class:`PromQLError`."""
+    max_samples: int | None = None
+    """promtool's sample accounting inside subqueries (``rules test``: 10000): past it, an
+    ``execution`` :class:`PromQLError`."""
+    sample_limit: int | None = None
+    """Samples held in memory at once anywhere (Prometheus' ``--query.max-samples``): past it,
+    :class:`TooManySamples`."""
+    range_ms: tuple[int, int] | None = None
+    """``(start, end)`` of the range query the evaluation is one step of: what ``@ start()`` and
+    ``@ end()`` mean (without it, both are the evaluation time)."""
+
+
+DEFAULT_OPTIONS = EvalOptions()
 
 
 class Selectable(Protocol):
@@ -128,41 +152,28 @@ def _peak_samples(expr: n.Expr, counts: dict[int, int]) -> tuple[int, int]:
 class Evaluator:
     """Evaluates expression nodes against a store for one top-level query at ``query_ms``."""
 
-    def __init__(
-        self,
-        store: Selectable,
-        query_ms: int,
-        lookback_ms: int = DEFAULT_LOOKBACK_MS,
-        subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
-        deadline: float | CpuBudget | None = None,
-        max_samples: int | None = None,
-        sample_limit: int | None = None,
-        range_ms: tuple[int, int] | None = None,
-        cache: EvalCache | None = None,
-        empty: Mapping[int, int] | None = None,
-    ) -> None:
+    def __init__(self, store: Selectable, query_ms: int, options: EvalOptions = DEFAULT_OPTIONS,
+                 cache: EvalCache | None = None) -> None:
         self.store = store
         self.cache = cache
-        # id(node) -> samples held at its peak, for the nodes known to evaluate to [] (watchdog.promql.prune)
-        self._empty = empty
         self._peak = 0  # the most samples held at once so far (with ``sample_limit``)
-        self.max_samples = max_samples
-        # The agent's memory guard (Prometheus' --query.max-samples): samples held at once, counted
-        # where they are materialised (a node's result, a range selector's windows, a subquery's steps).
-        self.sample_limit = sample_limit
+        self.max_samples = options.max_samples
+        # Samples held at once, counted where they are materialised (a node's result, a range
+        # selector's windows, a subquery's steps).
+        self.sample_limit = options.sample_limit
         self._held = 0
-        # What ``@ start()`` and ``@ end()`` mean: the range query's start and end (else ``query_ms``).
-        self.range_ms = (query_ms, query_ms) if range_ms is None else range_ms
+        self.range_ms = (query_ms, query_ms) if options.range_ms is None else options.range_ms
         self._counts: dict[int, int] | None = None  # id(node) -> samples it produced (in a subquery)
         # 2.42's @ bookkeeping (setOffsetForAtModifier): the evaluation time E its offsets were computed
         # for, the start S of the current (sub)query evaluator, and the subquery offsets (and the @ of
         # the closest subquery with one) between E's root and here.
         self._at_context: tuple[int, int, int, int | None] = (query_ms, query_ms, 0, None)
         self.query_ms = query_ms
-        self.lookback_ms = lookback_ms
-        self.subquery_step_ms = subquery_step_ms
+        self.lookback_ms = options.lookback_ms
+        self.subquery_step_ms = options.subquery_step_ms
         # A wall-clock instant (``time.monotonic()``); with a CPU budget, the instant before which it
         # cannot be spent (moved on by the budget until it is).
+        deadline = options.deadline
         self._budget = deadline if isinstance(deadline, CpuBudget) else None
         self.deadline = deadline.wall_deadline if isinstance(deadline, CpuBudget) else deadline
         self._selected: dict[tuple[Matcher, ...], list[Any]] = {}
@@ -178,14 +189,6 @@ class Evaluator:
         Past ``deadline`` (``time.monotonic()``; or a :class:`CpuBudget` spent), raises
         :class:`PromQLError` with ``kind="timeout"``; every node and every subquery step checks it.
         """
-        empty = self._empty
-        if empty is not None:
-            peak = empty.get(id(expr))
-            if peak is not None:  # known to give [] without an error: charge what it would have held
-                if peak and self.sample_limit is not None:
-                    self._hold(peak)
-                    self._held -= peak
-                return []
         if self.deadline is not None and time.monotonic() > self.deadline:
             if self._budget is None or self._budget.spent():
                 raise PromQLError("query timed out in expression evaluation", kind="timeout")
@@ -386,22 +389,14 @@ class Evaluator:
 
     def binary(self, expr: n.Binary, t: int) -> Any:
         """Binary operators between scalars and vectors."""
-        if expr.counter_filter is not None:
-            fused = self._counter_filter(expr, t)
-            if fused is not None:
-                return fused
         lhs = self.eval(expr.lhs, t)
         rhs = self.eval(expr.rhs, t)
         lhs_scalar = isinstance(lhs, float)
         rhs_scalar = isinstance(rhs, float)
         if lhs_scalar and rhs_scalar:
             return binary.scalar_binop(expr.op, lhs, rhs)
-        plan = self.cache.plan.matching(expr) if self.cache is not None and self.cache.plan is not None else None
         if rhs_scalar or lhs_scalar:
             vector, scalar = (rhs, lhs) if lhs_scalar else (lhs, rhs)
-            if plan is not None:
-                result, distinct = plan.vector_scalar_binop(expr.op, vector, scalar, lhs_scalar, expr.return_bool)
-                return result if distinct else _check_unique(result)
             result = binary.vector_scalar_binop(expr.op, vector, scalar, lhs_scalar, expr.return_bool)
             # A filtering comparison keeps a subset of its operand's samples, labels untouched: distinct.
             filtered = expr.op in n.COMPARISON_OPS and not expr.return_bool
@@ -410,13 +405,7 @@ class Evaluator:
         if expr.op in n.SET_OPS:
             # ``and``/``unless`` keep a subset of the left side; ``or`` adds right samples whose match
             # group the left lacks, so never a label set the left has: distinct when both sides are.
-            if plan is not None:
-                return plan.set_operation(expr.op, lhs, rhs, expr.matching)
             return binary.set_operation(expr.op, lhs, rhs, expr.matching)
-        if plan is not None:
-            planned = plan.vector_binop(expr.op, lhs, rhs, expr.matching, expr.return_bool)
-            if planned is not None:
-                return planned  # distinct label sets by construction
         return _check_unique(binary.vector_binop(expr.op, lhs, rhs, expr.matching, expr.return_bool))
 
     def aggregate(self, expr: n.Aggregate, t: int) -> InstantVector:
@@ -498,11 +487,7 @@ class Evaluator:
             return _check_unique(functions.label_join(args[0], args[1], args[2], args[3:]))
         if name == "histogram_quantile":
             cache = self.cache
-            buckets = None
-            if cache is not None:
-                layout = functions.histogram_buckets if cache.plan is None else cache.plan.bucket_layout(
-                    expr.args[1]).buckets
-                buckets = cache.derived(args[1], layout)
+            buckets = None if cache is None else cache.derived(args[1], functions.histogram_buckets)
             return _check_unique(functions.histogram_quantile(args[0], args[1], buckets))
         if name in ("histogram_count", "histogram_sum", "histogram_fraction"):
             return []  # native histograms only; classic series are skipped, as in Prometheus
@@ -510,107 +495,18 @@ class Evaluator:
             return _check_unique(functions.date_function(name, args, t))
         raise PromQLError(f"unsupported function '{name}'")  # pragma: no cover - parse rejects it
 
-    def _counter_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:
+    def _counter_call(self, name: str, source: n.MatrixSelector,
+                      context: functions.RangeContext) -> InstantVector | None:
         """``rate``/``increase``/``delta`` of a range selector from the cache's counter index: the same
         values, in the same order, as :meth:`range_selector` and the range function, without walking
-        the window (other series kinds take that path)."""
+        the window; None for series that are not :class:`watchdog.store.Series` (the caller walks)."""
         assert self.cache is not None and self.cache.counters is not None
-        limit = self.sample_limit
         selected, unnamed = self._series_unnamed(source.selector.matchers)
         if selected and getattr(selected[0], "tail", None) is None:  # not watchdog.store series (all alike)
-            fn = functions.RANGE_FUNCTIONS[name]
-            mint, maxt = context.range_start_ms, context.range_end_ms
-            out: InstantVector = []
-            for series, labels in zip(selected, unnamed, strict=True):
-                times, values = _window(series, mint, maxt)
-                if limit is not None and len(times):
-                    self._hold(len(times))
-                times, values = _without_stale(times, values)
-                result = fn(times, values, context) if times else None
-                if result is not None:
-                    out.append((labels, result))
-            return out
+            return None
         is_counter, is_rate = COUNTER_FUNCTIONS[name]
-        out, held, _ = self.cache.counters.rates(selected, unnamed, context, is_counter, is_rate)
-        if limit is not None and held:
-            self._hold(held)  # every window's points held at once by the end: the same peak, the same stop
-        return out
-
-    def _counter_filter(self, expr: n.Binary, t: int) -> InstantVector | None:
-        """``expr``, a filtering comparison of ``rate``/``increase``/``delta`` over a one-name range selector
-        with a number literal (``rate(x[5m]) > 1``), from the counter index in one loop: the samples the
-        comparison drops are never built. None when it does not apply (the caller then evaluates both
-        operands as usual): a cache without a counter index, a subquery counting samples
-        (``max_samples``), an operand the pass shares or knows to be empty, series that are not store
-        series. The result and the samples held at the peak (``sample_limit``) are those of evaluating the
-        operands then filtering."""
-        fused = expr.counter_filter
-        cache = self.cache
-        if fused is None or cache is None or cache.counters is None or self._counts is not None:
-            return None
-        call, literal, literal_left = fused
-        if (self._key_of is not None and id(call) in self._key_of) or (
-                self._empty is not None and (id(call) in self._empty or id(literal) in self._empty)):
-            return None
-        source = call.range_argument[1]
-        assert isinstance(source, n.MatrixSelector)
-        selected, unnamed = self._series_unnamed(source.selector.matchers)
-        if selected and getattr(selected[0], "tail", None) is None:
-            return None
-        vs = source.selector
-        ref = self._reference(vs.at, vs.offset_ms, t)
-        context = functions.RangeContext(ref - source.range_ms, ref, source.range_ms, t, ())
-        is_counter, is_rate = COUNTER_FUNCTIONS[call.name]
-        out, held, produced = cache.counters.rates(selected, unnamed, context, is_counter, is_rate,
-                                                   _FILTERS[expr.op], literal.value, literal_left)
-        if self.sample_limit is not None:
-            # As evaluated apart: the windows' points on top of a left literal, then the call's output
-            # and the literal together (the caller's ``eval`` then holds the filtered result instead).
-            top = max(self._held + (1 if literal_left else 0) + held, self._held + produced + 1)
-            self._hold(top - self._held)
-        return out
-
-    def _indexed_call(self, name: str, source: n.MatrixSelector, context: functions.RangeContext) -> InstantVector:
-        """``max_over_time``/``min_over_time`` from the cache's sliding extrema and ``count_over_time``
-        from its counter index: the values :meth:`range_selector` and the range function give, in the
-        same order, without walking the window (a window holding an ordinary NaN is walked)."""
-        assert self.cache is not None and self.cache.extrema is not None
-        counters = self.cache.counters
-        fn = functions.RANGE_FUNCTIONS[name]
-        limited = self.sample_limit is not None
-        mint, maxt = context.range_start_ms, context.range_end_ms
-
-        def walk(series: Any) -> float | None:
-            times, values = _without_stale(*_window(series, mint, maxt))
-            return fn(times, values, context) if times else None
-
-        selected, unnamed = self._series_unnamed(source.selector.matchers)
-        if not selected or getattr(selected[0], "tail", None) is None or (
-                name == "count_over_time" and counters is None):  # not watchdog.store series (all alike)
-            out: InstantVector = []
-            for series, labels in zip(selected, unnamed, strict=True):
-                times, values = _window(series, mint, maxt)
-                if limited and len(times):
-                    self._hold(len(times))
-                times, values = _without_stale(times, values)
-                result = fn(times, values, context) if times else None
-                if result is not None:
-                    out.append((labels, result))
-            return out
-        if name == "count_over_time":
-            assert counters is not None
-            out = []
-            for series, labels in zip(selected, unnamed, strict=True):
-                counted = counters.count(series, mint, maxt)
-                if counted is None:
-                    continue
-                if limited:
-                    self._hold(counted[0])
-                if counted[1]:
-                    out.append((labels, float(counted[1])))
-            return out
-        out, held = self.cache.extrema.extremes(selected, unnamed, mint, maxt, name == "max_over_time", walk)
-        if limited and held:
+        out, held = self.cache.counters.rates(selected, unnamed, context, is_counter, is_rate)
+        if self.sample_limit is not None and held:
             self._hold(held)  # every window's points held at once by the end: the same peak, the same stop
         return out
 
@@ -626,11 +522,10 @@ class Evaluator:
             ref = self._reference(vs.at, vs.offset_ms, t)
             range_ms = source.range_ms
             if name in COUNTER_FUNCTIONS and self.cache is not None and self.cache.counters is not None:
-                context = functions.RangeContext(ref - range_ms, ref, range_ms, t, scalars)
-                return self._counter_call(name, source, context)
-            if name in INDEXED_FUNCTIONS and self.cache is not None and self.cache.extrema is not None:
-                context = functions.RangeContext(ref - range_ms, ref, range_ms, t, scalars)
-                return self._indexed_call(name, source, context)
+                counted = self._counter_call(name, source, functions.RangeContext(ref - range_ms, ref, range_ms,
+                                                                                  t, scalars))
+                if counted is not None:
+                    return counted
             matrix = self.range_selector(source, t)
         elif isinstance(source, n.Subquery):
             ref = self._reference(source.at, source.offset_ms, t)
@@ -667,37 +562,13 @@ _DISPATCH: dict[type, Any] = {
 }
 """The method that evaluates each node type (one dictionary lookup instead of a chain of type tests)."""
 
-COUNTER_FUNCTIONS = n.COUNTER_CALLS
-"""Range functions that need only the window's ends and counter resets: (is_counter, is_rate)."""
-_FILTERS: dict[str, Any] = {"==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
-                           ">=": operator.ge, "<=": operator.le}
-"""Filtering comparisons as C functions (``operator.gt(a, b)`` is ``a > b``), for :meth:`Evaluator._counter_filter`."""
-INDEXED_FUNCTIONS = frozenset({"max_over_time", "min_over_time", "count_over_time"})
-"""Range functions the cache's window indexes answer without a walk over the window."""
+COUNTER_FUNCTIONS: dict[str, tuple[bool, bool]] = {"rate": (True, True), "increase": (True, False),
+                                                   "delta": (False, False)}
+"""Range functions that need only the window's ends and counter resets: name -> (is_counter, is_rate)."""
 
 
-def evaluate_expr(
-    expr: n.Expr,
-    store: Selectable,
-    t_ms: int,
-    lookback_ms: int = DEFAULT_LOOKBACK_MS,
-    subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
-    deadline: float | CpuBudget | None = None,
-    max_samples: int | None = None,
-    sample_limit: int | None = None,
-    range_ms: tuple[int, int] | None = None,
-    cache: EvalCache | None = None,
-    empty: Mapping[int, int] | None = None,
-) -> Any:
+def evaluate_expr(expr: n.Expr, store: Selectable, t_ms: int, options: EvalOptions = DEFAULT_OPTIONS,
+                  cache: EvalCache | None = None) -> Any:
     """Evaluate a parsed expression at ``t_ms``; the internal result shape follows ``expr.type``.
-    ``deadline`` (a ``time.monotonic()`` instant, or a :class:`~watchdog.promql.budget.CpuBudget`) stops it
-    with a ``timeout`` :class:`PromQLError`;
-    ``max_samples`` models promtool's accounting inside subqueries (``rules test``); ``sample_limit``
-    bounds the samples held at once anywhere (:class:`TooManySamples`); ``range_ms`` is the
-    ``(start, end)`` of a range query that ``t_ms`` is one step of (``@ start()``/``@ end()``);
-    ``cache`` (:mod:`watchdog.promql.cache`) lets a rule engine's pass reuse work between rules; ``empty``
-    (:func:`watchdog.promql.prune.empty_nodes` of ``expr`` against ``store`` as it is) names the nodes
-    known to evaluate to ``[]``, answered without walking them (the same results)."""
-    return Evaluator(store, t_ms, lookback_ms, subquery_step_ms, deadline, max_samples, sample_limit,
-                     range_ms, cache, empty).eval(expr, t_ms)
-
+    ``cache`` (:mod:`watchdog.promql.cache`) lets a rule engine's pass reuse work between rules."""
+    return Evaluator(store, t_ms, options, cache).eval(expr, t_ms)

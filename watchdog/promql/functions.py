@@ -557,26 +557,6 @@ def _bucket_layout(keys: list[Labels]) -> BucketGroups:
     return out
 
 
-class BucketLayout:
-    """:func:`histogram_buckets` of one ``histogram_quantile`` argument, with :func:`_bucket_layout` kept
-    from its last evaluation: while the vector holds the same label sets in the same order (most
-    evaluations), only the counts are placed, coalesced and made monotonic. Replaced whole (one tuple)."""
-
-    __slots__ = ("_last",)
-
-    def __init__(self) -> None:
-        self._last: tuple[list[Labels], BucketGroups] | None = None
-
-    def buckets(self, vector: InstantVector) -> HistogramBuckets:
-        """:func:`histogram_buckets` of ``vector``."""
-        keys = [labels for labels, _ in vector]
-        last = self._last
-        if last is None or last[0] != keys:
-            last = self._last = (keys, _bucket_layout(keys))
-        return [(labels, _prepared_sorted(uppers, [vector[i][1] for i in positions]))
-                for labels, uppers, positions in last[1]]
-
-
 def histogram_quantile(q: float, vector: InstantVector, buckets: HistogramBuckets | None = None) -> InstantVector:
     """Classic-histogram quantile over ``le`` buckets grouped by all other labels (incl. the name);
     ``buckets`` is :func:`histogram_buckets` of ``vector`` when the caller has it already."""

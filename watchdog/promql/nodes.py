@@ -142,20 +142,6 @@ class Binary:
     return_bool: bool
     type: str = VECTOR
 
-    @cached_property
-    def counter_filter(self) -> tuple[Call, NumberLiteral, bool] | None:
-        """``(counter call, number literal, whether the literal is on the left)`` when this is a filtering
-        comparison (no ``bool``) between ``rate``/``increase``/``delta`` of a range selector with a
-        ``__name__=`` matcher and a number literal, such as ``rate(x[5m]) > 1``; else None. Worked out once
-        per node (the evaluator answers these from its counter index in one loop)."""
-        if self.op not in COMPARISON_OPS or self.return_bool:
-            return None
-        for call, literal, left in ((self.lhs, self.rhs, False), (self.rhs, self.lhs, True)):
-            if (isinstance(literal, NumberLiteral) and isinstance(call, Call) and call.name in COUNTER_CALLS
-                    and call.over_one_name_selector):
-                return call, literal, left
-        return None
-
 
 @dataclass(frozen=True)
 class Negate:
@@ -185,9 +171,6 @@ CARD_MANY_TO_MANY = "many-to-many"
 
 ARITHMETIC_OPS = frozenset({"+", "-", "*", "/", "%", "^"})
 COMPARISON_OPS = frozenset({"==", "!=", ">", "<", ">=", "<="})
-COUNTER_CALLS: dict[str, tuple[bool, bool]] = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
-"""Range functions of a counter's (or, ``delta``, a gauge's) increase over a window, which need only the
-window's ends and counter resets: name -> (is_counter, is_rate)."""
 SET_OPS = frozenset({"and", "or", "unless"})
 BINARY_OPS = ARITHMETIC_OPS | COMPARISON_OPS | SET_OPS | {"atan2"}
 

@@ -458,12 +458,12 @@ def _check_alerts(engine: RuleEngine, cases: list[AlertTestCase], group_label: s
 
 
 def _check_expr(store: Store, case: PromqlTestCase, evaluation_interval_ms: int) -> list[str]:
-    from watchdog.promql import PromQLError, evaluate, parse_query
+    from watchdog.promql import EvalOptions, PromQLError, evaluate, parse_query
 
     when = format_duration(case.eval_time_ms)
     try:
-        value = evaluate(parse_query(case.expr), store, case.eval_time_ms,
-                         subquery_step_ms=evaluation_interval_ms, max_samples=PROMTOOL_MAX_SAMPLES)
+        options = EvalOptions(subquery_step_ms=evaluation_interval_ms, max_samples=PROMTOOL_MAX_SAMPLES)
+        value = evaluate(parse_query(case.expr), store, case.eval_time_ms, options)
         vector = vector_of(value)
     except (PromQLError, RuleEvaluationError) as exc:
         return [f"    expr: {quote(case.expr)}, time: {when}, err: {exc}"]

@@ -39,12 +39,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.model import METRIC_NAME, Alert, Labels, Sample, make_labels
-from watchdog.promql import CpuBudget, PromQLError, TooManySamples, evaluate, parse_query
+from watchdog.promql import CpuBudget, EvalOptions, PromQLError, TooManySamples, evaluate, parse_query
 from watchdog.promql import nodes as n
-from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex, Selections, SharedPlan
+from watchdog.promql.cache import CounterIndex, EvalCache, Selections, SharedPlan
 from watchdog.promql.engine import DEFAULT_SUBQUERY_STEP_MS, evaluate_expr
 from watchdog.promql.nodes import SCALAR, VECTOR
-from watchdog.promql.prune import EmptyNodes
 from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Candidate
 from watchdog.rules.lanes import Lane, classify_groups
 from watchdog.rules.loader import AlertingRule, RecordingRule, RuleGroup, RuleSet
@@ -122,13 +121,11 @@ class _RulePlan:
     query as the rule manager runs it, its store source, the names it writes, and (recording rules) a
     memo from each result label set to the label set it is written under."""
 
-    __slots__ = ("copy", "empty", "expr", "extra_labels", "held", "last", "leaves", "outputs", "pending", "record",
+    __slots__ = ("copy", "expr", "extra_labels", "held", "last", "leaves", "outputs", "pending", "record",
                  "source", "stored", "written")
 
     def __init__(self, rule: AlertingRule | RecordingRule, expr: Any, source: str) -> None:
         self.expr = expr
-        self.empty = EmptyNodes(expr)
-        """Which of its nodes evaluate to [] against the store as it is (selectors matching nothing)."""
         self.source = source
         self.written = _written_names(rule)
         self.record = rule.record if isinstance(rule, RecordingRule) else ""
@@ -144,16 +141,8 @@ class _RulePlan:
         """The store's generation after the last evaluation that went through the evaluator."""
         self.pending: _CopyPlan | None = None
         """This evaluation's :class:`_CopyPlan`, until its result is stored."""
-        self.leaves: tuple[Mapping[int, int] | None, list[n.VectorSelector] | None] | None = None
-        """:func:`_copy_leaves` for the empty nodes it was last worked out for (they change with the store's
-        series set: a few distinct marks, each one object)."""
-
-    def copy_leaves(self, empty: Mapping[int, int] | None) -> list[n.VectorSelector] | None:
-        """:func:`_copy_leaves` of the rule's query with the empty nodes ``empty``."""
-        found = self.leaves
-        if found is None or found[0] is not empty:
-            found = self.leaves = (empty, _copy_leaves(self.expr, empty))
-        return found[1]
+        self.leaves = _copy_leaves(expr)
+        """The selectors a copy of the rule's result reads (None: the result is not a copy)."""
 
     def output_labels(self, labels: Labels) -> Labels:
         """The label set a recording rule writes the result ``labels`` under (memoised)."""
@@ -172,7 +161,7 @@ class _CopyPlan:
 
     Every node between those selectors and the result keeps or drops whole samples by their label sets
     alone (:func:`_copy_leaves`), so while the store's series set holds (``Store.generation``: the same
-    selections and empty nodes) and the same series are present, evaluating the rule gives the same label
+    selections) and the same series are present, evaluating the rule gives the same label
     sets in the same order (the same samples held, so the same sample limit outcome) with the present
     series' newest values: :meth:`repeat` reads those and appends them to the rule's output series."""
 
@@ -201,16 +190,14 @@ class _CopyPlan:
         return int(store.ingest_values(source, self.token, values, t_ms))
 
 
-def _copy_leaves(expr: n.Expr, empty: Mapping[int, int] | None) -> list[n.VectorSelector] | None:
-    """The selectors of ``expr`` outside the nodes ``empty`` marks, when every other node passes on whole
+def _copy_leaves(expr: n.Expr) -> list[n.VectorSelector] | None:
+    """The selectors of ``expr``, when every other node passes on whole
     samples of its operands chosen by their label sets alone (parentheses, ``and``/``or``/``unless``) and
     each selector reads at the evaluation time itself (no offset, no ``@``); else None."""
     out: list[n.VectorSelector] = []
     stack: list[n.Expr] = [expr]
     while stack:
         node = stack.pop()
-        if empty is not None and id(node) in empty:
-            continue
         if isinstance(node, n.VectorSelector):
             if node.offset_ms or node.at is not None:
                 return None
@@ -321,7 +308,6 @@ class RuleEngine:
         """Reuse work between rules and passes (:mod:`watchdog.promql.cache`; results are the same)."""
         self._plan: SharedPlan | None = None
         self._counters = CounterIndex()
-        self._extrema = ExtremaIndex()
         self._selections = Selections()
         self._pass: EvalCache | None = None
         self._rule_queries: dict[int, Any] = {}
@@ -378,7 +364,7 @@ class RuleEngine:
         if self._plan is None:
             self._plan = SharedPlan(self._rule_query(rule).expr for rt in self._groups for rule in rt.group.rules)
         self._selections.begin(self.store)
-        return EvalCache(self._plan, self._counters, self._selections, self._extrema)
+        return EvalCache(self._plan, self._counters, self._selections)
 
     def pending(self, lane: Lane) -> bool:
         """True when a pass over ``lane`` was cut short by its deadline and has groups left."""
@@ -525,27 +511,25 @@ class RuleEngine:
         return found
 
     def _query(self, query: Any, t_ms: int) -> Any:
-        return evaluate(query, self.store, t_ms, self.lookback_ms, self.subquery_step_ms, self._deadline,
-                        self.max_samples, self.sample_limit)
+        return evaluate(query, self.store, t_ms, self._options())
+
+    def _options(self) -> EvalOptions:
+        """How the current rule is evaluated (its time budget included)."""
+        return EvalOptions(self.lookback_ms, self.subquery_step_ms, self._deadline, self.max_samples,
+                           self.sample_limit)
 
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
         plan = runtime.plans[index]
         expr = plan.expr
         cache = self._pass
-        empty = None if cache is None else plan.empty.current(self.store, cache.selections.select)
-        peak = None if empty is None else empty.get(id(expr))
-        if peak is not None and (self.sample_limit is None or peak <= self.sample_limit):
-            raw: Any = []  # the whole query is known to give [] (what evaluating it would return)
-        else:
-            raw = evaluate_expr(expr, self.store, int(t_ms), self.lookback_ms, self.subquery_step_ms,
-                                self._deadline, self.max_samples, self.sample_limit, cache=cache, empty=empty)
+        raw = evaluate_expr(expr, self.store, int(t_ms), self._options(), cache)
         vector = _raw_vector(expr, raw)
         if plan.record:
             plan.pending = None
             samples = self._recording_samples(plan, vector)
             generation = getattr(self.store, "generation", None)
             if cache is not None and vector and generation is not None and generation == plan.held:
-                leaves = plan.copy_leaves(empty)  # the series set held since the last evaluation
+                leaves = plan.leaves  # the series set held since the last evaluation
                 copy = None if not leaves else _copy_plan(leaves, cache.selections.select, self.store, vector,
                                                           int(t_ms), self.lookback_ms, generation)
                 plan.pending = copy

@@ -50,10 +50,10 @@ class StoreConditions:
 
     def __call__(self, expr: str, now_ms: int) -> Condition:
         """Evaluate ``expr`` at ``now_ms``; errors become a condition that does not hold."""
-        from watchdog.promql import PromQLError, evaluate, parse_query
+        from watchdog.promql import EvalOptions, PromQLError, evaluate, parse_query
 
         try:
-            value = evaluate(parse_query(expr), self.store, now_ms, lookback_ms=self.lookback_ms)
+            value = evaluate(parse_query(expr), self.store, now_ms, EvalOptions(lookback_ms=self.lookback_ms))
         except PromQLError as exc:
             return Condition(False, f"cannot evaluate: {exc}")
         holds, detail = truth(value)

@@ -1,9 +1,7 @@
-"""A filtering comparison of ``rate``/``increase``/``delta`` with a number literal (``rate(x[5m]) > 1``) is
-answered from the counter index in one loop (``Evaluator._counter_filter``, ``CounterIndex.rates``): the
-same samples, bit for bit, and the same samples held at the peak as evaluating the operands apart over
-the full walk of every window. The window indexes' loops over a whole selection (``CounterIndex.rates``,
-``ExtremaIndex.extremes``) share one window's bounds between series that share their timestamps: the
-same store checks them against the walk."""
+"""Range functions answered from the counter index (``CounterIndex``: ``rate``/``increase``/``delta``,
+``count_over_time``) give the same samples, bit for bit, and hold the same samples at the peak as the
+plain path (every window walked), in comparisons, over series collected together (one window's bounds
+shared between series that share their timestamps) and over series appended on their own."""
 
 from __future__ import annotations
 
@@ -15,26 +13,24 @@ from typing import Any
 import pytest
 
 from watchdog.model import STALE_NAN, Sample, make_labels
-from watchdog.promql import PromQLError, evaluate, parse_query
-from watchdog.promql.cache import CounterIndex, EvalCache, ExtremaIndex
+from watchdog.promql import EvalOptions, PromQLError, evaluate, parse_query
+from watchdog.promql.cache import CounterIndex, EvalCache
 from watchdog.promql.engine import Evaluator
 from watchdog.store import Store
 
-FUSED = [
+COUNTER_QUERIES = [
     "rate(c[1m]) > 0", "increase(c[5m]) > 1", "0 < increase(c[2m])", "delta(c[30s]) <= 0", "rate(c[1m]) == 0",
     "increase(c[90s]) != 0", "rate(c[1m]) >= -1", "-1 >= delta(c[1m])", 'increase(c{s=~"[024]"}[2m] offset 10s) < 5',
     "rate(c[20s]) > NaN", "delta(c[1m]) >= 0", "rate(c[5m] @ 1100) > 0",
     "(rate(c[5m]) > 0.5 and rate(c[1m]) > 0) or increase(c[5m]) > 1", "sum(rate(c[1m]) > 0)",
     "max_over_time((rate(c[1m]) > 0)[2m:10s])", "increase(c[1m] @ 10) > 0",
 ]
-"""Queries with at least one comparison the fused loop answers."""
-GENERAL = [
+OTHER_QUERIES = [
     "rate(c[1m]) > bool 0", "rate(c[1m]) > rate(c[5m])", 'rate({__name__=~"c|d"}[1m]) > 0',
     "irate(c[1m]) > 0", "(rate(c[1m])) > 0", "max_over_time(c[1m])", "min_over_time(c[2m]) > 1",
     "count_over_time(c[90s])", "rate(c[1m])",
 ]
-"""Comparisons it must leave to the general path (``bool``, no literal, several names, another
-function, parentheses), checked equal as well, with range functions the window indexes answer."""
+"""Comparisons of other shapes (``bool``, no literal, several names, another function, parentheses)."""
 
 
 def _bits(value: float) -> bytes:
@@ -91,7 +87,7 @@ def _fill(seed: int) -> tuple[Store, list[int]]:
 def _outcome(query: str, store: Store, t: int, cache: EvalCache | None) -> tuple[Any, int]:
     """(result or the error's text, samples held at the peak)."""
     expr = parse_query(query).expr
-    evaluator = Evaluator(store, t, sample_limit=10**9, cache=cache)
+    evaluator = Evaluator(store, t, EvalOptions(sample_limit=10**9), cache)
     try:
         raw = evaluator.eval(expr, t)
     except PromQLError as error:
@@ -100,36 +96,22 @@ def _outcome(query: str, store: Store, t: int, cache: EvalCache | None) -> tuple
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_counter_filters_equal_the_operands_evaluated_apart(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_counter_index_equals_the_plain_path(seed: int) -> None:
     store, times = _fill(seed)
-    counters, extrema = CounterIndex(), ExtremaIndex()
-    fused_calls = []
-    rates = CounterIndex.rates
-
-    def spy(self: CounterIndex, *args: Any, **kwargs: Any) -> Any:
-        if len(args) > 5 or "keep" in kwargs:
-            fused_calls.append(args)
-        return rates(self, *args, **kwargs)
-
-    monkeypatch.setattr(CounterIndex, "rates", spy)
+    counters = CounterIndex()
     kept = 0
     for t in times:
-        for query in FUSED + GENERAL:
+        for query in COUNTER_QUERIES + OTHER_QUERIES:
             plain = _outcome(query, store, t, None)
-            cached = _outcome(query, store, t, EvalCache(None, counters, None, extrema))
+            cached = _outcome(query, store, t, EvalCache(None, counters))
             assert plain == cached, (seed, t, query)
             kept += len(plain[0]) if isinstance(plain[0], list) else 0
         if t % 7 == 0:
             store.gc(t)
-    assert fused_calls and kept > 500
-    general = len(fused_calls)
-    for t in times[-5:]:
-        for query in GENERAL:
-            _outcome(query, store, t, EvalCache(None, counters, None, extrema))
-    assert len(fused_calls) == general  # none of these took the fused loop
+    assert kept > 500
 
 
-def test_the_sample_limit_stops_a_counter_filter_where_it_stops_the_operands() -> None:
+def test_the_sample_limit_stops_the_counter_index_where_it_stops_the_plain_path() -> None:
     store, times = _fill(3)
     t = times[-1]
     for query in ("rate(c[5m]) > 0", "2 > increase(c[2m])"):
@@ -138,7 +120,7 @@ def test_the_sample_limit_stops_a_counter_filter_where_it_stops_the_operands() -
             outcomes = []
             for cache in (None, EvalCache(None, CounterIndex())):
                 try:
-                    evaluate(query, store, t, sample_limit=limit, cache=cache)
+                    evaluate(query, store, t, EvalOptions(sample_limit=limit), cache)
                     outcomes.append("ok")
                 except PromQLError as error:
                     outcomes.append(str(error))
