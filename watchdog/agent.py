@@ -376,7 +376,6 @@ class Agent:
         """Benchmarks only: switch the issue-16 savings on (the default) or off (every collector and
         every rule group every tick, in one pass, as before)."""
         self.incremental = on
-        self.rule_engine.reuse = on
 
     def watching(self) -> bool:
         """False while something the agent should watch is not watched (see :mod:`watchdog.collectors.health`)."""

@@ -31,7 +31,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from operator import itemgetter, sub
+from operator import sub
 
 from watchdog.golang.goregexp import compile_anchored
 from watchdog.model import METRIC_NAME, STALE_NAN, Labels, Sample, is_stale, label_value, metric_name
@@ -281,7 +281,9 @@ class Series:
             head_t = self._head_t = _derive(head_t, 0, n, t_ms)
         head_v.append(value)
         if head_v[n] != value and head_v.typecode == "f":  # not exactly a float32 (or a NaN): widen
-            head_v = self._widened(value)
+            del head_v[-1]
+            head_v = self._head_v = array("d", head_v)
+            head_v.append(value)
         n += 1
         if n >= CHUNK_POINTS + HEAD_POINTS and head_t[CHUNK_POINTS - 1] < t_ms - self._reach:
             self._chunks.append(encode_chunk(head_t[:CHUNK_POINTS], head_v[:CHUNK_POINTS]))
@@ -290,15 +292,6 @@ class Series:
             self._head_v = _narrowed(head_v)
             if len(self) > 2 * max_points:
                 self.trim_count(max_points)
-
-    def _widened(self, value: float) -> array:
-        """After ``value`` was appended to float32 head values that cannot hold it exactly (or a NaN, whose
-        bits float32 would not keep): the head values as float64, ``value`` last, exact; returns them."""
-        head_v = self._head_v
-        del head_v[-1]
-        head_v = self._head_v = array("d", head_v)
-        head_v.append(value)
-        return head_v
 
     def _drop_head(self, drop: int) -> None:
         """Drop the oldest ``drop`` points of the head."""
@@ -441,65 +434,10 @@ class Series:
         return None
 
 
-def newest_values(selected: Sequence[Series], mint_ms: int, maxt_ms: int) -> list[float] | None:
-    """Each series' newest point at or before ``maxt_ms`` when it is at or after ``mint_ms`` and not a
-    staleness marker (what an instant selector reads of it), in order; None as soon as one has no such
-    point."""
-    out: list[float] = []
-    append = out.append
-    for series in selected:
-        head_v = series._head_v
-        n = len(head_v)
-        if n and series._head_t[n - 1] <= maxt_ms:  # the newest point: what point_at finds first
-            t_ms, value = series._head_t[n - 1], head_v[n - 1]
-        else:
-            point = series.point_at(maxt_ms)
-            if point is None:
-                return None
-            t_ms, value = point
-        if t_ms < mint_ms or (value != value and is_stale(value)):
-            return None
-        append(value)
-    return out
-
-
-def any_newest(selected: Sequence[Series], mint_ms: int, maxt_ms: int) -> bool:
-    """True when one of ``selected`` has a point :func:`newest_values` would read."""
-    return any(newest_values((series,), mint_ms, maxt_ms) is not None for series in selected)
-
-
 COLLECTOR_SOURCE_PREFIX = "collector:"
 """Sources named ``collector:<collector name>`` hold what a collector collected."""
 RESERVED_PREFIXES = ("collector:kmsg", "collector:nvml", "collector:host", "rules:", "self:", "")
 """Sources on the fault path: they may use the reserved headroom (``""``: a plain :meth:`Store.append`)."""
-
-
-_VALUE_OF = itemgetter(1)
-"""A sample's value."""
-
-
-def _append_each(series: list[Series], values: Iterable[float], t_ms: int, max_points: int) -> None:
-    """``series[i].append(t_ms, values[i], max_points)`` for each i (as many of each).
-
-    The common case inline: a series whose head already holds a point before ``t_ms`` and whose shared
-    timestamp array already holds ``t_ms`` next (another series of the collection appended it), with room
-    in its head before a seal; only its value is appended, and narrowed or widened exactly as
-    :meth:`Series.append` does. Every other case calls :meth:`Series.append`.
-    """
-    seal_at = CHUNK_POINTS + HEAD_POINTS - 1
-    known: tuple[array, int] | None = None  # a (timestamp array, head length) that passed the test below
-    for one, value in zip(series, values, strict=True):
-        head_v = one._head_v
-        n = len(head_v)
-        head_t = one._head_t
-        if (known is not None and known[0] is head_t and known[1] == n) or (
-                0 < n < seal_at and len(head_t) > n and head_t[n] == t_ms and head_t[n - 1] < t_ms):
-            known = (head_t, n)
-            head_v.append(value)
-            if head_v[n] != value and head_v.typecode == "f":  # not exactly a float32 (or a NaN): widen
-                one._widened(value)
-        else:
-            one.append(t_ms, value, max_points)
 
 
 class LabelValuesExceeded(Exception):
@@ -560,10 +498,6 @@ class Store:
         self._by_name: dict[str, dict[Labels, Series]] = {}
         self._count = 0
         self._sources: dict[str, tuple[Labels, ...]] = {}  # what each source's last collection stored
-        # source -> (its last collection's label sets in the order given, their series): a collection
-        # with the same label sets in the same order appends straight to them (no series created, none
-        # gone stale, no quota or label-value question). Dropped whenever a series leaves the store.
-        self._repeats: dict[str, tuple[tuple[Labels, ...], list[Series]]] = {}
         self._kept: tuple[tuple[int, Hashable], list[Series]] | None = None  # latest_values' last selection
         self._owned: dict[str, set[Labels]] = {}
         self._owner: dict[Labels, str] = {}
@@ -613,13 +547,6 @@ class Store:
     def _ingest(self, source: str, samples: Iterable[Sample], t_ms: int, bypass_quota: bool) -> int:
         """:meth:`ingest` itself, under its lock (which frees the timestamp arrays its series moved away
         from)."""
-        if not isinstance(samples, (list, tuple)):
-            samples = list(samples)
-        keys = tuple([sample[0] for sample in samples])
-        repeat = self._repeats.get(source)
-        if repeat is not None and repeat[0] == keys:
-            _append_each(repeat[1], map(_VALUE_OF, samples), t_ms, self.max_points)
-            return len(keys)
         batch: dict[Labels, float] = {}
         for sample in samples:
             batch[sample.labels] = sample.value
@@ -638,40 +565,9 @@ class Store:
             if labels not in batch:
                 self.append(labels, t_ms, STALE_NAN, source)
         self._sources[source] = stored  # a tuple: a third of a set's memory
-        if len(stored) == len(keys) and not over_limit:  # each label set once, every one stored
-            self._repeats[source] = (stored, self._series_of(stored))
-        else:
-            self._repeats.pop(source, None)
         if over_limit:
             raise LabelValuesExceeded(source, over_limit, dropped)
         return len(stored)
-
-    def repeat_token(self, source: str) -> object | None:
-        """What :meth:`ingest_values` needs to repeat ``source``'s last collection (None: it cannot be)."""
-        return self._repeats.get(source)
-
-    def ingest_values(self, source: str, token: object, values: Sequence[float], t_ms: int) -> int:
-        """:meth:`ingest` of a collection with the label sets of ``source``'s last one, in the same order,
-        and ``values`` in that order, where ``token`` is :meth:`repeat_token` of that last collection.
-        Returns the number of samples stored, or -1 (nothing stored) when ``source``'s last collection
-        is no longer the one ``token`` was taken from (or a series of it left the store)."""
-        with self._lock:
-            repeat = self._repeats.get(source)
-            if repeat is None or repeat is not token:
-                return -1
-            if len(values) != len(repeat[1]):
-                raise ValueError(f"{len(values)} values for a collection of {len(repeat[1])} series")
-            forget_shared()
-            try:
-                _append_each(repeat[1], values, t_ms, self.max_points)
-                return len(values)
-            finally:
-                forget_shared()
-
-    def _series_of(self, keys: tuple[Labels, ...]) -> list[Series]:
-        """The stored series of ``keys`` (each present), in order."""
-        by_name = self._by_name
-        return [by_name[metric_name(labels)][labels] for labels in keys]
 
     def _drop_label_value_churn(self, source: str, batch: dict[Labels, float]) -> tuple[str, int]:
         """Remove from ``batch`` the new series that would take a label of their metric past the
@@ -764,7 +660,6 @@ class Store:
         self._sources[source] = tuple(labels for labels in self._sources.get(source, ()) if labels not in gone)
 
     def _disown(self, labels: Labels) -> None:
-        self._repeats.clear()  # a series left the store: no source's repeat may append to it
         owner = self._owner.pop(labels, None)
         if owner is None:
             return
@@ -778,7 +673,6 @@ class Store:
         self.ingest(source, (), t_ms)
         with self._lock:
             self._sources.pop(source, None)
-            self._repeats.pop(source, None)
 
     def select(self, matchers: Iterable[Matcher]) -> Iterator[Series]:
         """Series whose labels satisfy every matcher. Uses the ``__name__`` index when it can.

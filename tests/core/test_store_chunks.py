@@ -271,13 +271,10 @@ def test_head_values_are_float32_only_while_exact() -> None:
     assert _bits(series.window(0, t)[1]) == _bits(appended)
 
 
-@pytest.mark.parametrize("by_values", [False, True])
-def test_a_repeated_collection_stores_what_appending_each_series_stores(by_values: bool) -> None:
-    """The store's repeat path (``_append_each``: only the value appended while the shared timestamps
-    already hold the tick; through ``ingest`` or, for the rule engine's copies, ``ingest_values``) against
-    each series' own ``Series.append``: same points, same storage, over values that widen and narrow the
-    head, seals, reads that hold points uncompressed, a series that missed collections (its own
-    timestamps), duplicate and out-of-order ticks."""
+def test_a_repeated_collection_stores_what_appending_each_series_stores() -> None:
+    """``Store.ingest`` of the same series tick after tick against each series' own ``Series.append``:
+    same points, same storage, over values that widen and narrow the head, seals, reads that hold points
+    uncompressed, a series that missed collections, duplicate and out-of-order ticks."""
     rng = random.Random(16)
     names = [metric("x", i=str(i)) for i in range(6)]
     kinds = ["float32", "double", "special", "counter", "constant", "big_counter"]
@@ -292,11 +289,7 @@ def test_a_repeated_collection_stores_what_appending_each_series_stores(by_value
         batch = names[1:] if 60 <= i < 64 else names
         samples = [Sample(labels, KINDS[kinds[n % len(kinds)] if i % 50 else "double"](i, rng))
                    for n, labels in enumerate(batch)]
-        token = store.repeat_token("collector:x")
-        if by_values and token is not None and token[0] == tuple(sample.labels for sample in samples):  # type: ignore[index]
-            assert store.ingest_values("collector:x", token, [sample.value for sample in samples], t_ms) == len(batch)
-        else:
-            store.ingest("collector:x", samples, t_ms)
+        store.ingest("collector:x", samples, t_ms)
         for sample in samples:
             reference[sample.labels].append(t_ms, sample.value, store.max_points)
         if i == 60:  # the store marks the series that left the collection stale, once
