@@ -12,7 +12,9 @@ from bisect import bisect_left, bisect_right
 import pytest
 
 from watchdog.model import STALE_NAN, Sample, metric
-from watchdog.store import CHUNK_POINTS, HEAD_POINTS, Series, Store, decode_chunk, encode_chunk
+from watchdog.store import Series, Store
+from watchdog.store.codec import decode_chunk, encode_chunk
+from watchdog.store.series import CHUNK_POINTS, HEAD_POINTS
 
 
 def _bits(values: list[float]) -> list[int]:
