@@ -12,7 +12,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator
 from watchdog.golang.goregexp import compile_anchored
 from watchdog.model import METRIC_NAME, STALE_NAN, Labels, Sample, is_stale, label_value, metric_name
 from watchdog.store.quotas import LabelValueCounts, LabelValuesExceeded, SeriesQuotaExceeded, SeriesQuotas
-from watchdog.store.series import Series, forget_shared
+from watchdog.store.series import Series, SharedTimestamps
 
 Matcher = tuple[str, str, str]
 """A label matcher ``(label, op, value)`` with op one of ``=``, ``!=``, ``=~``, ``!~`` (regexes anchored)."""
@@ -46,6 +46,8 @@ class Store:
         max_points: int = 15 * 60 + 60,
         max_series: int = 200_000,
         quotas: SeriesQuotas | None = None,
+        *,
+        shared_timestamps: SharedTimestamps | None = None,
     ) -> None:
         self.retention_ms = retention_ms
         self.max_points = max_points
@@ -65,6 +67,8 @@ class Store:
         self._owner: dict[Labels, str] = {}
         self._best_effort = 0
         self._lock = threading.RLock()
+        self._shared_timestamps = SharedTimestamps() if shared_timestamps is None else shared_timestamps
+        """The head timestamp arrays its series share (cleared at each collection)."""
         self.generation = 0
         """Bumped whenever a series is created or removed (readers may cache selections until it moves)."""
 
@@ -80,7 +84,7 @@ class Store:
                 if self._count >= self.max_series:
                     self.dropped_series_total += 1
                     return False
-                series = bucket[labels] = Series(labels)
+                series = bucket[labels] = Series(labels, self._shared_timestamps)
                 self._count += 1
                 self.generation += 1
                 self._owned.setdefault(source, set()).add(labels)
@@ -100,15 +104,14 @@ class Store:
         the few series that report such a failure (``up 0``).
         """
         with self._lock:
-            forget_shared()
+            self._shared_timestamps.clear()
             try:
                 return self._ingest(source, samples, t_ms, bypass_quota)
             finally:
-                forget_shared()
+                self._shared_timestamps.clear()
 
     def _ingest(self, source: str, samples: Iterable[Sample], t_ms: int, bypass_quota: bool) -> int:
-        """:meth:`ingest` itself, under its lock (which frees the timestamp arrays its series moved away
-        from)."""
+        """:meth:`ingest` itself, under its lock."""
         batch: dict[Labels, float] = {}
         for sample in samples:
             batch[sample.labels] = sample.value
@@ -258,7 +261,7 @@ class Store:
         removed = 0
         min_t = now_ms - self.retention_ms
         with self._lock:
-            forget_shared()
+            self._shared_timestamps.clear()
             max_points = self.max_points
             for name, bucket in list(self._by_name.items()):
                 for labels, series in list(bucket.items()):
@@ -276,5 +279,5 @@ class Store:
             for source, labels_set in self._sources.items() if removed else ():
                 self._sources[source] = tuple(lbl for lbl in labels_set if lbl in self._by_name.get(
                     metric_name(lbl), {}))
-            forget_shared()
+            self._shared_timestamps.clear()
         return removed

@@ -20,37 +20,38 @@ CHUNK_POINTS = 120
 """Points per sealed chunk."""
 HEAD_POINTS = 16
 """Newest points always kept uncompressed (instant selectors never decode). A series read further back
-(a rule's ``[5m]`` ending near now) keeps that much uncompressed too, its *reach*: the first such read
+(a rule's ``[5m]`` ending near now) keeps that much uncompressed too, its *head span*: the first such read
 unseals what it needs, later ones never decode."""
 NEAR_NOW_MS = 60_000
-"""A window ending at most this long before a series' newest point counts towards its reach."""
+"""A window ending at most this long before a series' newest point counts towards its head span."""
 
-_SHARED: dict[tuple[int, int, int, int], tuple[array, array]] = {}
-"""Timestamp arrays derived during one collection, so that series with the same timestamps share one array
-(see :class:`Series`): key (id of the array derived from, first index, end index, appended timestamp or -1)."""
-_SHARED_CAP = 50_000
+class SharedTimestamps:
+    """The head timestamp arrays made since the store last called :meth:`clear` (at each collection), by
+    content: a series whose head needs new timestamps takes an array already made with the same ones, so
+    series appended at the same times hold one array between them (see :class:`Series`). The plain path,
+    each series with its own array, is what :meth:`share` returning its argument gives."""
 
+    __slots__ = ("_arrays",)
 
-def _derive(times: array, start: int, end: int, then: int = -1) -> array:
-    """``times[start:end]`` (plus ``then`` unless -1) as a new append-only array, or the one already derived
-    the same way from the same array, still held in :data:`_SHARED` (arrays are only ever appended to, so
-    its first ``end - start`` (+ 1) entries are the same)."""
-    key = (id(times), start, end, then)
-    found = _SHARED.get(key)
-    if found is not None and found[0] is times:
-        return found[1]
-    derived = times[start:end]
-    if then != -1:
-        derived.append(then)
-    if len(_SHARED) >= _SHARED_CAP:
-        _SHARED.clear()
-    _SHARED[key] = (times, derived)
-    return derived
+    def __init__(self) -> None:
+        self._arrays: dict[tuple[int, int, int], array] = {}
 
+    def share(self, times: array) -> array:
+        """An array made since :meth:`clear` whose first ``len(times)`` entries are ``times`` (it may hold
+        more: arrays are only ever appended to), else ``times``, which later calls may then return."""
+        n = len(times)
+        if not n:
+            return times
+        key = (times[0], times[n - 1], n)
+        found = self._arrays.get(key)
+        if found is not None and (found[:n] if len(found) > n else found) == times:
+            return found
+        self._arrays[key] = times
+        return times
 
-def forget_shared() -> None:
-    """Drop :data:`_SHARED` (the store calls it at each collection: arrays derived by then are shared)."""
-    _SHARED.clear()
+    def clear(self) -> None:
+        """Forget the arrays made so far (they stay with the series that hold them)."""
+        self._arrays.clear()
 
 
 _EMPTY_TIMES = array("q")
@@ -58,7 +59,7 @@ _SINGLE = struct.Struct("f")
 _pack_single, _unpack_single = _SINGLE.pack, _SINGLE.unpack
 
 
-def _fits_single(value: float) -> bool:
+def _is_float32(value: float) -> bool:
     """True when ``value`` is exactly a float32 (the sign of zero included; never a NaN)."""
     try:
         return bool(_unpack_single(_pack_single(value))[0] == value)
@@ -66,7 +67,7 @@ def _fits_single(value: float) -> bool:
         return False
 
 
-def _narrowed(values: array) -> array:
+def _float32_if_exact(values: array) -> array:
     """``values`` as float32 when each is exactly one (else ``values`` itself)."""
     if values.typecode == "f":
         return values
@@ -86,22 +87,23 @@ class Series:
     at the same timestamps (one source's series, every collection at the tick's time) hold one array:
     the first to append a new timestamp appends it in place, the others find it already there; a series
     whose timestamps part from the array's (it missed a collection, or seals or trims its head) moves to
-    an array derived through :func:`_derive`, which the others doing the same join. So the head costs
+    a new array through its store's :class:`SharedTimestamps`, which the others doing the same join. So the head costs
     about 8 bytes a point (the value) instead of 16, and 4 while every value in it is exactly a float32
     (counters below 2**24, most gauges of NVML and the engines: ``_head_v`` is then an ``f`` array, read as
     the same Python floats; it widens to ``d`` at the first value that is not, and narrows again when a
     seal leaves only such values).
     """
 
-    __slots__ = ("__weakref__", "_chunks", "_head_t", "_head_v", "_min_t", "_reach", "labels")
+    __slots__ = ("__weakref__", "_chunks", "_head_span_ms", "_head_t", "_head_v", "_min_t", "_shared", "labels")
 
-    def __init__(self, labels: Labels) -> None:
+    def __init__(self, labels: Labels, shared: SharedTimestamps | None = None) -> None:
         self.labels = labels
+        self._shared = SharedTimestamps() if shared is None else shared
         self._chunks: list[Chunk] = []
         self._head_t = _EMPTY_TIMES  # shared, append-only: the head's timestamps are its first len(_head_v)
         self._head_v = array("f")  # float32 while every value is exactly one, else float64
         self._min_t = -(1 << 62)  # points before this are trimmed (inside the oldest chunk)
-        self._reach = 0  # how far back from its newest point this series has been read (ms)
+        self._head_span_ms = 0  # the head keeps this much before its newest point uncompressed (a read's window)
 
     def __len__(self) -> int:
         """Points held (a partly trimmed oldest chunk counts whole)."""
@@ -130,7 +132,7 @@ class Series:
             last = head_t[n - 1]
             if t_ms <= last:
                 if t_ms == last:
-                    if head_v.typecode == "f" and not _fits_single(value):
+                    if head_v.typecode == "f" and not _is_float32(value):
                         head_v = self._head_v = array("d", head_v)
                     head_v[-1] = value
                 return
@@ -138,28 +140,30 @@ class Series:
             return  # never after a trim of the whole head: chunks end before the head
         if len(head_t) == n:
             if head_t is _EMPTY_TIMES:
-                head_t = self._head_t = _derive(head_t, 0, 0, t_ms)
+                head_t = self._head_t = self._shared.share(array("q", (t_ms,)))
             else:
                 head_t.append(t_ms)  # the first of its array's series at t_ms
         elif head_t[n] != t_ms:
-            head_t = self._head_t = _derive(head_t, 0, n, t_ms)
+            parted = head_t[:n]
+            parted.append(t_ms)
+            head_t = self._head_t = self._shared.share(parted)
         head_v.append(value)
         if head_v[n] != value and head_v.typecode == "f":  # not exactly a float32 (or a NaN): widen
             del head_v[-1]
             head_v = self._head_v = array("d", head_v)
             head_v.append(value)
         n += 1
-        if n >= CHUNK_POINTS + HEAD_POINTS and head_t[CHUNK_POINTS - 1] < t_ms - self._reach:
+        if n >= CHUNK_POINTS + HEAD_POINTS and head_t[CHUNK_POINTS - 1] < t_ms - self._head_span_ms:
             self._chunks.append(encode_chunk(head_t[:CHUNK_POINTS], head_v[:CHUNK_POINTS]))
-            self._head_t = _derive(head_t, CHUNK_POINTS, n)
+            self._head_t = self._shared.share(head_t[CHUNK_POINTS:n])
             del head_v[:CHUNK_POINTS]
-            self._head_v = _narrowed(head_v)
+            self._head_v = _float32_if_exact(head_v)
             if len(self) > 2 * max_points:
                 self.trim_count(max_points)
 
     def _drop_head(self, drop: int) -> None:
         """Drop the oldest ``drop`` points of the head."""
-        self._head_t = _derive(self._head_t, drop, len(self._head_v))
+        self._head_t = self._shared.share(self._head_t[drop:len(self._head_v)])
         del self._head_v[:drop]
 
     def trim_count(self, keep: int) -> None:
@@ -204,8 +208,8 @@ class Series:
         mint_ms = max(mint_ms, self._min_t)
         head_t = self._head_t
         n = len(self._head_v)
-        if n and head_t[n - 1] - mint_ms > self._reach and maxt_ms >= head_t[n - 1] - NEAR_NOW_MS:
-            self._reach = head_t[n - 1] - mint_ms  # a window ending near now: keep this much uncompressed
+        if n and head_t[n - 1] - mint_ms > self._head_span_ms and maxt_ms >= head_t[n - 1] - NEAR_NOW_MS:
+            self._head_span_ms = head_t[n - 1] - mint_ms  # a window ending near now: keep this much uncompressed
             self._unseal(mint_ms)
             head_t = self._head_t
             n = len(self._head_v)
@@ -233,16 +237,18 @@ class Series:
 
     def tail(self, mint_ms: int) -> tuple[array, array]:
         """The uncompressed arrays (timestamps, values) of the newest points, holding every point at or
-        after ``mint_ms`` (unsealed if needed; the series' reach grows to cover it). Live arrays of the same
+        after ``mint_ms`` (unsealed if needed; the series' head span grows to cover it). Live arrays of the same
         length: read them at once, never write them (the timestamps may be shared with other series)."""
         n = len(self._head_v)
         head_t = self._head_t
-        if n and head_t[n - 1] - mint_ms > self._reach:
-            self._reach = head_t[n - 1] - mint_ms
+        if n and head_t[n - 1] - mint_ms > self._head_span_ms:
+            self._head_span_ms = head_t[n - 1] - mint_ms
         if self._chunks and (not n or head_t[0] > mint_ms):
             self._unseal(mint_ms)
-        if len(self._head_t) != len(self._head_v):
-            self._head_t = _derive(self._head_t, 0, len(self._head_v))
+        n = len(self._head_v)
+        if len(self._head_t) != n:  # the array holds newer timestamps of other series: take one of n
+            head_t = self._shared.share(self._head_t[:n])
+            self._head_t = head_t if len(head_t) == n else self._head_t[:n]
         return self._head_t, self._head_v
 
     def _unseal(self, mint_ms: int) -> None:
@@ -264,14 +270,7 @@ class Series:
         if not self._chunks:  # the oldest chunk came back whole: drop what a trim had only hidden
             drop = bisect_left(times, self._min_t)
             del times[:drop], values[:drop]
-        # series of one array unsealing the same points at once share the result
-        key = (id(self._head_t), -len(times), n, times[0] if times else -1)
-        found = _SHARED.get(key)
-        if found is not None and found[0] is self._head_t and found[1][:len(times)] == times:
-            times = found[1]
-        else:
-            _SHARED[key] = (self._head_t, times)
-        self._head_t, self._head_v = times, _narrowed(values)
+        self._head_t, self._head_v = self._shared.share(times), _float32_if_exact(values)
 
     def point_at(self, t_ms: int) -> tuple[int, float] | None:
         """The newest point at or before ``t_ms``, or None."""
