@@ -64,7 +64,7 @@ class Store:
         self._sources: dict[str, tuple[Labels, ...]] = {}  # what each source's last collection stored
         self._kept: tuple[tuple[int, Hashable], list[Series]] | None = None  # latest_values' last selection
         self._owned: dict[str, set[Labels]] = {}
-        self._owner: dict[Labels, str] = {}
+        self._series: dict[Labels, Series] = {}  # every series by its labels (its source is series.source)
         self._best_effort = 0
         self._lock = threading.RLock()
         self._shared_timestamps = SharedTimestamps() if shared_timestamps is None else shared_timestamps
@@ -78,22 +78,28 @@ class Store:
     def append(self, labels: Labels, t_ms: int, value: float, source: str = "") -> bool:
         """Add one point; returns False when the series is new and the series cap is reached."""
         with self._lock:
-            bucket = self._by_name.setdefault(metric_name(labels), {})
-            series = bucket.get(labels)
+            series = self._series.get(labels)
             if series is None:
-                if self._count >= self.max_series:
-                    self.dropped_series_total += 1
+                series = self._create(labels, source)
+                if series is None:
                     return False
-                series = bucket[labels] = Series(labels, self._shared_timestamps)
-                self._count += 1
-                self.generation += 1
-                self._owned.setdefault(source, set()).add(labels)
-                self._owner[labels] = source
-                if not self.quotas.is_reserved(source):
-                    self._best_effort += 1
-                    self._label_values.add(source, labels, 1)
             series.append(t_ms, value, self.max_points)
             return True
+
+    def _create(self, labels: Labels, source: str) -> Series | None:
+        """A new series of ``source``, indexed; None (counted) when the series cap is reached."""
+        if self._count >= self.max_series:
+            self.dropped_series_total += 1
+            return None
+        series = self._series[labels] = Series(labels, self._shared_timestamps, source)
+        self._by_name.setdefault(metric_name(labels), {})[labels] = series
+        self._count += 1
+        self.generation += 1
+        self._owned.setdefault(source, set()).add(labels)
+        if not self.quotas.is_reserved(source):
+            self._best_effort += 1
+            self._label_values.add(source, labels, 1)
+        return series
 
     def ingest(self, source: str, samples: Iterable[Sample], t_ms: int, *, bypass_quota: bool = False) -> int:
         """Record one collection from ``source`` at ``t_ms``; mark its vanished series stale.
@@ -125,11 +131,21 @@ class Store:
                 raise SeriesQuotaExceeded(source, reason)
             if self.quotas.label_values and not self.quotas.is_reserved(source):
                 over_limit, dropped = self._drop_label_value_churn(source, batch)
-        stored = tuple(labels for labels, value in batch.items() if self.append(labels, t_ms, value, source))
+        held = self._series.get
+        max_points = self.max_points
+        stored: list[Labels] = []
+        for labels, value in batch.items():
+            series = held(labels)
+            if series is None:
+                series = self._create(labels, source)
+                if series is None:
+                    continue
+            series.append(t_ms, value, max_points)
+            stored.append(labels)
         for labels in self._sources.get(source, ()):
             if labels not in batch:
                 self.append(labels, t_ms, STALE_NAN, source)
-        self._sources[source] = stored  # a tuple: a third of a set's memory
+        self._sources[source] = tuple(stored)  # a tuple: a third of a set's memory
         if over_limit:
             raise LabelValuesExceeded(source, over_limit, dropped)
         return len(stored)
@@ -137,7 +153,7 @@ class Store:
     def _drop_label_value_churn(self, source: str, batch: dict[Labels, float]) -> tuple[str, int]:
         """Remove from ``batch`` the new series that would take a label of their metric past the
         label-value limit; returns the reason (the first label over it) and how many were dropped."""
-        doomed, reason = self._label_values.over_limit(source, batch, self._owner, self.quotas.label_values)
+        doomed, reason = self._label_values.over_limit(source, batch, self._series, self.quotas.label_values)
         for labels in doomed:
             del batch[labels]
         self.label_value_drops_total += len(doomed)
@@ -146,7 +162,7 @@ class Store:
     def _admit(self, source: str, batch: dict[Labels, float]) -> str:
         """Why ``batch`` cannot be stored for ``source`` ("" when it fits); may evict the source's own
         series that ``batch`` no longer contains to make room."""
-        new = sum(1 for labels in batch if labels not in self._owner)
+        new = sum(1 for labels in batch if labels not in self._series)
         if not new:
             return ""
         owned = self._owned.get(source, set())
@@ -183,9 +199,10 @@ class Store:
         self._sources[source] = tuple(labels for labels in self._sources.get(source, ()) if labels not in gone)
 
     def _disown(self, labels: Labels) -> None:
-        owner = self._owner.pop(labels, None)
-        if owner is None:
+        series = self._series.pop(labels, None)
+        if series is None:
             return
+        owner = series.source
         self._owned.get(owner, set()).discard(labels)
         if not self.quotas.is_reserved(owner):
             self._best_effort -= 1
@@ -252,7 +269,7 @@ class Store:
             if keep_key is not None and memo is not None and memo[0] == (self.generation, keep_key):
                 return memo[1]
             candidates = [s for bucket in self._by_name.values() for s in bucket.values()
-                          if keep is None or keep(s.labels, self._owner.get(s.labels, ""))]
+                          if keep is None or keep(s.labels, s.source)]
             self._kept = ((self.generation, keep_key), candidates) if keep_key is not None else None
             return candidates
 

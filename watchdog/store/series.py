@@ -94,10 +94,13 @@ class Series:
     seal leaves only such values).
     """
 
-    __slots__ = ("__weakref__", "_chunks", "_head_span_ms", "_head_t", "_head_v", "_min_t", "_shared", "labels")
+    __slots__ = ("__weakref__", "_chunks", "_head_span_ms", "_head_t", "_head_v", "_min_t", "_shared", "labels",
+                 "source")
 
-    def __init__(self, labels: Labels, shared: SharedTimestamps | None = None) -> None:
+    def __init__(self, labels: Labels, shared: SharedTimestamps | None = None, source: str = "") -> None:
         self.labels = labels
+        self.source = source
+        """What stores it (a collector, a rule: see :meth:`watchdog.store.Store.ingest`)."""
         self._shared = SharedTimestamps() if shared is None else shared
         self._chunks: list[Chunk] = []
         self._head_t = _EMPTY_TIMES  # shared, append-only: the head's timestamps are its first len(_head_v)
