@@ -25,6 +25,7 @@ unseals what it needs, later ones never decode."""
 NEAR_NOW_MS = 60_000
 """A window ending at most this long before a series' newest point counts towards its head span."""
 
+
 class SharedTimestamps:
     """The head timestamp arrays made since the store last called :meth:`clear` (at each collection), by
     content: a series whose head needs new timestamps takes an array already made with the same ones, so
@@ -87,11 +88,11 @@ class Series:
     at the same timestamps (one source's series, every collection at the tick's time) hold one array:
     the first to append a new timestamp appends it in place, the others find it already there; a series
     whose timestamps part from the array's (it missed a collection, or seals or trims its head) moves to
-    a new array through its store's :class:`SharedTimestamps`, which the others doing the same join. So the head costs
-    about 8 bytes a point (the value) instead of 16, and 4 while every value in it is exactly a float32
-    (counters below 2**24, most gauges of NVML and the engines: ``_head_v`` is then an ``f`` array, read as
-    the same Python floats; it widens to ``d`` at the first value that is not, and narrows again when a
-    seal leaves only such values).
+    a new array through its store's :class:`SharedTimestamps`, which the others doing the same join. So
+    the head costs about 8 bytes a point (the value) instead of 16, and 4 while every value in it is
+    exactly a float32 (counters below 2**24, most gauges of NVML and the engines: ``_head_v`` is then an
+    ``f`` array, read as the same Python floats; it widens to ``d`` at the first value that is not, and
+    narrows again when a seal leaves only such values).
     """
 
     __slots__ = ("__weakref__", "_chunks", "_head_span_ms", "_head_t", "_head_v", "_min_t", "_shared", "labels",
