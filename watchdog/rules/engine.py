@@ -219,7 +219,7 @@ class RuleEngine:
         self._counters = CounterIndex()
         self._extrema = ExtremaIndex()
         self._selections = Selections()
-        self._pass: EvalCache | None = None
+        self._cache: EvalCache | None = None  # the current pass's (None between passes)
         self._rule_queries: dict[int, Any] = {}
         self.last_failures: dict[tuple[str, int], RuleFailure] = {}
         names = [g.name for g in ruleset.groups]
@@ -251,7 +251,7 @@ class RuleEngine:
     def evaluate(self, t_ms: int, lane: Lane | None = None, *, deadline: float | None = None) -> list[Alert]:
         """Evaluate every group (of ``lane``) in order at ``t_ms``, stopping between groups past
         ``deadline``; returns every held alert."""
-        self._pass = self._pass_cache()
+        self._cache = self._pass_cache()
         try:
             if lane is None:
                 for runtime in self._groups:
@@ -266,9 +266,9 @@ class RuleEngine:
                 self._evaluate_group(runtimes[position], t_ms)
             return self.alerts()
         finally:
-            if self._pass is not None:
+            if self._cache is not None:
                 self._selections.end(self.store)
-            self._pass = None
+            self._cache = None
 
     def _pass_cache(self) -> EvalCache | None:
         """The cache one evaluation pass shares between its rules (:mod:`watchdog.promql.cache`: the results
@@ -364,10 +364,10 @@ class RuleEngine:
                     self._record_failure(runtime, index, rule, t_ms, exc.reason, "quota")
                     continue
                 finally:
-                    if self._pass is not None:
+                    if self._cache is not None:
                         changed = generation != self.store.generation
                         for name in plan.written:
-                            self._pass.wrote(name, changed)
+                            self._cache.wrote(name, changed)
             if self.last_failures:
                 self.last_failures.pop((runtime.key, index), None)
         stats.evaluations_total += 1
@@ -410,7 +410,7 @@ class RuleEngine:
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
         plan = runtime.plans[index]
         expr = plan.expr
-        cache = self._pass
+        cache = self._cache
         empty = None if cache is None else plan.empty.current(self.store, cache.selections.select)
         peak = None if empty is None else empty.get(id(expr))
         if peak is not None and (self.sample_limit is None or peak <= self.sample_limit):

@@ -65,7 +65,7 @@ class Store:
         self._kept: tuple[tuple[int, Hashable], list[Series]] | None = None  # latest_values' last selection
         self._owned: dict[str, set[Labels]] = {}
         self._series: dict[Labels, Series] = {}  # every series by its labels (its source is series.source)
-        self._best_effort = 0
+        self._unreserved_series = 0
         self._lock = threading.RLock()
         self._shared_timestamps = SharedTimestamps() if shared_timestamps is None else shared_timestamps
         """The head timestamp arrays its series share (cleared at each collection)."""
@@ -97,7 +97,7 @@ class Store:
         self.generation += 1
         self._owned.setdefault(source, set()).add(labels)
         if not self.quotas.is_reserved(source):
-            self._best_effort += 1
+            self._unreserved_series += 1
             self._label_values.add(source, labels, 1)
         return series
 
@@ -171,7 +171,7 @@ class Store:
         pool = self.max_series - self.quotas.reserved
 
         def fits() -> bool:
-            return len(owned) + new <= limit and (reserved or self._best_effort + new <= pool)
+            return len(owned) + new <= limit and (reserved or self._unreserved_series + new <= pool)
 
         if fits():
             return ""
@@ -182,7 +182,7 @@ class Store:
             return (f"series quota exceeded: {len(owned) + new} series would exceed the per-source "
                     f"quota of {limit}")
         return (f"series quota exceeded: {new} new series do not fit the {pool} series shared by "
-                f"engines and other non-reserved sources ({self._best_effort} held)")
+                f"engines and other non-reserved sources ({self._unreserved_series} held)")
 
     def _evict(self, source: str, doomed: list[Labels]) -> None:
         """Remove ``source``'s series ``doomed`` from the store at once (room for its new series)."""
@@ -205,7 +205,7 @@ class Store:
         owner = series.source
         self._owned.get(owner, set()).discard(labels)
         if not self.quotas.is_reserved(owner):
-            self._best_effort -= 1
+            self._unreserved_series -= 1
             self._label_values.add(owner, labels, -1)
 
     def forget_source(self, source: str, t_ms: int) -> None:
