@@ -118,12 +118,12 @@ class Store:
 
     def _ingest(self, source: str, samples: Iterable[Sample], t_ms: int, bypass_quota: bool) -> int:
         """:meth:`ingest` itself, under its lock."""
-        batch: dict[Labels, float] = {}
-        for sample in samples:
-            batch[sample.labels] = sample.value
+        batch: dict[Labels, float] = dict(samples)  # (labels, value) pairs: the last of duplicates wins
+        series_of = self._series.get
+        found = [series_of(labels) for labels in batch]
         over_limit = ""
         dropped = 0
-        if self._enforce_quotas and not bypass_quota:
+        if self._enforce_quotas and not bypass_quota and None in found:  # new series: may they be created?
             reason = self._admit(source, batch)
             if reason:
                 self.quota_rejections_total += 1
@@ -131,21 +131,23 @@ class Store:
                 raise SeriesQuotaExceeded(source, reason)
             if self.quotas.label_values and not self.quotas.is_reserved(source):
                 over_limit, dropped = self._drop_label_value_churn(source, batch)
-        held = self._series.get
+                found = [series_of(labels) for labels in batch]
         max_points = self.max_points
         stored: list[Labels] = []
-        for labels, value in batch.items():
-            series = held(labels)
+        for (labels, value), series in zip(batch.items(), found, strict=True):
             if series is None:
                 series = self._create(labels, source)
                 if series is None:
                     continue
             series.append(t_ms, value, max_points)
             stored.append(labels)
-        for labels in self._sources.get(source, ()):
-            if labels not in batch:
-                self.append(labels, t_ms, STALE_NAN, source)
-        self._sources[source] = tuple(stored)  # a tuple: a third of a set's memory
+        kept = tuple(stored)  # a tuple: a third of a set's memory
+        previous = self._sources.get(source, ())
+        if previous != kept:  # (compared without hashing a label set: the same series are the common case)
+            for labels in previous:
+                if labels not in batch:
+                    self.append(labels, t_ms, STALE_NAN, source)
+        self._sources[source] = kept
         if over_limit:
             raise LabelValuesExceeded(source, over_limit, dropped)
         return len(stored)
