@@ -12,7 +12,9 @@ from bisect import bisect_left, bisect_right
 import pytest
 
 from watchdog.model import STALE_NAN, Sample, metric
-from watchdog.store import CHUNK_POINTS, HEAD_POINTS, Series, Store, decode_chunk, encode_chunk
+from watchdog.store import Series, Store
+from watchdog.store.codec import decode_chunk, encode_chunk
+from watchdog.store.series import CHUNK_POINTS, HEAD_POINTS, SharedTimestamps
 
 
 def _bits(values: list[float]) -> list[int]:
@@ -179,12 +181,21 @@ def test_series_collected_together_share_their_head_timestamps() -> None:
         assert list(series.values) == [float(i + gpu) for i in range(400)]
 
 
+class _OwnTimestamps(SharedTimestamps):
+    """The plain path: every series keeps its own head timestamps."""
+
+    def share(self, times: array) -> array:
+        return times
+
+
 def test_shared_timestamps_keep_every_series_exact_under_gaps_trims_and_reads() -> None:
     """Series part from and join shared timestamp arrays at random (gaps, staleness, out-of-order points,
-    seals, unseals, trims); each must read back exactly what a plain list of its points holds."""
+    seals, unseals, trims); each must read back exactly what a plain list of its points holds, and the
+    store must hold what a store whose series each own their timestamps holds."""
     rng = random.Random(16)
     retention = 400_000
     store = Store(retention_ms=retention, max_points=10_000)
+    plain = Store(retention_ms=retention, max_points=10_000, shared_timestamps=_OwnTimestamps())
     names = [metric("x", k=str(k)) for k in range(10)]
     model: dict[tuple[tuple[str, str], ...], list[tuple[int, float]]] = {labels: [] for labels in names}
 
@@ -203,6 +214,7 @@ def test_shared_timestamps_keep_every_series_exact_under_gaps_trims_and_reads() 
         present = [labels for labels in names if rng.random() < (0.98 if step % 200 < 150 else 0.5)]
         batch = [Sample(labels, rng.choice([float(step), rng.random(), 1.0])) for labels in present]
         store.ingest("a", batch, t)
+        plain.ingest("a", batch, t)
         for sample in batch:
             add(sample.labels, t, sample.value)
         for labels in seen - set(present):
@@ -212,9 +224,11 @@ def test_shared_timestamps_keep_every_series_exact_under_gaps_trims_and_reads() 
             labels = rng.choice(names)
             late = t - rng.choice([0, 1000])
             store.append(labels, late, 42.0, "a")
+            plain.append(labels, late, 42.0, "a")
             add(labels, late, 42.0)
         if step % 37 == 0:
             store.gc(t)
+            plain.gc(t)
             held = {series.labels for series in store.all_series()}
             for labels in names:
                 model[labels] = [p for p in model[labels] if p[0] >= t - retention] if labels in held else []
@@ -224,6 +238,7 @@ def test_shared_timestamps_keep_every_series_exact_under_gaps_trims_and_reads() 
                 continue
             points = model[labels]
             mint = t - rng.choice([5_000, 60_000, 150_000, 300_000])
+            next(iter(plain.select([("k", "=", labels[1][1])]))).tail(mint)
             times, values = series.tail(mint)
             assert len(times) == len(values)
             start = len(points) - len(times)
@@ -239,6 +254,12 @@ def test_shared_timestamps_keep_every_series_exact_under_gaps_trims_and_reads() 
         points = model[series.labels]
         assert list(series.timestamps) == [p[0] for p in points]
         assert _bits(list(series.values)) == _bits([p[1] for p in points])
+    owned = {series.labels: series for series in plain.all_series()}
+    assert sorted(owned) == sorted(series.labels for series in store.all_series())
+    for series in store.all_series():
+        assert list(series.timestamps) == list(owned[series.labels].timestamps)
+        assert _bits(list(series.values)) == _bits(list(owned[series.labels].values))
+        assert series.storage() == owned[series.labels].storage()
 
 
 def test_head_values_are_float32_only_while_exact() -> None:
@@ -271,13 +292,10 @@ def test_head_values_are_float32_only_while_exact() -> None:
     assert _bits(series.window(0, t)[1]) == _bits(appended)
 
 
-@pytest.mark.parametrize("by_values", [False, True])
-def test_a_repeated_collection_stores_what_appending_each_series_stores(by_values: bool) -> None:
-    """The store's repeat path (``_append_each``: only the value appended while the shared timestamps
-    already hold the tick; through ``ingest`` or, for the rule engine's copies, ``ingest_values``) against
-    each series' own ``Series.append``: same points, same storage, over values that widen and narrow the
-    head, seals, reads that hold points uncompressed, a series that missed collections (its own
-    timestamps), duplicate and out-of-order ticks."""
+def test_a_repeated_collection_stores_what_appending_each_series_stores() -> None:
+    """``Store.ingest`` of the same series tick after tick against each series' own ``Series.append``:
+    same points, same storage, over values that widen and narrow the head, seals, reads that hold points
+    uncompressed, a series that missed collections, duplicate and out-of-order ticks."""
     rng = random.Random(16)
     names = [metric("x", i=str(i)) for i in range(6)]
     kinds = ["float32", "double", "special", "counter", "constant", "big_counter"]
@@ -292,11 +310,7 @@ def test_a_repeated_collection_stores_what_appending_each_series_stores(by_value
         batch = names[1:] if 60 <= i < 64 else names
         samples = [Sample(labels, KINDS[kinds[n % len(kinds)] if i % 50 else "double"](i, rng))
                    for n, labels in enumerate(batch)]
-        token = store.repeat_token("collector:x")
-        if by_values and token is not None and token[0] == tuple(sample.labels for sample in samples):  # type: ignore[index]
-            assert store.ingest_values("collector:x", token, [sample.value for sample in samples], t_ms) == len(batch)
-        else:
-            store.ingest("collector:x", samples, t_ms)
+        store.ingest("collector:x", samples, t_ms)
         for sample in samples:
             reference[sample.labels].append(t_ms, sample.value, store.max_points)
         if i == 60:  # the store marks the series that left the collection stale, once

@@ -6,6 +6,7 @@ import math
 import random
 import struct
 
+from tests.support.plain_rules import PlainRuleEngine
 from watchdog.model import STALE_NAN, make_labels
 from watchdog.promql import EvalOptions, TooManySamples, evaluate, parse_query
 from watchdog.promql.cache import CounterIndex, EvalCache, Selections, SharedPlan
@@ -146,8 +147,7 @@ def test_shared_sub_expressions_give_the_same_rule_outputs_as_evaluating_each_ru
     outputs: list[list[tuple[object, bytes]]] = []
     for reuse in (False, True):
         store = Store()
-        engine = RuleEngine(ruleset, store)
-        engine.reuse = reuse
+        engine = (RuleEngine if reuse else PlainRuleEngine)(ruleset, store)
         rng = random.Random(3)
         totals: dict[tuple[str, str], float] = {}
         seen: list[tuple[object, bytes]] = []
@@ -242,8 +242,7 @@ def test_kept_selections_follow_series_that_rule_outputs_and_scrapes_create_or_r
     outputs: list[list[tuple[object, list[bytes]]]] = []
     for reuse in (False, True):
         store = Store(retention_ms=20_000)
-        engine = RuleEngine(ruleset, store)
-        engine.reuse = reuse
+        engine = (RuleEngine if reuse else PlainRuleEngine)(ruleset, store)
         rng = random.Random(11)
         totals: dict[str, float] = {}
         for step in range(120):

@@ -40,7 +40,6 @@ from typing import Any
 
 from watchdog.model import METRIC_NAME, Alert, Labels, Sample, make_labels
 from watchdog.promql import CpuBudget, EvalOptions, PromQLError, TooManySamples, evaluate, parse_query
-from watchdog.promql import nodes as n
 from watchdog.promql.cache import CounterIndex, EvalCache, Selections, SharedPlan
 from watchdog.promql.engine import DEFAULT_SUBQUERY_STEP_MS, evaluate_expr
 from watchdog.promql.nodes import SCALAR, VECTOR
@@ -48,7 +47,7 @@ from watchdog.rules.alerting import AlertEvaluationError, AlertingRuleState, Can
 from watchdog.rules.lanes import Lane, classify_groups
 from watchdog.rules.loader import AlertingRule, RecordingRule, RuleGroup, RuleSet
 from watchdog.rules.templates import TemplateContext, expand
-from watchdog.store import SeriesQuotaExceeded, any_newest, newest_values
+from watchdog.store import SeriesQuotaExceeded, Store
 
 log = logging.getLogger("watchdog.rules")
 
@@ -121,8 +120,7 @@ class _RulePlan:
     query as the rule manager runs it, its store source, the names it writes, and (recording rules) a
     memo from each result label set to the label set it is written under."""
 
-    __slots__ = ("copy", "expr", "extra_labels", "held", "last", "leaves", "outputs", "pending", "record",
-                 "source", "stored", "written")
+    __slots__ = ("expr", "extra_labels", "last", "outputs", "record", "source", "stored", "written")
 
     def __init__(self, rule: AlertingRule | RecordingRule, expr: Any, source: str) -> None:
         self.expr = expr
@@ -135,14 +133,6 @@ class _RulePlan:
         """The last result's label sets and the (distinct) label sets they were written under."""
         self.stored = -1
         """Series the last store ingest of this rule's output kept (-1: none yet)."""
-        self.copy: _CopyPlan | None = None
-        """How to repeat the last result's copy of selected series (recording rules; None: evaluate)."""
-        self.held: int | None = None
-        """The store's generation after the last evaluation that went through the evaluator."""
-        self.pending: _CopyPlan | None = None
-        """This evaluation's :class:`_CopyPlan`, until its result is stored."""
-        self.leaves = _copy_leaves(expr)
-        """The selectors a copy of the rule's result reads (None: the result is not a copy)."""
 
     def output_labels(self, labels: Labels) -> Labels:
         """The label set a recording rule writes the result ``labels`` under (memoised)."""
@@ -151,88 +141,6 @@ class _RulePlan:
             found = make_labels({**dict(labels), METRIC_NAME: self.record, **self.extra_labels})
             self.outputs[labels] = found
         return found
-
-
-class _CopyPlan:
-    """A recording rule whose result is a copy of selected series' samples, as one evaluation through the
-    evaluator found it: the series its selectors selected that were present then (the newest point within
-    the lookback, not a staleness marker) and those that were absent, which present series each result
-    sample was, and the store's token for the rule's stored output (:meth:`Store.repeat_token`).
-
-    Every node between those selectors and the result keeps or drops whole samples by their label sets
-    alone (:func:`_copy_leaves`), so while the store's series set holds (``Store.generation``: the same
-    selections) and the same series are present, evaluating the rule gives the same label
-    sets in the same order (the same samples held, so the same sample limit outcome) with the present
-    series' newest values: :meth:`repeat` reads those and appends them to the rule's output series."""
-
-    __slots__ = ("absent", "generation", "order", "present", "token")
-
-    def __init__(self, generation: int, present: list[Any], absent: list[Any], order: list[int] | None,
-                 token: object) -> None:
-        self.generation = generation
-        self.present = present
-        self.absent = absent
-        self.order = order
-        """Which present series each result sample is (None: each, in order)."""
-        self.token = token
-
-    def repeat(self, store: Any, t_ms: int, lookback_ms: int, source: str) -> int:
-        """Store the rule's result at ``t_ms`` as an evaluation would; the number of samples stored, or -1
-        when the plan does not hold (nothing stored: evaluate the rule)."""
-        if store.generation != self.generation:
-            return -1
-        mint = t_ms - lookback_ms
-        values = newest_values(self.present, mint, t_ms)
-        if values is None or (self.absent and any_newest(self.absent, mint, t_ms)):
-            return -1
-        if self.order is not None:
-            values = [values[i] for i in self.order]
-        return int(store.ingest_values(source, self.token, values, t_ms))
-
-
-def _copy_leaves(expr: n.Expr) -> list[n.VectorSelector] | None:
-    """The selectors of ``expr``, when every other node passes on whole
-    samples of its operands chosen by their label sets alone (parentheses, ``and``/``or``/``unless``) and
-    each selector reads at the evaluation time itself (no offset, no ``@``); else None."""
-    out: list[n.VectorSelector] = []
-    stack: list[n.Expr] = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, n.VectorSelector):
-            if node.offset_ms or node.at is not None:
-                return None
-            out.append(node)
-        elif isinstance(node, n.Paren):
-            stack.append(node.expr)
-        elif isinstance(node, n.Binary) and node.op in n.SET_OPS:
-            stack += (node.rhs, node.lhs)
-        else:
-            return None
-    return out
-
-
-def _copy_plan(leaves: list[n.VectorSelector], select: Callable[[Any, Any], list[Any]], store: Any,
-               vector: list[tuple[Labels, float]], t_ms: int, lookback_ms: int, generation: int) -> _CopyPlan | None:
-    """The :class:`_CopyPlan` (without its token yet) of a result ``vector`` just evaluated at ``t_ms`` from
-    ``leaves``' selections (``select(store, matchers)``), read before the result is stored (a rule may
-    select its own output); None when a result sample is not one of the present series'."""
-    selected: dict[int, Any] = {}
-    for vs in leaves:
-        for series in select(store, vs.matchers):
-            selected.setdefault(id(series), series)
-    mint = t_ms - lookback_ms
-    present: list[Any] = []
-    absent: list[Any] = []
-    for series in selected.values():
-        (absent if newest_values((series,), mint, t_ms) is None else present).append(series)
-    index = {id(series.labels): i for i, series in enumerate(present)}
-    order: list[int] = []
-    for labels, _ in vector:
-        found = index.get(id(labels))
-        if found is None:
-            return None
-        order.append(found)
-    return _CopyPlan(generation, present, absent, None if order == list(range(len(present))) else order, None)
 
 
 def _raw_vector(expr: Any, raw: Any) -> list[tuple[Labels, float]]:
@@ -275,7 +183,7 @@ class RuleEngine:
     def __init__(
         self,
         ruleset: RuleSet,
-        store: Any,
+        store: Store,
         external_labels: Mapping[str, str] | None = None,
         *,
         restored_state: Iterable[Mapping[str, Any]] | None = None,
@@ -304,12 +212,10 @@ class RuleEngine:
         self.max_samples = max_samples
         self.sample_limit = sample_limit
         self._deadline: CpuBudget | None = None  # the current rule's time budget
-        self.reuse = True
-        """Reuse work between rules and passes (:mod:`watchdog.promql.cache`; results are the same)."""
         self._plan: SharedPlan | None = None
         self._counters = CounterIndex()
         self._selections = Selections()
-        self._pass: EvalCache | None = None
+        self._cache: EvalCache | None = None  # the current pass's (None between passes)
         self._rule_queries: dict[int, Any] = {}
         self.last_failures: dict[tuple[str, int], RuleFailure] = {}
         names = [g.name for g in ruleset.groups]
@@ -341,7 +247,7 @@ class RuleEngine:
     def evaluate(self, t_ms: int, lane: Lane | None = None, *, deadline: float | None = None) -> list[Alert]:
         """Evaluate every group (of ``lane``) in order at ``t_ms``, stopping between groups past
         ``deadline``; returns every held alert."""
-        self._pass = self._new_pass() if self.reuse else None
+        self._cache = self._pass_cache()
         try:
             if lane is None:
                 for runtime in self._groups:
@@ -356,11 +262,13 @@ class RuleEngine:
                 self._evaluate_group(runtimes[position], t_ms)
             return self.alerts()
         finally:
-            if self._pass is not None:
+            if self._cache is not None:
                 self._selections.end(self.store)
-            self._pass = None
+            self._cache = None
 
-    def _new_pass(self) -> EvalCache:
+    def _pass_cache(self) -> EvalCache | None:
+        """The cache one evaluation pass shares between its rules (:mod:`watchdog.promql.cache`: the results
+        are the plain evaluator's; a subclass returning None evaluates each rule on its own, for tests)."""
         if self._plan is None:
             self._plan = SharedPlan(self._rule_query(rule).expr for rt in self._groups for rule in rt.group.rules)
         self._selections.begin(self.store)
@@ -426,23 +334,6 @@ class RuleEngine:
         plans = runtime.plans
         for index, rule in enumerate(runtime.group.rules):
             plan = plans[index]
-            if plan.copy is not None and self._pass is not None:
-                try:
-                    copied = plan.copy.repeat(self.store, t_ms, self.lookback_ms, plan.source)
-                except Exception as exc:  # a bug: count it, log it, as an evaluation's
-                    self.log.exception("rule evaluation crashed", extra={"rule_group": runtime.group.name,
-                                                                    "rule": rule.name})
-                    self._record_failure(runtime, index, rule, t_ms, f"{type(exc).__name__}: {exc}", "internal")
-                    plan.copy = None
-                    continue
-                if copied >= 0:  # stored as an evaluation would have: same series, new values
-                    plan.stored = copied
-                    for name in plan.written:
-                        self._pass.wrote(name, False)
-                    if self.last_failures:
-                        self.last_failures.pop((runtime.key, index), None)
-                    continue
-                plan.copy = None
             self._deadline = None if self.rule_timeout_s is None else CpuBudget(self.rule_timeout_s)
             try:
                 samples = self._evaluate_rule(runtime, index, rule, t_ms)
@@ -461,7 +352,7 @@ class RuleEngine:
             finally:
                 self._deadline = None
             if samples or plan.stored != 0:  # an empty result after an empty one changes nothing
-                generation = getattr(self.store, "generation", None)
+                generation = self.store.generation
                 try:
                     plan.stored = -1
                     plan.stored = self.store.ingest(plan.source, samples, t_ms)
@@ -469,12 +360,10 @@ class RuleEngine:
                     self._record_failure(runtime, index, rule, t_ms, exc.reason, "quota")
                     continue
                 finally:
-                    if self._pass is not None:
-                        changed = generation is None or generation != getattr(self.store, "generation", None)
+                    if self._cache is not None:
+                        changed = generation != self.store.generation
                         for name in plan.written:
-                            self._pass.wrote(name, changed)
-            if plan.record and self._pass is not None:
-                self._plan_copy(plan)
+                            self._cache.wrote(name, changed)
             if self.last_failures:
                 self.last_failures.pop((runtime.key, index), None)
         stats.evaluations_total += 1
@@ -521,35 +410,14 @@ class RuleEngine:
     def _evaluate_rule(self, runtime: _GroupRuntime, index: int, rule: Any, t_ms: int) -> list[Sample]:
         plan = runtime.plans[index]
         expr = plan.expr
-        cache = self._pass
-        raw = evaluate_expr(expr, self.store, int(t_ms), self._options(), cache)
+        raw = evaluate_expr(expr, self.store, int(t_ms), self._options(), self._cache)
         vector = _raw_vector(expr, raw)
         if plan.record:
-            plan.pending = None
-            samples = self._recording_samples(plan, vector)
-            generation = getattr(self.store, "generation", None)
-            if cache is not None and vector and generation is not None and generation == plan.held:
-                leaves = plan.leaves  # the series set held since the last evaluation
-                copy = None if not leaves else _copy_plan(leaves, cache.selections.select, self.store, vector,
-                                                          int(t_ms), self.lookback_ms, generation)
-                plan.pending = copy
-            return samples
+            return self._recording_samples(plan, vector)
         assert isinstance(rule, AlertingRule)
         state = runtime.alert_states[index]
         candidates = [self._candidate(rule, labels, value, t_ms) for labels, value in vector]
         return state.step(t_ms, candidates)
-
-    def _plan_copy(self, plan: _RulePlan) -> None:
-        """After a recording rule's evaluation was stored: plan the next ones as a copy
-        (:class:`_CopyPlan`) when this one's result was one and the store's series set held over two
-        evaluations (a store whose series keep changing is not planned for at every evaluation)."""
-        pending, plan.pending = plan.pending, None
-        generation = getattr(self.store, "generation", None)
-        plan.held = generation
-        if pending is not None and hasattr(self.store, "ingest_values"):
-            # a plan made under another generation (the ingest created or removed series) is never used
-            pending.token = self.store.repeat_token(plan.source)
-            plan.copy = pending if pending.token is not None else None
 
     @staticmethod
     def _recording_samples(plan: _RulePlan, vector: list[tuple[Labels, float]]) -> list[Sample]:

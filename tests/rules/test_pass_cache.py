@@ -1,12 +1,11 @@
-"""A recording rule that copies selected series (``_CopyPlan``) stores exactly what evaluating it stores.
+"""The rule engine's per-pass cache stores exactly what the plain path (each rule evaluated alone) stores.
 
-Two engines run the same rules over two stores fed the same scrapes: one with the pass's reuse (and so
-copy plans), one without (every rule evaluated and ingested). The scrapes keep a steady series set most
-of the time, so plans are made and used, and now and then break every condition a plan relies on:
-values that change, NaN, -0.0; a series that goes stale, or silently stops and leaves the lookback, or
-comes back; new series; gc removing series; an evaluation behind the newest scrape; a rule whose result
-collides after its labels; results over the sample limit. Store contents (bit patterns), failures and
-alerts must be the same after every tick, and both the plan's fast path and its refusals must have run.
+Two engines run the same rules over two stores fed the same scrapes: one with the cache
+(:mod:`watchdog.promql.cache`), one without. The scrapes keep a steady series set most of the time and
+now and then change it: values that change, NaN, -0.0; a series that goes stale, or silently stops and
+leaves the lookback, or comes back; new series; gc removing series; an evaluation behind the newest
+scrape; a rule whose result collides after its labels; results over the sample limit. Store contents
+(bit patterns), failures and alerts must be the same after every tick.
 """
 
 from __future__ import annotations
@@ -16,8 +15,8 @@ import struct
 
 import pytest
 
+from tests.support.plain_rules import PlainRuleEngine
 from watchdog.model import METRIC_NAME, STALE_NAN, Sample, make_labels
-from watchdog.rules import engine as rules_engine
 from watchdog.rules.engine import RuleEngine
 from watchdog.rules.loader import load_rule_text
 from watchdog.store import Store
@@ -122,20 +121,11 @@ def _contents(store: Store) -> dict[object, list[tuple[int, int]]]:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_copy_plans_store_what_evaluating_the_rules_stores(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
-    outcomes: dict[str, int] = {"copied": 0, "refused": 0}
-    repeat = rules_engine._CopyPlan.repeat
-
-    def counted(self: rules_engine._CopyPlan, *args: object) -> int:
-        stored = repeat(self, *args)  # type: ignore[arg-type]
-        outcomes["copied" if stored >= 0 else "refused"] += 1
-        return stored
-
-    monkeypatch.setattr(rules_engine._CopyPlan, "repeat", counted)
+def test_the_pass_cache_stores_what_evaluating_each_rule_alone_stores(seed: int) -> None:
     ruleset = load_rule_text(RULES)
     stores = [Store(retention_ms=40_000), Store(retention_ms=40_000)]
-    engines = [RuleEngine(ruleset, store, lookback_ms=12_000, sample_limit=26) for store in stores]
-    engines[1].reuse = False
+    engines = [RuleEngine(ruleset, stores[0], lookback_ms=12_000, sample_limit=26),
+               PlainRuleEngine(ruleset, stores[1], lookback_ms=12_000, sample_limit=26)]
     feeds = [Feed(seed), Feed(seed)]
     failures: set[str] = set()
     lag = random.Random(seed)
@@ -143,35 +133,18 @@ def test_copy_plans_store_what_evaluating_the_rules_stores(monkeypatch: pytest.M
     for tick in range(240):
         t_ms += 5_000
         behind = lag.random() < 0.1
+        seen = []
         for store, feed, engine in zip(stores, feeds, engines, strict=True):
             feed.step()
             feed.scrape(store, t_ms)
             if tick % 7 == 0:
                 store.gc(t_ms)
             alerts = engine.evaluate(t_ms - 2_500 if behind else t_ms)
-            engine.alerts_seen = [(a.labels, a.state) for a in alerts]  # type: ignore[attr-defined]
+            seen.append([(a.labels, a.state) for a in alerts])
         at = t_ms - 2_500 if behind else t_ms
         mine, reference = ([(f.rule, f.index, f.error) for f in e.failures_at(at)] for e in engines)
         assert mine == reference, tick
-        assert engines[0].alerts_seen == engines[1].alerts_seen, tick  # type: ignore[attr-defined]
+        assert seen[0] == seen[1], tick
         assert _contents(stores[0]) == _contents(stores[1]), tick
         failures.update(rule for rule, _, _ in mine)
     assert {"r:collides", "r:big"} <= failures  # a clash; the sample limit with every job present
-    assert outcomes["copied"] > 300 and outcomes["refused"] > 50, outcomes
-
-
-def test_a_copy_plan_gives_way_when_the_store_repeat_it_was_made_for_is_gone() -> None:
-    store = Store()
-    engine = RuleEngine(load_rule_text("groups:\n  - name: g\n    rules:\n      - record: r\n        expr: m\n"), store)
-    labels = [make_labels({METRIC_NAME: "m", "k": str(k)}) for k in range(3)]
-    for step in range(3):
-        store.ingest("collector:x", [Sample(lbl, float(step)) for lbl in labels], step * 1000)
-        engine.evaluate(step * 1000)
-    (plan,) = engine._groups[0].plans
-    assert plan.copy is not None
-    store.ingest("rules:g/0", [], 3000)  # another writer under the rule's source: the token is gone
-    store.ingest("collector:x", [Sample(lbl, 7.0) for lbl in labels], 4000)
-    engine.evaluate(4000)
-    got = {s.labels: s.values[-1] for s in store.select([(METRIC_NAME, "=", "r")])}
-    assert sorted(got.values()) == [7.0, 7.0, 7.0]
-    assert store.ingest_values("rules:g/0", object(), [1.0, 2.0, 3.0], 5000) == -1
