@@ -2,6 +2,9 @@
 """An engine whose label values change at every scrape, beside normal ones: the tick, the other engines'
 scrape intervals and memory with and without it, side by side in one run.
 
+Guards the churn limits: a churning engine cannot grow the store, the caches (at most 2 MB after an
+hour) or the tick, and the other engines keep their scrape interval.
+
     .venv/bin/python benchmarks/churn.py [--size 8x8] [--seconds 240] [--churn-series 200]
                                          [--tree NAME=PATH]...
 

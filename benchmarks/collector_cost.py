@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """CPU of the engine scrapes and of the engine process collector, checkouts side by side.
 
+Guards the engine scrape's and the process collector's share of the CPU target.
+
     .venv/bin/python benchmarks/collector_cost.py [--engines 8] [--gpus 8] [--rounds 9] [--calls 10]
         [--tree NAME=PATH ...]
 
@@ -8,7 +10,7 @@ One simulated node (``simnode.py``: vLLM V1 endpoints whose values move, on loop
 process) serves every checkout. Each checkout runs in its own child process with its own code: one
 engine collector per endpoint (``kind: vllm``, default settings otherwise) and the engine process
 collector over real ``psutil`` and ``/proc`` (every engine's root is the simulator's process, found by
-its port) with the fake NVML of ``tick.py`` (``--gpus`` busy H100s) and a state database of its own.
+its port) with the harness's fake NVML (``simnode.fake_nvml``) (``--gpus`` busy H100s) and a state database of its own.
 The children take turns: in each round each child, in turn, scrapes every endpoint ``--calls`` times
 and then collects the process trees ``--calls`` times, timing each call with its thread's CPU clock
 (``time.thread_time``: what the collector's worker thread pays, the kernel's share of the sockets
@@ -39,7 +41,7 @@ from watchdog.collectors.engines import engine_collectors
 from watchdog.collectors.processes import process_collectors
 from watchdog.config import load_config_text
 from watchdog.config.settings import settings_from_config
-from tick import fake_nvml
+from simnode import fake_nvml
 
 ports, gpus, state_dir = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 doc = {"state_dir": state_dir,

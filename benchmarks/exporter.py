@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The exporter's page: CPU per scrape at 8 GPUs x 8 engines with retention filling, checkouts side by side.
 
+Guards the exporter's share of the CPU target: one page render per Prometheus scrape (15 s).
+
     .venv/bin/python benchmarks/exporter.py [--gpus 8] [--engines 8] [--fill 320] [--scrapes 20]
                                             [--rounds 3] [--tree NAME=PATH]...
 
 One child process per checkout and round (default: this tree), the checkouts alternated round by round
-so that each sees the same machine load. Each child builds the agent as ``benchmarks/steady.py`` does
-(fake NVML, ``--engines`` real HTTP endpoints on loopback serving the full vLLM V1 payload, the whole
+so that each sees the same machine load. Each child builds the agent as ``simnode.simulated_agent`` does
+(fake NVML, ``--engines`` endpoints of the simulated node serving the full vLLM V1 payload, the whole
 default pack, default settings, simulated 1 s ticks) from its own checkout, runs ``--fill`` ticks, then
 ``--scrapes`` times: 15 ticks (Prometheus' scrape interval) and one ``render_metrics()`` of an exporter
 built by ``exporter_for_store`` (not yet started), timed with ``time.process_time``; then gzip of the
@@ -31,17 +33,16 @@ from pathlib import Path
 tree = sys.argv[1]
 sys.path.insert(0, tree)
 sys.path.insert(0, tree + "/benchmarks")
-from steady import build_agent
-from tick import start_servers
+from simnode import simulated_agent, start_engines
 from watchdog.exporter import server
 from watchdog.exporter.server import exporter_for_store
 GZIP_LEVEL = getattr(server, "GZIP_LEVEL", 5)
 
 gpus, engines, fill, scrapes, idle = (int(a) for a in sys.argv[2:7])
-proc, ports = start_servers(engines)
+proc, ports = start_engines(engines)
 try:
     with tempfile.TemporaryDirectory() as tmp:
-        agent, now = build_agent(gpus, ports, 900, Path(tmp))
+        agent, now = simulated_agent(gpus, ports, 900, Path(tmp))
         exporter = exporter_for_store(agent.store, "127.0.0.1:0", ready=lambda: True, clock=lambda: now[0])
         for _ in range(fill):
             now[0] += 1.0

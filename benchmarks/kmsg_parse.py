@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Kernel-log parse throughput: how many lines per second the parser and the file collector handle.
 
+Guards the kernel-log catch-up: hundreds of thousands of lines a second, so a restart catches up at once.
+
     .venv/bin/python benchmarks/kmsg_parse.py [--lines N] [--repeat R]
 
 Builds a log of N lines (default 200 000) from the real excerpts in tests/fixtures/kmsg, diluted with

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Resident memory of the agent with its store full, on simulated time, for one or more checkouts side by side.
 
+Guards the memory target: at most 80 MB resident at 8 GPUs x 8 engines with the 15-minute retention
+full, and flat over a simulated day (``--step 30``).
+
     .venv/bin/python benchmarks/memory.py [--size 8x8] [--seconds 1200] [--retention 900] [--step 1]
                                           [--tree NAME=PATH]... [--env NAME:VAR=VALUE]... [--trace 15] [--breakdown]
                                           [--diff TICK]

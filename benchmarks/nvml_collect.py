@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """CPU of the NVML collection at 8 GPUs, per thread, checkouts side by side: the agent's share and the fake's.
 
+Guards the NVML collection's share of the CPU target (and separates the fake driver's own cost).
+
     .venv/bin/python benchmarks/nvml_collect.py [--gpus 8] [--ticks 60] [--rounds 4] [--warmup 30]
         [--pace 0.05] [--split] [--inline] [--tree main=/path/to/old/checkout --tree this=.]
 
@@ -49,19 +51,21 @@ from watchdog.collectors.nvml import NvmlCollector
 from watchdog.fakes.pynvml import FakeNvml, load_profile
 
 class Inline:  # a per-GPU worker that runs each read at once on the caller's thread (--inline)
-    def __init__(self, name, idle_seconds=60.0):
+    def __init__(self, *args, **kwargs):
         pass
-    def submit(self, fn):
+    def submit(self, fn, *args):
         future = Future()
         future.set_running_or_notify_cancel()
         try:
-            future.set_result(fn())
+            future.set_result(fn(*args))
         except BaseException as exc:
             future.set_exception(exc)
         return future
     def post(self, fn):
         fn()
     def stop(self):
+        pass
+    def shutdown(self, *args, **kwargs):
         pass
 
 class Replay:  # the fake NVML recording its answers until ``recording`` is False, then replaying them
@@ -107,7 +111,10 @@ if split:
         if name.startswith("nvml") and callable(getattr(nvml, name)):
             setattr(nvml, name, timed(getattr(nvml, name)))
 if inline:
-    nvml_module.Worker = Inline
+    for module in [m for name, m in sys.modules.items() if name.startswith("watchdog.collectors.nvml")]:
+        for pool in ("Worker", "DaemonPool"):  # the per-GPU worker's name in older and newer checkouts
+            if hasattr(module, pool):
+                setattr(module, pool, Inline)
     nvml = Replay(fake)
 now = [1_800_000_000.0]
 collector = NvmlCollector(nvml, counters_clock=lambda: now[0])

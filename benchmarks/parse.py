@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Parse cost of a realistic vLLM /metrics payload: watchdog.engines.exposition vs prometheus_client.parser.
+"""Parse cost of a realistic vLLM /metrics payload: watchdog.exposition vs prometheus_client.parser.
+
+Guards the parse target: the engine collector's path at least 10x faster than prometheus_client.
 
     .venv/bin/python benchmarks/parse.py [--payload FILE] [--repeat N]
 
@@ -28,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from watchdog.collectors.engines import ScrapeCaches, parse_payload  # noqa: E402
 from watchdog.engines.config_series import config_series  # noqa: E402
-from watchdog.engines.exposition import clear_cache, parse_exposition  # noqa: E402
+from watchdog.exposition import clear_cache, parse_exposition  # noqa: E402
 
 DEFAULT_PAYLOAD = ROOT / "tests" / "fixtures" / "engines" / "vllm-v1-full.txt"
 TARGETS = {"job": "vllm", "instance": "127.0.0.1:8000"}

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """The agent next to a real Prometheus doing the same job: CPU and resident memory from ``/proc``, side by side.
 
+Guards the cost targets: at 8 GPUs x 8 engines at least 10x less CPU than Prometheus and at most 80 MB
+resident; ``--no-rules`` measures the floor (what the agent costs with no rule to evaluate).
+
     .venv/bin/python benchmarks/peer.py [--size 8x8] [--minutes 2] [--warmup 30]
-                                        [--retention-full] [--retention SECONDS]
+                                        [--retention-full] [--retention SECONDS] [--no-rules]
                                         [--agent NAME=TREE]... [--agent-extra JSON]
 
 One run starts, on loopback only:
 
 - the simulated node of ``benchmarks/simnode.py`` (its CPU is not counted): per engine the full vLLM V1
   payload, moving at every scrape, and a page of the simulated GPUs' NVML series for Prometheus;
-- each agent (default: this tree; ``--agent main=/tmp/main-export`` adds another checkout, so "before" and
+- each agent (default: this tree; ``--agent main=PATH`` adds another checkout, so "before" and
   "after" run side by side in one run): the daemon ``inference-watchdog run`` builds (``Agent`` +
   ``serve``: scheduler, exporter, signals), with the fake NVML injected as the demo does, the full default
   rule pack of its own checkout, the default settings, a 1 s tick and the given retention; its exporter
@@ -22,11 +25,13 @@ One run starts, on loopback only:
 After the warm-up it samples every process's CPU (utime+stime of ``/proc/PID/stat``, all threads) and
 RSS (``/proc/PID/status``) for the measured minutes and prints CPU milliseconds per second, RSS (mean,
 last, growth over the window), wake-ups per second (voluntary context switches of the live threads,
-``/proc/PID/task/*/status``: on this project's virtual machines each costs tens of microseconds of CPU,
-see ``benchmarks/wakeup.py``) and the ratios. ``--retention-full`` warms up for the retention plus a
+``/proc/PID/task/*/status``: on this project's virtual machines each costs tens of microseconds of CPU)
+and the ratios. ``--retention-full`` warms up for the retention plus a
 minute, so every window is full before measuring (use ``--retention 120`` for a quick full-retention run;
-the default 900 then needs 16 minutes of warm-up). The machines these run on are shared: compare
-processes of the same run, not runs.
+the default 900 then needs 16 minutes of warm-up). ``--no-rules`` runs every agent without rule files (only the
+rules generated from config, which find none of the pack's canonical series to read), and Prometheus with
+the same: collection, storage, self-metrics, the exporter and the daemon's machinery. The
+machines these run on are shared: compare processes of the same run, not runs.
 """
 
 from __future__ import annotations
@@ -189,6 +194,8 @@ def run_size(gpus: int, engines: int, args: argparse.Namespace, agents: list[tup
     sim, gpu_port, engine_ports = start_simulator(gpus, engines)
     procs: list[Proc] = []
     extra = json.loads(args.agent_extra) if args.agent_extra else {}
+    if args.no_rules:
+        extra["rules"] = {"paths": []}
     try:
         for name, tree in agents:
             config = agent_config(workdir, name, tree, engine_ports, args.retention, extra)
@@ -291,6 +298,8 @@ def main() -> int:
     parser.add_argument("--agent", action="append", default=None, metavar="NAME=TREE",
                         help="an agent checkout to run (repeatable; default: this tree as 'this')")
     parser.add_argument("--agent-extra", default="", help="JSON merged into each agent's config")
+    parser.add_argument("--no-rules", action="store_true",
+                        help="no rule files (agents and Prometheus): the floor under the rules")
     args = parser.parse_args()
     if not Path(PROMETHEUS).exists():
         print(f"{PROMETHEUS} is missing (Debian package prometheus)", file=sys.stderr)
@@ -298,7 +307,7 @@ def main() -> int:
     agents = [(spec.partition("=")[0], Path(spec.partition("=")[2]).resolve()) for spec in args.agent or []]
     agents = agents or [("this", ROOT)]
     for _, tree in agents:
-        if not (tree / "watchdog" / "agent.py").exists():
+        if not (tree / "watchdog" / "__init__.py").exists():
             print(f"{tree} is not a checkout of inference-watchdog", file=sys.stderr)
             return 2
     sizes = [tuple(int(x) for x in size.lower().split("x")) for size in args.size or ["8x8"]]

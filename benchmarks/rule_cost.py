@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Where rule evaluation time goes, per group and per rule, with retention full; checkouts side by side.
 
+Guards the rule pack's share of the CPU target: rule evaluation per tick at 8 x 8, every window full.
+
     .venv/bin/python benchmarks/rule_cost.py [--size 8x8] [--retention 900] [--ticks 60] [--top 15]
                                              [--tree main=/path/to/old/checkout --tree this=.]
 
 Each checkout (default: this tree) runs in its own child process, all at the same time (the same
-machine load for each): one agent as ``benchmarks/steady.py`` builds it (fake NVML, the engines' real
-HTTP endpoints on loopback serving the full vLLM V1 fixture, the whole default rule pack, default
+machine load for each): one agent as ``simnode.simulated_agent`` builds it (fake NVML, the engines of the
+simulated node serving the full vLLM V1 payload, the whole default rule pack, default
 settings, simulated 1 s ticks) runs ``--retention`` ticks with the defaults so that every window is
 full, then ``--ticks`` measured ticks in which the CPU time (``time.thread_time``) of every rule
 evaluation, and of storing its output (the store's ingest of the rule's source; a recording rule's
@@ -37,8 +39,7 @@ def child(tree: Path, gpus: int, engines: int, retention: int, ticks: int) -> di
     """Fill, then measure per-rule CPU in ``tree``'s code (run inside the child process)."""
     sys.path.insert(0, str(tree))
     sys.path.insert(0, str(tree / "benchmarks"))
-    from steady import build_agent, run_block, set_mode  # type: ignore[import-not-found]
-    from tick import start_servers  # type: ignore[import-not-found]
+    from simnode import run_ticks, simulated_agent, start_engines  # type: ignore[import-not-found]
 
     from watchdog.rules import engine as rules_engine
 
@@ -50,12 +51,11 @@ def child(tree: Path, gpus: int, engines: int, retention: int, ticks: int) -> di
             warnings[" ".join([record.getMessage(), *fields])] += 1
 
     logging.getLogger().addHandler(Tally(logging.WARNING))
-    proc, ports = start_servers(engines)
+    proc, ports = start_engines(engines)
     try:
-        agent, now = build_agent(gpus, ports, retention, Path(tempfile.mkdtemp()))
-        set_mode(agent, "after")
+        agent, now = simulated_agent(gpus, ports, retention, Path(tempfile.mkdtemp()))
         started = time.monotonic()
-        run_block(agent, now, retention)
+        run_ticks(agent, now, retention)
         fill_s = time.monotonic() - started
         spent: collections.Counter[str] = collections.Counter()
         original = rules_engine.RuleEngine._evaluate_rule
@@ -99,7 +99,7 @@ def child(tree: Path, gpus: int, engines: int, retention: int, ticks: int) -> di
                     spent[keys[source]] += time.thread_time() - begun
 
             copy_plan.repeat = timed_repeat
-        cpu, rules = run_block(agent, now, ticks)
+        cpu, rules = run_ticks(agent, now, ticks)
         return {"fill_s": fill_s, "warnings": dict(warnings), "series": len(agent.store),
                 "cpu_ms_per_tick": cpu / ticks * 1000, "rules_ms_per_tick": sum(rules) / ticks * 1000,
                 "per_rule_ms_per_tick": {key: value / ticks * 1000 for key, value in spent.items()}}

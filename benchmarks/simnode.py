@@ -1,4 +1,13 @@
-"""The simulated node the benchmarks scrape: vLLM V1 endpoints whose values move, and a page of GPU series.
+"""The benchmarks' one harness: the simulated node they scrape, the agent they build, the children they compare.
+
+Every benchmark of the suite (``benchmarks/README.md``) builds on these pieces:
+
+- :func:`start_simulator`: the simulated node (below);
+- :func:`fake_nvml`, :func:`bench_settings`, :func:`simulated_agent`, :func:`run_ticks`: the agent under
+  test on a simulated clock (fake NVML over h100-sxm-8 cut to N busy GPUs, the whole default rule pack,
+  default settings, 1 s ticks that wait for every engine scrape);
+- :func:`env_for`, :func:`start_child`, :func:`take_turns`, :func:`print_medians`, :func:`stop`: one
+  child process per checkout (``--tree NAME=PATH``), taking turns so that each sees the same load.
 
 :func:`start_simulator` starts one child process (its CPU is not the agent's) serving, on loopback:
 
@@ -22,9 +31,24 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from watchdog.agent import Agent  # noqa: E402
+from watchdog.collectors.base import CollectorContext  # noqa: E402
+from watchdog.config import load_config_text  # noqa: E402
+from watchdog.config.settings import Settings, settings_from_config  # noqa: E402
+from watchdog.fakes.gpu_model import load_profile  # noqa: E402
+from watchdog.fakes.pynvml import FakeNvml  # noqa: E402
+from watchdog.infra.heap import quiet_cyclic_gc  # noqa: E402
+
+SIM_START = 1_800_000_000.0
 PAYLOAD = ROOT / "tests" / "fixtures" / "engines" / "vllm-v1-full.txt"
 
 SIMULATOR = r"""
@@ -116,6 +140,61 @@ for kind in ["gpu"] + ["engine"] * engines + ["churn"] * churners:
 print(" ".join(map(str, ports)), flush=True)
 sys.stdin.read()
 """
+
+
+def start_engines(engines: int, gpus: int = 1) -> tuple[subprocess.Popen[bytes], list[int]]:
+    """The simulator with ``engines`` vLLM endpoints; the process and the engines' ports."""
+    sim, _, ports = start_simulator(gpus, engines)
+    return sim, ports
+
+
+def fake_nvml(gpus: int) -> FakeNvml:
+    """The h100-sxm-8 fake cut to ``gpus`` GPUs, all busy."""
+    profile = load_profile("h100-sxm-8")
+    profile["gpus"] = profile["gpus"][:gpus]
+    nvml = FakeNvml(profile)
+    for index in range(gpus):
+        nvml.set_load(index, 90.0)
+    return nvml
+
+
+def bench_settings(ports: list[int], state_dir: Path, **extra: Any) -> Settings:
+    """Default settings with the whole rule pack, one engine per port, no kmsg, processes or log notifier."""
+    doc = {
+        "state_dir": str(state_dir),
+        "rules": {"paths": [str(ROOT / "rules" / "*.yaml")]},
+        "engines": [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{port}/metrics"}
+                    for i, port in enumerate(ports)],
+        "kmsg": {"enabled": False},
+        "processes": {"enabled": False},
+        "notifiers": {"log": {"enabled": False}},
+        **extra,
+    }
+    return settings_from_config(load_config_text(yaml.safe_dump(doc), "<bench>"))
+
+
+def simulated_agent(gpus: int, ports: list[int], retention: int, workdir: Path) -> tuple[Agent, list[float]]:
+    """The agent under test on a simulated clock (the returned one-element list holds its time), with the
+    daemon's cyclic-collector thresholds."""
+    config = bench_settings(ports, workdir / f"state-{gpus}-{len(ports)}", retention_seconds=retention)
+    now = [SIM_START]
+    agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=fake_nvml(gpus)),
+                  background_scrapes=False)
+    quiet_cyclic_gc()  # serve() sets them in the daemon
+    return agent, now
+
+
+def run_ticks(agent: Agent, now: list[float], ticks: int) -> tuple[float, list[float]]:
+    """Run ``ticks`` ticks, 1 s of simulated time each; (CPU seconds in all, rules stage CPU seconds per tick)."""
+    rules: list[float] = []
+    cpu = 0.0
+    for _ in range(ticks):
+        now[0] += 1.0
+        t0 = time.process_time()
+        agent.tick()
+        cpu += time.process_time() - t0
+        rules.append(agent.stats.stage_cpu_seconds.get("rules", 0.0))
+    return cpu, rules
 
 
 def env_for(tree: Path) -> dict[str, str]:

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """CPU cost of one agent tick, and of parsing a vLLM payload, measured side by side in one run.
 
+Guards how cost grows: CPU per tick by stage at 1 and 8 GPUs x 1 and 8 engines (a share of one core).
+
     .venv/bin/python benchmarks/tick.py [--ticks 40] [--warmup 20]
 
-For 1 and 8 GPUs (fake NVML over the h100-sxm-8 profile) × 1 and 8 engine endpoints (real HTTP servers
-on loopback, in a separate process so their CPU is not counted, each serving
-``tests/fixtures/engines/vllm-v1-full.txt``, every metric family vLLM V1 exposes with its real buckets),
+For 1 and 8 GPUs (fake NVML over the h100-sxm-8 profile) × 1 and 8 engine endpoints (the simulated node of
+``simnode.py``, in a separate process so its CPU is not counted, each endpoint serving
+``tests/fixtures/engines/vllm-v1-full.txt``, every metric family vLLM V1 exposes with its real buckets,
+its values moving at every scrape),
 it runs the real pipeline (collectors, store, the default rule pack, alert lifecycle, runbooks,
 notifier hand-off) and an exporter scrape, and reports CPU milliseconds per tick per stage
 (``time.process_time``: all threads of this process). Then it parses the same payload with our parser
@@ -17,94 +20,36 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from watchdog.agent import Agent  # noqa: E402
-from watchdog.collectors.base import CollectorContext, ingest_results  # noqa: E402
-from watchdog.config import load_config_text  # noqa: E402
-from watchdog.config.settings import Settings, settings_from_config  # noqa: E402
-from watchdog.engines.exposition import clear_cache, parse_exposition  # noqa: E402
-from watchdog.exporter.collector import StoreCollector  # noqa: E402
-from watchdog.exporter.selection import ExportSelection  # noqa: E402
-from watchdog.fakes.gpu_model import load_profile  # noqa: E402
-from watchdog.fakes.pynvml import FakeNvml  # noqa: E402
+from simnode import PAYLOAD, bench_settings, fake_nvml, start_engines
 
-PAYLOAD = ROOT / "tests" / "fixtures" / "engines" / "vllm-v1-full.txt"
-
-SERVER = r"""
-import sys, threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-body = open(sys.argv[1], "rb").read()
-class H(BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200); self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
-    def log_message(self, *a): pass
-ports = []
-for _ in range(int(sys.argv[2])):
-    s = ThreadingHTTPServer(("127.0.0.1", 0), H); s.daemon_threads = True
-    threading.Thread(target=s.serve_forever, daemon=True).start(); ports.append(s.server_address[1])
-print(" ".join(map(str, ports)), flush=True)
-sys.stdin.read()
-"""
-
-
-def start_servers(count: int) -> tuple[subprocess.Popen[str], list[int]]:
-    """A child process serving the payload on ``count`` loopback ports."""
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(PAYLOAD), str(count)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    ports = [int(p) for p in proc.stdout.readline().split()]
-    return proc, ports
-
-
-def fake_nvml(gpus: int) -> FakeNvml:
-    """The h100-sxm-8 fake cut to ``gpus`` GPUs, all busy."""
-    profile = load_profile("h100-sxm-8")
-    profile["gpus"] = profile["gpus"][:gpus]
-    nvml = FakeNvml(profile)
-    for index in range(gpus):
-        nvml.set_load(index, 90.0)
-    return nvml
-
-
-def bench_settings(ports: list[int], state_dir: Path, **extra: Any) -> Settings:
-    """Default settings with the whole rule pack, one engine per port, no kmsg, processes or log notifier."""
-    doc = {
-        "state_dir": str(state_dir),
-        "rules": {"paths": [str(ROOT / "rules" / "*.yaml")]},
-        "engines": [{"job": f"vllm-{i}", "url": f"http://127.0.0.1:{port}/metrics"}
-                    for i, port in enumerate(ports)],
-        "kmsg": {"enabled": False},
-        "processes": {"enabled": False},
-        "notifiers": {"log": {"enabled": False}},
-        **extra,
-    }
-    return settings_from_config(load_config_text(yaml.safe_dump(doc), "<bench>"))
+from watchdog.agent import Agent
+from watchdog.collectors.base import CollectorContext, ingest_results
+from watchdog.exporter.collector import StoreCollector
+from watchdog.exporter.selection import ExportSelection
+from watchdog.exposition import clear_cache, parse_exposition
 
 
 def measure(gpus: int, engines: int, ticks: int, warmup: int, workdir: Path) -> dict[str, Any]:
     """CPU ms per tick per stage for one (GPUs, engines) combination."""
-    proc, ports = start_servers(engines)
+    proc, ports = start_engines(engines)
     try:
         config = bench_settings(ports, workdir / f"state-{gpus}-{engines}")
         now = [1_800_000_000.0]
         agent = Agent(config, clock=lambda: now[0], context=CollectorContext(nvml=fake_nvml(gpus)))
         registry = CollectorRegistry(auto_describe=False)
-        # The heavier export, as measured before pass-through became opt-in: the engines' series too.
+        # The heavier export: the engines' own series too (``pass_through_engine_series``).
         registry.register(StoreCollector(agent.store, clock=lambda: now[0],
                                          selection=ExportSelection(pass_through_engine_series=True)))
         stages: dict[str, list[float]] = {"collect+store": [], "rules+alerts": [], "runbooks+notify": [],

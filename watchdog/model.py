@@ -58,11 +58,6 @@ def metric_name(labels: Labels) -> str:
     return label_value(labels, METRIC_NAME)
 
 
-def without_name(labels: Labels) -> Labels:
-    """The label set without ``__name__``."""
-    return tuple(pair for pair in labels if pair[0] != METRIC_NAME)
-
-
 def format_labels(labels: Labels) -> str:
     """Prometheus text form: ``name{a="1",b="2"}``."""
     name = metric_name(labels)

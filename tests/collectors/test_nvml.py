@@ -7,9 +7,10 @@ from collections.abc import Iterable
 import pytest
 
 from tests.support.settings import settings_of
-from watchdog.collectors import nvml_fields as F
 from watchdog.collectors.base import CollectorContext
 from watchdog.collectors.nvml import COUNTERS_PART, NvmlCollector, gpu_processes, nvml_collectors
+from watchdog.collectors.nvml import abi as F
+from watchdog.collectors.nvml.catalogue import NVML_SERIES
 from watchdog.config import ConfigError
 from watchdog.fakes.pynvml import FakeNvml, profile_names
 from watchdog.model import Sample, label_value, metric_name
@@ -72,12 +73,12 @@ def test_every_emitted_series_is_catalogued_with_its_labels(profile: str) -> Non
         if name == "watchdog_gpu_nvml_devices":  # about the host, not one GPU: no gpu/uuid
             assert sample.labels == (("__name__", name),) and sample.value == len(fake.gpus)
             continue
-        assert name in F.NVML_SERIES, name
+        assert name in NVML_SERIES, name
         extra = {k for k, _ in sample.labels} - {"__name__", "gpu", "uuid"}
         # info may drop empty labels (serial); every other series carries exactly its catalogued labels
-        assert extra <= set(F.NVML_SERIES[name].labels), (name, extra)
+        assert extra <= set(NVML_SERIES[name].labels), (name, extra)
         if name != "watchdog_gpu_info":
-            assert extra == set(F.NVML_SERIES[name].labels), (name, extra)
+            assert extra == set(NVML_SERIES[name].labels), (name, extra)
         assert label_value(sample.labels, "gpu") != ""
 
 

@@ -20,20 +20,20 @@ import pytest
 pynvml = pytest.importorskip("pynvml")
 
 from watchdog.collectors import nvml as nvml_module  # noqa: E402
-from watchdog.collectors import nvml_fields as F  # noqa: E402
 from watchdog.collectors.base import NoData  # noqa: E402
 from watchdog.collectors.nvml import NvmlCollector  # noqa: E402
+from watchdog.collectors.nvml import abi as F  # noqa: E402
 from watchdog.fakes import pynvml as fake_module  # noqa: E402
 from watchdog.fakes.pynvml import FakeNvml  # noqa: E402
 from watchdog.model import metric_name  # noqa: E402
 
-#: nvml_fields names that are ours, not pynvml's (with the pynvml name where one exists).
+#: abi names that are ours, not pynvml's (with the pynvml name where one exists).
 OUR_NAMES = {"NVML_MEMORY_V2": "nvmlMemory_v2"}
 
 
 def called_functions() -> set[str]:
-    """Every ``nvml*`` function the collector module names (as strings or attributes)."""
-    source = Path(nvml_module.__file__).read_text(encoding="utf-8")
+    """Every ``nvml*`` function the collector's modules name (as strings or attributes)."""
+    source = "".join(p.read_text(encoding="utf-8") for p in Path(nvml_module.__file__).parent.glob("*.py"))
     names = set(re.findall(r'"(nvml[A-Z]\w+)"', source)) | set(re.findall(r"\bnvml\.(nvml[A-Z]\w+)", source))
     assert len(names) > 30
     return names

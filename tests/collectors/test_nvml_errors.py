@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from watchdog.collectors import nvml_fields as F
 from watchdog.collectors.base import CollectorRunner, NoData
 from watchdog.collectors.nvml import COUNTERS_PART, NvmlCollector, NvmlUnavailable, import_pynvml
+from watchdog.collectors.nvml import abi as F
+from watchdog.collectors.nvml.fields import SCALAR_SLOTS
 from watchdog.config.settings import NvmlSettings, section_settings
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.model import Sample, label_value, metric_name
@@ -61,9 +62,9 @@ def test_not_supported_field_is_absent_and_dropped_from_later_batches(fake: Fake
     samples = collector.collect()
     assert gpus_with(samples, "watchdog_gpu_recovery_action") == {str(g) for g in range(1, 8)}
     assert value(samples, "watchdog_gpu_ecc_mode_enabled", gpu="0") == 1.0
-    planner = collector._planners[0]
+    planner = collector.reader._planners[0]
     assert planner.chosen[("recovery_action",)] is None
-    assert (F.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 0) not in planner.requests(F.SCALAR_SLOTS)
+    assert (F.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, 0) not in planner.requests(SCALAR_SLOTS)
 
 
 def test_other_errors_are_counted_per_call_and_the_rest_of_the_gpu_goes_on(fake: FakeNvml) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from watchdog.collectors.host import HOST_SERIES
-from watchdog.collectors.nvml_fields import NVML_SERIES, SeriesInfo
+from watchdog.collectors.nvml.catalogue import NVML_SERIES, SeriesInfo
 from watchdog.exporter.catalogue import load_catalogue
 
 PER_GPU = ("gpu", "uuid")

@@ -1,4 +1,4 @@
-"""The collectors' worker threads: one persistent thread per collector (and per GPU), not one per call."""
+"""The threads for calls that may hang: one persistent thread per collector (and per GPU), not one per call."""
 
 from __future__ import annotations
 
@@ -8,37 +8,37 @@ from collections.abc import Iterable
 
 import pytest
 
-from watchdog.collectors.base import CollectorRunner, Worker
-from watchdog.collectors.nvml import CallStats, GpuRead, GpuReadCall, ReadBatch
+from watchdog.collectors.base import Collector, CollectorRunner
+from watchdog.infra.workers import DaemonPool
 from watchdog.model import Sample, metric
 
 
-def test_a_worker_runs_its_calls_on_one_thread_and_hands_back_results_and_errors() -> None:
-    worker = Worker("w")
+def test_a_pool_of_one_runs_its_calls_on_one_thread_and_hands_back_results_and_errors() -> None:
+    worker = DaemonPool(1, "w")
     first = worker.submit(threading.get_ident).result(timeout=5)
     assert worker.submit(threading.get_ident).result(timeout=5) == first != threading.get_ident()
     failed = worker.submit(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         failed.result(timeout=5)
-    worker.stop()
-    with pytest.raises(RuntimeError, match="stopped"):
-        worker.submit(lambda: None)
+    worker.shutdown()
+    assert worker.submit(lambda: None).cancelled()
 
 
-def test_a_hung_call_holds_its_worker_and_a_second_call_is_refused_not_queued() -> None:
+def test_a_hung_call_holds_its_thread_and_a_second_call_waits_behind_it_on_no_new_thread() -> None:
     release = threading.Event()
-    worker = Worker("hung")
+    worker = DaemonPool(1, "hung")
     hung = worker.submit(lambda: release.wait(5))
-    with pytest.raises(RuntimeError, match="previous call still running"):
-        worker.submit(lambda: None)
+    before = threading.active_count()
+    second = worker.submit(threading.get_ident)
+    assert not second.done() and threading.active_count() == before
     release.set()
     assert hung.result(timeout=5) is True
-    assert worker.submit(lambda: 2).result(timeout=5) == 2
-    worker.stop()
+    assert second.result(timeout=5) != threading.get_ident()
+    worker.shutdown()
 
 
-def test_an_idle_worker_ends_its_thread_and_starts_another_on_the_next_call() -> None:
-    worker = Worker("idle", idle_seconds=0.05)
+def test_an_idle_thread_ends_and_another_starts_on_the_next_call() -> None:
+    worker = DaemonPool(1, "idle", idle_seconds=0.05)
     first = worker.submit(threading.get_ident).result(timeout=5)
     deadline = time.monotonic() + 5
     while any(t.ident == first for t in threading.enumerate()) and time.monotonic() < deadline:
@@ -47,7 +47,26 @@ def test_an_idle_worker_ends_its_thread_and_starts_another_on_the_next_call() ->
     assert worker.submit(lambda: 3).result(timeout=5) == 3
 
 
-class Counting:
+def test_an_idle_thread_takes_the_next_call_and_a_busy_pool_starts_another_up_to_its_limit() -> None:
+    release = threading.Event()
+    pool = DaemonPool(2, "two")
+    idle = pool.submit(threading.get_ident).result(timeout=5)
+    held = [pool.submit(release.wait, 5) for _ in range(3)]
+    deadline = time.monotonic() + 5
+    while sum(f.running() for f in held) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [f.running() for f in held] == [True, True, False]  # two threads, the third call queued
+    assert idle in {t.ident for t in threading.enumerate()}
+    release.set()
+    assert all(f.result(timeout=5) for f in held)
+    pool.shutdown(wait=True, timeout_s=5)
+    deadline = time.monotonic() + 5
+    while idle in {t.ident for t in threading.enumerate()} and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert idle not in {t.ident for t in threading.enumerate()}  # shutdown ends the idle threads
+
+
+class Counting(Collector):
     """A collector that records the thread of each call."""
 
     timeout_seconds = 2.0
@@ -77,7 +96,7 @@ def test_the_runner_reuses_one_thread_per_collector_across_rounds_and_close_ends
 
 def test_a_collector_with_an_interval_is_called_when_that_much_tick_time_has_passed() -> None:
     host = Counting("host")
-    host.interval_seconds = 5.0  # type: ignore[attr-defined]
+    host.interval_seconds = 5.0
     every_tick = Counting("nvml")
     runner = CollectorRunner([host, every_tick])
     called = []
@@ -88,50 +107,3 @@ def test_a_collector_with_an_interval_is_called_when_that_much_tick_time_has_pas
             called.append(now)
     assert called == [0.0, 4.9, 9.8, 3.0]  # 4.9 and 9.8: within the slack; 3.0: the clock went back
     runner.close()
-
-
-def test_a_posted_call_runs_on_the_worker_thread_and_one_that_raises_leaves_the_thread_working() -> None:
-    worker = Worker("posted")
-    seen: list[int] = []
-    done = threading.Event()
-    def broken() -> None:
-        raise ZeroDivisionError
-
-    worker.post(broken)  # breaks post's contract: logged, the thread goes on
-
-    def record() -> None:
-        seen.append(threading.get_ident())
-        done.set()
-
-    worker.post(record)
-    assert done.wait(5) and seen[0] != threading.get_ident()
-    assert worker.submit(threading.get_ident).result(timeout=5) == seen[0]  # the same thread
-    worker.stop()
-    with pytest.raises(RuntimeError, match="stopped"):
-        worker.post(lambda: None)
-
-
-def test_a_read_batch_wakes_its_waiter_once_every_read_has_returned_and_not_before() -> None:
-    batch = ReadBatch(2)
-    release = threading.Event()
-    quick = GpuReadCall(lambda: GpuRead([], CallStats()), batch)
-    slow = GpuReadCall(lambda: (release.wait(5), GpuRead([], CallStats()))[1], batch)
-    quick.run()  # the first read returns before the second starts: the batch still waits for it
-    assert quick.done() and not slow.done()
-    threading.Thread(target=slow.run, daemon=True).start()
-    started = time.monotonic()
-    batch.wait(0.2)
-    assert time.monotonic() - started >= 0.15 and not slow.done()  # the deadline, not the first read
-    with pytest.raises(TimeoutError):
-        slow.result(timeout=0.01)
-    release.set()
-    assert slow.result(timeout=5).samples == [] and slow.done()
-    def failing() -> GpuRead:
-        raise ZeroDivisionError
-
-    failed = GpuReadCall(failing, ReadBatch(1))
-    failed.run()
-    assert failed.done() and isinstance(failed.error, ZeroDivisionError)
-    with pytest.raises(ZeroDivisionError):
-        failed.result(timeout=0)
-    ReadBatch(0).wait(5)  # nothing started: returns at once

@@ -8,8 +8,9 @@ from typing import Any
 import yaml
 
 from watchdog.agent import Agent
-from watchdog.collectors.base import CollectorContext
+from watchdog.collectors.base import Collector, CollectorContext
 from watchdog.config import load_settings
+from watchdog.demo.progress import FiredHistory
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.model import AlertState, Sample, metric, metric_name
 
@@ -155,7 +156,7 @@ def test_health_is_stored_every_tick_and_component_metrics_every_few_ticks_and_a
     agent.close()
 
 
-class Flaky:
+class Flaky(Collector):
     """A collector that fails while ``broken``."""
 
     name = "flaky"
@@ -209,13 +210,15 @@ def test_health_problems_and_gpu_flags_follow_the_tick_that_reports_them(tmp_pat
     agent.close()
 
 
-def test_history_fired_holds_each_alert_once_from_its_first_firing(tmp_path: Path) -> None:
+def test_the_demo_history_holds_each_alert_once_from_its_first_firing(tmp_path: Path) -> None:
     clock, nvml = [1_800_000_000.0], FakeNvml.from_profile("h100-sxm-8")
     agent = _agent(tmp_path, clock, nvml)
+    history = FiredHistory()
+    agent.after_tick.append(lambda: history.note(agent.alerts))
     for hot in (2, 2, 5, 5, 2):  # GPU 2 stays hot: one alert firing in four ticks
         nvml.set(hot, temperature_celsius=85)
         clock[0] += 1
         agent.tick()
-    assert [(a.name, a.labels["gpu"], a.fired_at_ms) for a in agent.history_fired] == [
+    assert [(a.name, a.labels["gpu"], a.fired_at_ms) for a in history.alerts] == [
         ("GpuHotForTest", "2", 1_800_000_001_000), ("GpuHotForTest", "5", 1_800_000_003_000)]
     agent.close()

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.ports import free_port
 from tests.support.processes import stop_process
-from watchdog.engines.exposition import parse_exposition
+from watchdog.exposition import parse_exposition
 
 
 def _scrape(port: int) -> list[dict[str, str]]:

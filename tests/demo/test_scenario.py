@@ -14,7 +14,7 @@ from watchdog.demo.scenario import (
     parse_scenario,
 )
 from watchdog.engines.buckets import buckets_1_2_5
-from watchdog.engines.exposition import parse_exposition
+from watchdog.exposition import parse_exposition
 
 
 def test_every_shipped_scenario_loads() -> None:

@@ -1,5 +1,6 @@
-"""The engine collector's per-endpoint caches serve what an uncached scrape would: relabelled series, the
-parse deadline, the detected kind, the derived config series and the scrape series."""
+"""The engine collector from scrape to scrape: its per-endpoint caches serve what an uncached scrape would
+(relabelled series), and the parse deadline, the detected kind, the derived config series and the scrape
+series follow each page."""
 
 from __future__ import annotations
 
@@ -15,12 +16,11 @@ from watchdog.collectors.engines import (
     ScrapeError,
     apply_target_labels,
     parse_payload,
-    scrape_result_labels,
     scrape_result_samples,
 )
 from watchdog.config.settings import EngineSettings, section_settings
 from watchdog.engines.config_series import config_series
-from watchdog.engines.exposition import parse_exposition
+from watchdog.exposition import parse_exposition
 from watchdog.model import Sample, label_value, make_labels, metric, metric_name
 
 TARGETS = {"job": "j", "instance": "h:1", "cluster": "c"}
@@ -91,14 +91,12 @@ def test_config_series_finds_info_series_whose_name_is_not_the_first_label() -> 
     assert out == [Sample(metric("watchdog_engine_kv_cache_blocks", job="j"), 7.0)]
 
 
-def test_scrape_result_samples_with_kept_labels_equal_those_built_each_time() -> None:
-    kept = scrape_result_labels(TARGETS)
-    assert (scrape_result_samples(TARGETS, True, 0.25, 9, kept)
-            == scrape_result_samples(TARGETS, True, 0.25, 9)
-            == [Sample(metric(name, **TARGETS), value) for name, value in
-                (("up", 1.0), ("watchdog_engine_up", 1.0), ("scrape_duration_seconds", 0.25),
-                 ("watchdog_engine_scrape_duration_seconds", 0.25), ("scrape_samples_scraped", 9.0),
-                 ("watchdog_engine_scrape_samples_scraped", 9.0))])
+def test_scrape_result_samples_under_prometheus_names_and_ours() -> None:
+    assert scrape_result_samples(TARGETS, True, 0.25, 9) == [
+        Sample(metric(name, **TARGETS), value) for name, value in
+        (("up", 1.0), ("watchdog_engine_up", 1.0), ("scrape_duration_seconds", 0.25),
+         ("watchdog_engine_scrape_duration_seconds", 0.25), ("scrape_samples_scraped", 9.0),
+         ("watchdog_engine_scrape_samples_scraped", 9.0))]
 
 
 def engine(kind: str, pages: list[str]) -> EngineCollector:

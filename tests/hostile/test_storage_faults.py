@@ -14,7 +14,7 @@ from watchdog.agent import Agent
 from watchdog.fakes.pynvml import FakeNvml
 from watchdog.infra.state import StateDB
 from watchdog.model import label_value
-from watchdog.notify.log import LogNotifier
+from watchdog.notify.channels.log import LogNotifier
 
 
 def _errors(agent: Agent) -> dict[str, float]:

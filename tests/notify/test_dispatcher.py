@@ -17,9 +17,8 @@ from tests.support.polling import wait_until
 from watchdog.infra.logs import redact
 from watchdog.infra.secrets import SecretError, read_secret
 from watchdog.infra.state import StateDB
-from watchdog.notify.approvals import apply_interactions, approvable_steps, parse_interaction
-from watchdog.notify.log import LogNotifier
-from watchdog.notify.state_store import AlertStateStore
+from watchdog.notify.channels.log import LogNotifier
+from watchdog.notify.channels.slack.approvals import apply_interactions, approvable_steps, parse_interaction
 from watchdog.runbooks.events import RunbookEvent
 
 NOW = 1_000_000
@@ -112,21 +111,20 @@ def test_failing_notifier_raises_an_alert_through_the_others_only(
 
 
 def test_log_notifier_json_and_text_lines() -> None:
-    from watchdog.notify.grouping import group_transitions
-    from watchdog.notify.model import Transition
-    from watchdog.notify.outbox import OutboxRow
+    from watchdog.notify.decisions.grouping import group_transitions
+    from watchdog.notify.decisions.model import Transition
+    from watchdog.notify.delivery.outbox import OutboxRow
 
     alert = make_alert("GpuHot", gpu="3", summary="GPU 3 at 91C")
     group = group_transitions([Transition("firing", alert)], NOW)
-    from watchdog.notify.base import PlanContext
+    from watchdog.notify.delivery.base import PlanContext
 
     json_stream, text_stream = io.StringIO(), io.StringIO()
     db = StateDB(":memory:")
-    store = AlertStateStore(db)
     for stream, fmt in ((json_stream, "auto"), (text_stream, "text")):
         notifier = LogNotifier(stream, fmt)
         with db.transaction() as cur:
-            items = notifier.plan(group, [], PlanContext(cur, store, NOW, "gpu-node-7", {}))
+            items = notifier.plan(group, [], PlanContext(cur, NOW, "gpu-node-7", {}))
         rows = [
             OutboxRow(i, "log", it.idem_key, it.kind, it.payload, "pending", 0, NOW, "") for i, it in enumerate(items)
         ]

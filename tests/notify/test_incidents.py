@@ -26,9 +26,8 @@ from watchdog.cli.alertmanager_cmd import merge_inhibit_rules
 from watchdog.config.settings import Settings, SlackSettings, section_settings
 from watchdog.demo.harness import ScenarioResult, run_scenario
 from watchdog.model import Alert, AlertState
-from watchdog.notify.blockkit import validate_message, visible_text
-from watchdog.notify.dispatcher import NotificationDispatcher
-from watchdog.notify.incidents import (
+from watchdog.notify.channels.slack.blockkit import validate_message, visible_text
+from watchdog.notify.decisions.incidents import (
     Incident,
     correlate,
     incident_causes,
@@ -36,6 +35,7 @@ from watchdog.notify.incidents import (
     render_incident,
     symptom_causes,
 )
+from watchdog.notify.dispatcher import NotificationDispatcher
 
 
 def alert(name: str, severity: str = "warning", at_s: float = 0.0, **labels: str) -> Alert:

@@ -3,7 +3,7 @@ diagnostics folded, values with sensible precision."""
 
 from __future__ import annotations
 
-from watchdog.notify.log import format_text
+from watchdog.notify.channels.log import format_text
 
 
 def _alert(name: str, value: float) -> dict[str, object]:

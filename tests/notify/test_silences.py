@@ -22,7 +22,7 @@ from tests.support.alertmanager import BINARY, RealAlertmanager
 from tests.support.polling import wait_until
 from watchdog.config.settings import InhibitRuleSettings
 from watchdog.infra.state import StateDB
-from watchdog.notify.silences import InhibitRule, Matcher, MatcherError, SilenceStore, inhibitors
+from watchdog.notify.decisions.silences import InhibitRule, Matcher, MatcherError, SilenceStore, inhibitors
 
 NOW = 1_000_000
 
@@ -157,7 +157,7 @@ def test_an_alertmanager_silence_stops_the_direct_slack_post(
 
 
 def test_acknowledge_and_silence_buttons(tmp_path: Path, dispatchers: Dispatchers) -> None:
-    from watchdog.notify.approvals import AlertButtons, apply_interactions, parse_interaction
+    from watchdog.notify.channels.slack.approvals import AlertButtons, apply_interactions, parse_interaction
 
     d = dispatchers(notify_config())
     hot = make_alert("GpuThermalMarginLow", gpu="3", severity="warning")

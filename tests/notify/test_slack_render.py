@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from watchdog.model import Alert, AlertState
-from watchdog.notify.blockkit import escaping_problems, validate_message, visible_text
-from watchdog.notify.slack_blocks import (
+from watchdog.notify.channels.slack.blockkit import escaping_problems, validate_message, visible_text
+from watchdog.notify.channels.slack.blocks import (
     Links,
     Rendered,
     render_alert_message,

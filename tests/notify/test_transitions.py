@@ -6,13 +6,13 @@ from dataclasses import replace
 
 from tests.notify.alerts import make_alert, xid_storm
 from watchdog.model import AlertState
-from watchdog.notify.grouping import group_transitions, member_description
-from watchdog.notify.model import Transition
-from watchdog.notify.transitions import KnownAlert, derive_transitions
+from watchdog.notify.decisions.grouping import group_transitions, member_description
+from watchdog.notify.decisions.model import Transition
+from watchdog.notify.decisions.transitions import derive_transitions
 
 
 def _known(alerts, state="firing"):
-    return {a.fingerprint: KnownAlert(replace(a, state=AlertState(state))) for a in alerts}
+    return {a.fingerprint: replace(a, state=AlertState(state)) for a in alerts}
 
 
 def test_new_firing_alert_is_one_transition_and_pending_is_none() -> None:
@@ -101,7 +101,7 @@ def test_stored_keys_and_shapes_are_pinned() -> None:
     survive any refactoring of the alert model byte for byte: a state that became an Enum must still
     format as ``firing``, not ``AlertState.FIRING``."""
     from watchdog.model import Alert, AlertState
-    from watchdog.notify.model import GroupNotification
+    from watchdog.notify.decisions.model import GroupNotification
 
     def alert(fp: str, gpu: str) -> Alert:
         return Alert("GpuHot", {"alertname": "GpuHot", "gpu": gpu, "severity": "warning"}, {"summary": "hot"},
@@ -126,9 +126,9 @@ def test_states_are_one_enum_stored_as_plain_text(tmp_path) -> None:
     reads back as the same member, and outbox kinds and log events carry the value, not the member's name."""
     from watchdog.infra.state import StateDB
     from watchdog.model import AlertState
-    from watchdog.notify.log import alert_fields
-    from watchdog.notify.model import GroupNotification
-    from watchdog.notify.state_store import AlertStateStore
+    from watchdog.notify.channels.log import alert_fields
+    from watchdog.notify.decisions.model import GroupNotification
+    from watchdog.notify.delivery.state_store import AlertStateStore
 
     a = make_alert("GpuHot", gpu="0", fired_at_ms=61_000)
     d = derive_transitions({}, [a], now_ms=70_000)
@@ -146,7 +146,8 @@ def test_states_are_one_enum_stored_as_plain_text(tmp_path) -> None:
 
 
 # A notify_alerts row and a Slack message as the code before Alert was the stored type wrote them
-# (notify.model.AlertSnapshot, json.dumps of its asdict), byte for byte.
+# (notify.model.AlertSnapshot, json.dumps of its asdict), byte for byte, in the table's shape of that time
+# (the alert's Slack message key in notify_alerts; tests/notify/test_slack_store.py migrates it).
 OLD_SNAPSHOT = ('{"fingerprint": "0123abcd", "name": "GpuHot", "labels": {"alertname": "GpuHot", "gpu": "0", '
                 '"severity": "warning"}, "annotations": {"summary": "hot"}, "value": 91.5, "fired_at_ms": 61000, '
                 '"resolved_at_ms": 0, "generator": "gpu_temp > 90"}')
@@ -157,40 +158,54 @@ def test_rows_written_in_the_old_shape_read_back_and_rewrite_byte_for_byte(tmp_p
     """A state database written before ``Alert`` replaced the notification snapshot: its firing row loads
     as the same alert, is written back unchanged, and resolving it derives the same key and snapshot."""
     import json
+    import sqlite3
 
+    from tests.notify.test_slack_store import write_old_database
     from watchdog.infra.state import StateDB
     from watchdog.model import Alert
-    from watchdog.notify.state_store import AlertStateStore
+    from watchdog.notify.channels.slack.store import SlackStore
+    from watchdog.notify.delivery.state_store import AlertStateStore
 
-    db = StateDB(tmp_path / "state.db")
-    store = AlertStateStore(db)
+    write_old_database(tmp_path / "state.db")
+    old = sqlite3.connect(tmp_path / "state.db")
+    old.execute("DELETE FROM notify_alerts")
+    old.execute("DELETE FROM notify_slack_messages")
     columns = ("fingerprint, alertname, state, snapshot, active_at_ms, fired_at_ms, keep_firing_since_ms, "
                "resolved_at_ms, slack_message_key, updated_ms")
-    with db.transaction() as cur:
-        cur.execute(f"INSERT INTO notify_alerts({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", OLD_ROW)
-        cur.execute("INSERT INTO notify_slack_messages(message_key, members, created_ms) VALUES (?, ?, ?)",
-                    ("slack:0123abcd", f"[{OLD_SNAPSHOT}]", 70_000))
+    old.execute(f"INSERT INTO notify_alerts({columns}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", OLD_ROW)
+    old.execute("INSERT INTO notify_slack_messages(message_key, members, created_ms) VALUES (?, ?, ?)",
+                ("slack:0123abcd", f"[{OLD_SNAPSHOT}]", 70_000))
+    old.commit()
+    old.close()
+    db = StateDB(tmp_path / "state.db")
+    store, slack = AlertStateStore(db), SlackStore(db)
+
+    def message_of(known: dict[str, Alert]) -> str:
+        with db.transaction() as cur:
+            return slack.listing(cur, known).of("0123abcd")
+
     known = store.load_alerts()["0123abcd"]
-    assert known.state is AlertState.FIRING and known.slack_message_key == "slack:0123abcd"
-    assert (known.alert.active_at_ms, known.alert.fired_at_ms, known.alert.value) == (1_000, 61_000, 91.5)
-    assert json.dumps(known.alert.to_json()) == OLD_SNAPSHOT
-    assert Alert.from_json(known.alert.to_json(), AlertState.FIRING, active_at_ms=1_000) == known.alert
+    assert known.state is AlertState.FIRING and message_of({"0123abcd": known}) == "slack:0123abcd"
+    assert (known.active_at_ms, known.fired_at_ms, known.value) == (1_000, 61_000, 91.5)
+    assert json.dumps(known.to_json()) == OLD_SNAPSHOT
+    assert Alert.from_json(known.to_json(), AlertState.FIRING, active_at_ms=1_000) == known
 
     with db.transaction() as cur:
         cur.execute("DELETE FROM notify_alerts")
         store.upsert_alert(cur, known, 70_000)
-    assert tuple(db.query(f"SELECT {columns} FROM notify_alerts")[0]) == OLD_ROW
-    found = store.slack_message("slack:0123abcd")
+    stored = columns.replace("slack_message_key, ", "")
+    assert tuple(db.query(f"SELECT {stored} FROM notify_alerts")[0]) == (*OLD_ROW[:8], *OLD_ROW[9:])
+    found = slack.message("slack:0123abcd")
     assert found is not None and [json.dumps(m.to_json()) for m in found[2]] == [OLD_SNAPSHOT]
     assert found[2][0].state is AlertState.FIRING  # a stored member's state follows from its times
 
     gone = derive_transitions({"0123abcd": known}, [], now_ms=80_000)
     assert [t.key for t in gone.transitions] == ["0123abcd:resolved:61000"]
     resolved = gone.upserts[0]
-    assert (resolved.state, resolved.slack_message_key, resolved.alert.active_at_ms) == (
+    assert (resolved.state, message_of({"0123abcd": resolved}), resolved.active_at_ms) == (
         AlertState.RESOLVED, "slack:0123abcd", 1_000)
     resolved_json = OLD_SNAPSHOT.replace('"resolved_at_ms": 0', '"resolved_at_ms": 80000')
-    assert json.dumps(resolved.alert.to_json()) == resolved_json
+    assert json.dumps(resolved.to_json()) == resolved_json
     db.close()
 
 
@@ -198,5 +213,5 @@ def test_what_the_notification_side_keeps_shares_no_dict_with_the_engine() -> No
     a = make_alert("GpuHot", gpu="0")
     d = derive_transitions({}, [a], now_ms=2_000_000)
     a.labels["gpu"], a.annotations["summary"] = "7", "changed"
-    kept = d.upserts[0].alert
+    kept = d.upserts[0]
     assert (kept.labels["gpu"], d.transitions[0].alert.annotations["summary"]) == ("0", "GpuHot on {'gpu': '0'}")

@@ -22,12 +22,12 @@ from tests.support.settings import settings_of
 from watchdog.config.loader import load_config_text
 from watchdog.config.settings import AlertmanagerSettings
 from watchdog.infra.state import StateDB
-from watchdog.notify.alertmanager import AlertmanagerNotifier
-from watchdog.notify.base import Delivered, DeliveryError
+from watchdog.notify.channels.alertmanager import AlertmanagerNotifier
+from watchdog.notify.channels.log import LogNotifier
+from watchdog.notify.delivery.base import Delivered, DeliveryError
+from watchdog.notify.delivery.outbox import Outbox, OutboxItem, OutboxRow
+from watchdog.notify.delivery.worker import Backoff, DeliveryWorker
 from watchdog.notify.dispatcher import dispatcher_for
-from watchdog.notify.log import LogNotifier
-from watchdog.notify.outbox import Outbox, OutboxItem, OutboxRow
-from watchdog.notify.worker import Backoff, DeliveryWorker
 
 SAFETY_NET = 30.0  # poll_seconds of these workers: longer than any test, so only wakes and due times count
 

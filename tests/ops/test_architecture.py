@@ -22,14 +22,15 @@ ALLOWED: dict[str, set[str]] = {
     "fakes": set(),
     "infra": set(),
     "loadtest": set(),
+    "exposition": {"model"},
     "store": {"golang", "model"},
     "config": {"infra"},
     "kmsg": {"xid"},
     "promql": {"golang", "model", "store"},
     "engines": {"config", "model"},
-    "capacity": {"engines", "loadtest", "model", "promql"},
+    "capacity": {"exposition", "loadtest", "model", "promql"},
     "rules": {"config", "engines", "golang", "infra", "model", "promql", "store"},
-    "collectors": {"config", "engines", "infra", "kmsg", "model", "store", "xid"},
+    "collectors": {"config", "engines", "exposition", "infra", "kmsg", "model", "store", "xid"},
     "exporter": {"config", "golang", "infra", "model", "promql", "rules", "store"},
     "runbooks": {"config", "infra", "model", "promql"},
     "promtool": {"golang", "infra", "model", "promql", "rules", "store"},
@@ -39,27 +40,39 @@ ALLOWED: dict[str, set[str]] = {
     "daemon": {"agent", "config", "exporter", "infra", "rules"},
     "demo": {"agent", "collectors", "config", "daemon", "engines", "fakes", "infra", "model", "promtool",
              "rules", "store"},
-    "cli": {"agent", "capacity", "check", "collectors", "config", "daemon", "demo", "engines", "golang", "infra",
-            "kmsg", "loadtest", "model", "notify", "promql", "promtool", "rules", "runbooks", "store", "xid"},
+    "cli": {"agent", "capacity", "check", "collectors", "config", "daemon", "demo", "engines", "exposition", "golang",
+            "infra", "kmsg", "loadtest", "model", "notify", "promql", "promtool", "rules", "runbooks", "store", "xid"},
     "__main__": {"cli"},
 }
 
 
-def _unit(module: str) -> str:
-    """``watchdog.rules.loader`` -> ``rules``; ``watchdog.agent`` -> ``agent``; ``watchdog`` -> ``""``."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else ""
+# Inside ``notify``: the same rule, one level down. Decisions are pure, delivery is the generic notifier
+# contract and its durability, channels are the notifiers; the dispatcher and the registry compose them.
+NOTIFY_ALLOWED: dict[str, set[str]] = {
+    "decisions": set(),
+    "delivery": {"decisions"},
+    "channels": {"decisions", "delivery"},
+    "registry": {"channels", "delivery"},
+    "dispatcher": {"channels", "decisions", "delivery", "registry"},
+}
 
 
-def imports_by_unit(package: Path = PACKAGE) -> dict[str, set[str]]:
-    """Every unit of ``package`` and the other units its modules import."""
+def _unit(module: str, depth: int = 1) -> str:
+    """``watchdog.rules.loader`` -> ``rules``; ``watchdog.agent`` -> ``agent``; ``watchdog`` -> ``""``; at
+    ``depth`` 2, ``watchdog.notify.channels.log`` -> ``notify.channels``."""
+    return ".".join(module.split(".")[1:1 + depth])
+
+
+def imports_by_unit(package: Path = PACKAGE, depth: int = 1, under: str = "") -> dict[str, set[str]]:
+    """Every unit of ``package`` (its first ``depth`` name parts; modules in the folder ``under`` only) and
+    the other units its modules import."""
     edges: dict[str, set[str]] = defaultdict(set)
-    for path in sorted(package.rglob("*.py")):
+    for path in sorted((package / under).rglob("*.py")):
         relative = path.relative_to(package.parent).with_suffix("")
         parts = list(relative.parts)
         if parts[-1] == "__init__":
             parts.pop()
-        source = _unit(".".join(parts))
+        source = _unit(".".join(parts), depth)
         if not source:
             continue
         edges.setdefault(source, set())
@@ -70,8 +83,8 @@ def imports_by_unit(package: Path = PACKAGE) -> dict[str, set[str]]:
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 targets = [node.module] if node.module != "watchdog" else [f"watchdog.{a.name}" for a in node.names]
             for target in targets:
-                if target.split(".")[0] == "watchdog" and _unit(target) not in ("", "__version__", source):
-                    edges[source].add(_unit(target))
+                if target.split(".")[0] == "watchdog" and _unit(target, depth) not in ("", "__version__", source):
+                    edges[source].add(_unit(target, depth))
     return edges
 
 
@@ -104,6 +117,21 @@ def test_the_layering_has_no_cycles() -> None:
 
     for unit in ALLOWED:
         visit(unit, ())
+
+
+def notify_imports() -> dict[str, set[str]]:
+    """Every unit of ``watchdog/notify/`` (a sub-package or a module) and the other units it imports."""
+    edges = imports_by_unit(PACKAGE, depth=2, under="notify")
+    return {unit[len("notify."):]: {t[len("notify."):] for t in targets if t.startswith("notify.")}
+            for unit, targets in edges.items() if unit.startswith("notify.")}
+
+
+def test_notify_reads_as_decisions_delivery_channels() -> None:
+    edges = notify_imports()
+    assert set(edges) == set(NOTIFY_ALLOWED)
+    violations = [f"notify.{source} imports notify.{target}" for source, targets in sorted(edges.items())
+                  for target in sorted(targets - NOTIFY_ALLOWED[source])]
+    assert violations == []
 
 
 def test_fakes_reach_production_only_through_the_demo() -> None:

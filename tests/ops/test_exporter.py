@@ -17,8 +17,9 @@ from tests.loopback import page_handler, serving
 from watchdog.collectors.base import CollectorRunner, ingest_results
 from watchdog.collectors.engines import EngineCollector
 from watchdog.config.settings import EngineSettings, ExporterSettings, section_settings
+from watchdog.exporter.access import ExporterConfigError
 from watchdog.exporter.collector import SeriesLimiter
-from watchdog.exporter.security import BasicAuth, ExporterConfigError, load_security
+from watchdog.exporter.security import BasicAuth, load_security
 from watchdog.exporter.server import ExporterServer, accepts_gzip, exporter_for_store
 from watchdog.infra.logs import JsonFormatter
 from watchdog.model import Sample, metric

@@ -282,7 +282,7 @@ def test_alerts_show_alertmanagers_suppression_status(tmp_path: Path) -> None:
     firing alert that inhibits it (the default inhibit rule: a lost GPU inhibits the engine alerts)."""
     from tests.support.agents import make_agent
     from watchdog.daemon.serve import build_exporter
-    from watchdog.notify.silences import Matcher
+    from watchdog.notify.decisions.silences import Matcher
 
     now = [NOW]
     agent = make_agent(tmp_path, SUPPRESSION_RULES, clock=lambda: now[0])

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from watchdog.config.settings import ExporterSettings, section_settings
-from watchdog.exporter.security import ExporterConfigError, load_security
+from watchdog.exporter.access import ExporterConfigError
+from watchdog.exporter.security import load_security
 from watchdog.exporter.server import ExporterServer, exporter_for_store
 from watchdog.store import Store
 

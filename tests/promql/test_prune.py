@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from watchdog.engines.exposition import parse_exposition
+from watchdog.exposition import parse_exposition
 from watchdog.model import Sample, make_labels
 from watchdog.promql import PromQLError, TooManySamples, parse_query
 from watchdog.promql.engine import evaluate_expr

@@ -15,8 +15,9 @@ import yaml
 
 from tests.support.alert_names import ISSUE_15_ALERTS
 from watchdog.config import load_config_text, load_settings
-from watchdog.config.settings import settings_from_config
-from watchdog.engines.forecast import GROUP_NAME, forecast_rule_groups, render_forecast_rules
+from watchdog.config.settings import Settings, settings_from_config
+from watchdog.engines.canonical import dump_rule_yaml
+from watchdog.engines.forecast import GROUP_NAME, forecast_rule_groups
 from watchdog.promtool.runner import run_test_file
 from watchdog.rules.loader import load_rule_files, load_ruleset
 from watchdog.runbooks.catalogue import load_catalogue
@@ -81,6 +82,12 @@ def test_groups_are_apart_from_the_pack() -> None:
     names = [g.name for g in ruleset.groups]
     assert len(names) == len(set(names)), names
     assert {"engines", "engine-probes", "engine-config-audit", "engine-log-events"} <= set(names)
+
+
+def render_forecast_rules(settings: Settings) -> str:
+    """The generated group as one Prometheus rule file (YAML text); ``groups: []`` without engines."""
+    header = "# GENERATED from the config's forecast section by watchdog.engines.forecast (docs/forecast.md).\n"
+    return header + dump_rule_yaml({"groups": forecast_rule_groups(settings)})
 
 
 def test_generated_example_matches_the_generator() -> None:

@@ -92,8 +92,7 @@ def test_show_uses_live_alerts_and_history(tmp_path: Path, capsys: pytest.Captur
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from watchdog.cli import runbooks_cmd
     from watchdog.model import Alert, AlertState
-    from watchdog.notify.state_store import AlertStateStore
-    from watchdog.notify.transitions import KnownAlert
+    from watchdog.notify.delivery.state_store import AlertStateStore
     from watchdog.rules.alerting import fingerprint
 
     config = write_config(tmp_path, {"mode": "auto", "allow": {"units": ["vllm.service"]}})
@@ -107,7 +106,7 @@ def test_show_uses_live_alerts_and_history(tmp_path: Path, capsys: pytest.Captur
                   active_at_ms=now_ms - 60_000, fired_at_ms=now_ms - 60_000)
     store = AlertStateStore(db)
     with db.transaction() as cur:
-        store.upsert_alert(cur, KnownAlert(alert), now_ms)
+        store.upsert_alert(cur, alert, now_ms)
     RunbookState(db).record(AuditRecord(now_ms - 5 * 60_000, fp, "EngineDown", "engine-down",
                                         "restart-engine", Decision.STARTED, action_key="systemd:restart:vllm.service"))
     db.close()

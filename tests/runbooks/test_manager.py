@@ -552,8 +552,8 @@ def test_manager_builds_from_config_alone(tmp_path: Path) -> None:
 
 def test_the_suggestion_text_offers_approve_buttons_for_waiting_steps(tmp_path: Path,
                                                                       auto_policy: dict[str, Any]) -> None:
-    """The Slack side finds approvable steps in the suggestion text (watchdog.notify.approvals)."""
-    approvals = pytest.importorskip("watchdog.notify.approvals")
+    """The Slack side finds approvable steps in the suggestion text (watchdog.notify.channels.slack.approvals)."""
+    approvals = pytest.importorskip("watchdog.notify.channels.slack.approvals")
     runbook = {**RUNBOOK, "remediate": [
         {"name": "tell", "notify": "hello", "auto": True},
         {"name": "restart", "command": [PY, "-c", "print(1)"]},

@@ -1,13 +1,14 @@
 """The NVML collector as the agent stored it before its counters became a part of their own (for the tests
-and ``benchmarks/counters.py`` that compare against that)."""
+that compare against that)."""
 
 from __future__ import annotations
 
+from watchdog.collectors.base import Collector
 from watchdog.collectors.nvml import COUNTERS_PART, NvmlCollector
 from watchdog.model import Sample
 
 
-class StoredEveryTick:
+class StoredEveryTick(Collector):
     """The NVML collector with its counters (and static series), as last read, in its own collection at
     every call: what the agent stored at every tick before they were stored only when read."""
 

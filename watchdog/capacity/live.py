@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from watchdog.capacity.plan import Lengths
-from watchdog.engines.exposition import ExpositionError, parse_samples
+from watchdog.exposition import ExpositionError, parse_samples
 from watchdog.model import METRIC_NAME
 from watchdog.promql.functions import bucket_quantile
 

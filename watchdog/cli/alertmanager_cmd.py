@@ -1,7 +1,7 @@
 """``inference-watchdog alertmanager inhibit-rules [--merge FILE]``: Alertmanager's side of one incident, one cause.
 
 Prints the ``inhibit_rules`` that let an incident's cause alert mute its symptoms
-(:func:`watchdog.notify.incidents.inhibit_rules`, docs/incidents.md) as Alertmanager config YAML. With
+(:func:`watchdog.notify.decisions.incidents.inhibit_rules`, docs/incidents.md) as Alertmanager config YAML. With
 ``--merge FILE`` it prints FILE (an ``alertmanager.yml``) with those rules merged in: the operator's own
 inhibit rules are kept, rules generated earlier (recognised by their ``alertname!~"Watchdog.*"`` target
 matcher) are replaced, so re-running after an upgrade is safe. Errors (unreadable or invalid YAML, not a
@@ -39,7 +39,7 @@ def merge_inhibit_rules(config: dict[str, Any], generated: list[dict[str, Any]])
 def _inhibit_rules(args: argparse.Namespace) -> int:
     import yaml
 
-    from watchdog.notify.incidents import inhibit_rules
+    from watchdog.notify.decisions.incidents import inhibit_rules
 
     generated = inhibit_rules()
     if not args.merge:

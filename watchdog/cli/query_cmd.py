@@ -118,7 +118,7 @@ def run_query(
     Pure apart from reading rule files. Returns the evaluator's value; raises :class:`QueryCommandError`
     (inputs) or :class:`watchdog.promql.PromQLError` (the query).
     """
-    from watchdog.engines.exposition import ExpositionError, parse_exposition
+    from watchdog.exposition import ExpositionError, parse_exposition
     from watchdog.promql import evaluate, parse_query
     from watchdog.store import Store
 

@@ -140,7 +140,7 @@ class _ReadOnlyState:
 
     def __init__(self, state_dir: str) -> None:
         from watchdog.infra.state import StateDB
-        from watchdog.notify.state_store import AlertStateStore
+        from watchdog.notify.delivery.state_store import AlertStateStore
         from watchdog.runbooks.audit import RunbookState
 
         db = StateDB.read_only(Path(state_dir) / "state.db")
@@ -172,8 +172,8 @@ class _ReadOnlyState:
             known = self.alerts.load_alerts()
         except (sqlite3.Error, ValueError, KeyError, TypeError):
             return []
-        found = [(k.alert.name, fp, dict(k.alert.labels)) for fp, k in known.items()
-                 if k.state is AlertState.FIRING and k.alert.name in alertnames]
+        found = [(k.name, fp, dict(k.labels)) for fp, k in known.items()
+                 if k.state is AlertState.FIRING and k.name in alertnames]
         return [(fp, labels) for _name, fp, labels in sorted(found, key=lambda row: row[:2])]
 
 

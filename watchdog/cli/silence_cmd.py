@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
 def _open(config_arg: str | None) -> tuple[Any, Any]:
     from watchdog.cli.common import load_node_settings
     from watchdog.infra.state import StateDB
-    from watchdog.notify.silences import SilenceStore
+    from watchdog.notify.decisions.silences import SilenceStore
 
     settings = load_node_settings(config_arg)
     return settings, SilenceStore(StateDB.in_dir(settings.state_dir))
@@ -78,7 +78,7 @@ def _now_ms() -> int:
 def _add(args: argparse.Namespace) -> int:
     from watchdog.config import ConfigError
     from watchdog.infra.suggest import did_you_mean
-    from watchdog.notify.silences import Matcher, MatcherError
+    from watchdog.notify.decisions.silences import Matcher, MatcherError
     from watchdog.rules.durations import parse_duration
 
     try:

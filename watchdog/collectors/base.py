@@ -10,9 +10,9 @@ finish by its deadline, yields ``watchdog_collector_success{collector} 0`` and i
 stale; the others are unaffected. :class:`NoData` ("no such hardware here") is quiet: success 1, no
 series. A hung collector keeps its worker thread; the runner does not start a second call of that
 collector until the first returns ("previous call still running", success 0), so a hang cannot pile up
-threads. Each collector has its own persistent daemon thread (a :class:`Worker`, started on its first
-call: no thread is created per call): a hung collector holds only its own thread and cannot starve the
-others, and a call wedged in a driver cannot keep the process from exiting.
+threads. Each collector has its own daemon thread (a :class:`~watchdog.infra.workers.DaemonPool` of
+one, kept while calls come: no thread per call): a hung collector holds only its own thread and cannot
+starve the others, and a call wedged in a driver cannot keep the process from exiting.
 
 A collector with ``interval_seconds`` > 0 (the host: CPU and memory for rules over minutes) is called
 only when that much tick time has passed since its last call; in the rounds between, it yields no result
@@ -25,8 +25,8 @@ the call reports it: in the rounds between, the part's series stay as they are (
 and a series that a reported part no longer contains goes stale. A failed call reports every declared part
 empty (its series go stale with the rest); a hung call holds each part's last report with its samples.
 
-A failed call yields the collector's ``failure_samples()`` when it has that method (an engine's
-``up 0``), so a failure is data rather than an absent series. A collector without it that *hangs*
+A failed call yields the collector's ``failure_samples()`` when they are not None (an engine's
+``up 0``), so a failure is data rather than an absent series. A collector without them that *hangs*
 (timeout, previous call still running: NVML wedged in the driver) keeps reporting its last good
 samples, with success 0: stale is not healthy, so a firing alert on its series stays firing rather
 than resolving because the series went away. A call that fails with an answer (an exception) is not
@@ -44,17 +44,17 @@ reason (source, metric, label, limit); its other series, and every other source,
 from __future__ import annotations
 
 import logging
-import queue
-import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from itertools import chain
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from watchdog.infra.state import StateDB
+from watchdog.infra.workers import DaemonPool
 from watchdog.model import Sample, cached_metric
 from watchdog.store import COLLECTOR_SOURCE_PREFIX, LabelValuesExceeded, SeriesQuotaExceeded, Store
 
@@ -74,16 +74,28 @@ class NoData(Exception):
     """Raised by a collector when its subject is absent here (no driver, no kmsg): quiet, not a failure."""
 
 
-class Collector(Protocol):
-    """One source of samples. ``name`` is the same in config, logs and self-metrics."""
+class Collector(ABC):
+    """One source of samples. ``name`` is the same in config, logs and self-metrics; the options after
+    ``timeout_seconds`` tell the runner how to call it (see the module docstring), each with its default."""
 
     name: str
     timeout_seconds: float
+    background: bool = False
+    """Whether the runner lets a call run on past the tick (engine scrapes)."""
+    interval_seconds: float = 0.0
+    """Above 0: called only when this many seconds of tick time have passed since its last call."""
+    parts: tuple[str, ...] = ()
+    """The parts it may report in a :class:`Collected`, each stored under its own source."""
 
+    @abstractmethod
     def collect(self) -> Iterable[Sample]:
         """Read the subject once and return its samples (no timestamps: the runner stamps them); a
         collector with ``parts`` returns a :class:`Collected`."""
-        ...
+
+    def failure_samples(self) -> list[Sample] | None:
+        """What a failed call still reports (an engine's ``up 0``); None (the default) reports nothing and
+        makes a hung call hold the last good samples."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -150,13 +162,12 @@ class CollectResult:
 
 def failure_samples(collector: Collector) -> list[Sample]:
     """The series a failed call of ``collector`` still reports (``up 0`` for an engine), else none."""
-    provider = getattr(collector, "failure_samples", None)
-    return list(provider()) if provider is not None else []
+    return collector.failure_samples() or []
 
 
 def emptied_parts(collector: Collector) -> dict[str, list[Sample]]:
     """Every part ``collector`` declares, empty: what a failed call reports (their series go stale)."""
-    return {part: [] for part in getattr(collector, "parts", ())}
+    return {part: [] for part in collector.parts}
 
 
 def _failed(collector: Collector, duration: float, error: str) -> CollectResult:
@@ -187,7 +198,7 @@ class CollectorRunner:
         self._inflight: dict[str, _Call] = {}
         self._last_good: dict[str, list[Sample]] = {}
         self._last_parts: dict[str, dict[str, list[Sample]]] = {}  # each part's last report, per collector
-        self._workers: dict[str, Worker] = {}
+        self._workers: dict[str, DaemonPool] = {}  # one thread per collector (see the module docstring)
         self._last_called: dict[str, float] = {}
 
     def run_once(self, background: bool | None = None, start: bool = True,
@@ -203,7 +214,7 @@ class CollectorRunner:
         started: list[tuple[Collector, _Call]] = []
         results: list[CollectResult] = []
         for collector in self.collectors:
-            if background is not None and bool(getattr(collector, "background", False)) is not background:
+            if background is not None and collector.background is not background:
                 continue
             previous = self._inflight.get(collector.name)
             if previous is not None and not previous.taken:
@@ -230,7 +241,7 @@ class CollectorRunner:
             started.append((collector, call))
         for collector, call in started:
             limit = collector.timeout_seconds
-            background = getattr(collector, "background", False) and self.background_wait_seconds is not None
+            background = collector.background and self.background_wait_seconds is not None
             if background:
                 limit = min(limit, float(self.background_wait_seconds or 0.0))
             try:
@@ -249,7 +260,7 @@ class CollectorRunner:
 
     def _due(self, collector: Collector, now: float) -> bool:
         """Whether a collector with ``interval_seconds`` is due at ``now`` (then its call is noted)."""
-        every = float(getattr(collector, "interval_seconds", 0.0) or 0.0)
+        every = collector.interval_seconds
         if every <= 0 or not self.honour_intervals:
             return True
         last = self._last_called.get(collector.name)
@@ -265,7 +276,7 @@ class CollectorRunner:
 
     def _hung(self, collector: Collector, elapsed: float, error: str) -> CollectResult:
         """A call that gave no answer: failure samples if the collector has them, else its last good ones."""
-        if getattr(collector, "failure_samples", None) is not None:
+        if collector.failure_samples() is not None:
             return _failed(collector, elapsed, error)
         held = self._last_good.get(collector.name, [])
         return CollectResult(collector.name, held, False, elapsed,
@@ -291,7 +302,7 @@ class CollectorRunner:
     def _start(self, collector: Collector) -> Future[Collected]:
         worker = self._workers.get(collector.name)
         if worker is None:
-            worker = self._workers[collector.name] = Worker(f"collector-{collector.name}")
+            worker = self._workers[collector.name] = DaemonPool(1, f"collector-{collector.name}")
         return worker.submit(lambda: collected(collector.collect()))
 
     def close(self) -> None:
@@ -299,107 +310,7 @@ class CollectorRunner:
         daemon threads)."""
         self._closed = True
         for worker in self._workers.values():
-            worker.stop()
-
-
-T = TypeVar("T")
-
-
-def _future_call(fn: Callable[[], T]) -> tuple[Future[T], Callable[[], None]]:
-    """A running future and the call that runs ``fn`` into it (its result or exception)."""
-    future: Future[T] = Future()
-    future.set_running_or_notify_cancel()
-
-    def run() -> None:
-        try:
-            future.set_result(fn())
-        except BaseException as exc:  # handed to the waiter, which classifies and reports it
-            future.set_exception(exc)
-
-    return future, run
-
-
-def start_daemon(fn: Callable[[], T], name: str) -> Future[T]:
-    """Run ``fn`` on a new daemon thread; its result or exception lands in the returned future.
-
-    For calls that may never return (a wedged driver): nobody joins the thread, and it cannot keep the
-    process from exiting.
-    """
-    future, run = _future_call(fn)
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return future
-
-
-class Worker:
-    """One persistent daemon thread that runs calls one at a time, for calls that may never return.
-
-    Contract: :meth:`submit` hands the thread a call and returns its future (result or exception). A
-    caller submits the next call only once the previous call's future is done (a second call would wait
-    behind a hung one: :meth:`submit` raises ``RuntimeError`` instead), so a hung call holds this thread
-    and nothing else, as a thread per call would, without starting a thread per call. The thread starts
-    with a call and ends after ``idle_seconds`` without one (a collector replaced by a reload leaves no
-    thread behind) or at :meth:`stop`. Nobody joins it: a call wedged in a driver cannot keep the process
-    from exiting.
-    """
-
-    def __init__(self, name: str, idle_seconds: float = 60.0) -> None:
-        self.name = name
-        self.idle_seconds = idle_seconds
-        self._calls: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._last: Future[Any] | None = None
-        self._running = False
-        self._stopped = False
-
-    def submit(self, fn: Callable[[], T]) -> Future[T]:
-        """Run ``fn`` on the worker's thread; raises ``RuntimeError`` while the previous call runs or
-        after :meth:`stop`."""
-        future, call = _future_call(fn)
-        with self._lock:
-            if self._last is not None and not self._last.done() and not self._stopped:
-                raise RuntimeError(f"worker {self.name}: previous call still running")
-            self._post(call)
-            self._last = future
-        return future
-
-    def post(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on the worker's thread without a future: ``fn`` hands over its own outcome and
-        must not raise (what it raises is logged and dropped). The caller posts only once the previous
-        call has returned (it knows, as ``fn`` tells it); raises ``RuntimeError`` after :meth:`stop`."""
-        with self._lock:
-            self._post(fn)
-
-    def _post(self, fn: Callable[[], None]) -> None:
-        """Queue ``fn`` and start the thread if it is not running; under ``_lock``."""
-        if self._stopped:
-            raise RuntimeError(f"worker {self.name}: stopped")
-        self._calls.put(fn)
-        if not self._running:
-            self._running = True
-            threading.Thread(target=self._run, name=self.name, daemon=True).start()
-
-    def stop(self) -> None:
-        """End the thread once its current call (if any) returns; later calls are refused."""
-        with self._lock:
-            self._stopped = True
-            self._calls.put(None)
-
-    def _run(self) -> None:
-        while True:
-            try:
-                item = self._calls.get(timeout=self.idle_seconds)
-            except queue.Empty:
-                item = None
-            if item is None:
-                with self._lock:  # a call submitted meanwhile keeps the thread
-                    if self._stopped or self._calls.empty():
-                        self._running = False
-                        return
-                continue
-            try:
-                item()
-            except BaseException:  # a posted call that broke its contract: never take the thread down
-                log.exception("worker call raised", extra={"worker": self.name})
+            worker.shutdown()
 
 
 def self_metrics(results: Iterable[CollectResult]) -> list[Sample]:

@@ -48,7 +48,7 @@ def journal_source(unit: str, state_dir: str) -> JournalReader:
     return JournalReader(Path(state_dir) / f"engine-log.{safe}.cursor", selector=("-u", unit))
 
 
-class EngineLogCollector:
+class EngineLogCollector(Collector):
     """Counts one engine's log events; see the module docstring."""
 
     timeout_seconds = 10.0

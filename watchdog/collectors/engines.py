@@ -6,7 +6,7 @@ One collector per configured endpoint (``engines:`` in the config), named ``engi
   headers, body) and the parsing are bounded by ``scrape_timeout_seconds`` as a whole (a server that
   drips bytes, even one per header line, cannot stretch it: the socket is shut at the deadline), and the body is
   capped at ``max_payload_bytes`` while reading, after decompression (a gzip bomb is cut off too).
-- Parse with :mod:`watchdog.engines.exposition`, dropping the ``*_created`` samples of counters and histograms
+- Parse with :mod:`watchdog.exposition`, dropping the ``*_created`` samples of counters and histograms
   (creation timestamps; no rule may use them, and they would double the series count of vLLM).
 - Attach target labels with ``honor_labels: false`` semantics: ``job`` (the configured name),
   ``instance`` (host:port of the URL) and the configured extra ``labels``; a payload label that clashes
@@ -23,22 +23,20 @@ Reading (:func:`fetch`) is I/O; everything else (:func:`target_labels`, :func:`a
 
 from __future__ import annotations
 
-import functools
 import http.client
 import logging
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from itertools import repeat
 from urllib.parse import urlsplit
 
 from watchdog.collectors.base import Collector, CollectorContext
 from watchdog.config.settings import EngineKind, EngineSettings, Settings
 from watchdog.engines.config_series import config_series
-from watchdog.engines.exposition import ExpositionError, PageMemo, parse_columns
+from watchdog.exposition import ExpositionError, parse_columns
 from watchdog.infra.httpdeadline import Cutoff, UnsupportedURL, connection
-from watchdog.model import METRIC_NAME, Labels, Sample, make_labels
+from watchdog.model import METRIC_NAME, Labels, Sample, make_labels, metric_name
 
 log = logging.getLogger(__name__)
 
@@ -73,20 +71,16 @@ def fetch(url: str, timeout_seconds: float, max_bytes: int,
           clock: Callable[[], float] = time.monotonic) -> str:
     """The body of ``GET url`` as text; raises :class:`ScrapeError` on any failure (see module doc)."""
     try:
-        conn, _ = connection(url, timeout_seconds)
+        conn, path = connection(url, timeout_seconds)
     except UnsupportedURL as exc:
         raise ScrapeError(str(exc)) from exc
     deadline = clock() + timeout_seconds
-    request = _request_bytes(url, timeout_seconds)
-    with Cutoff(conn, timeout_seconds) as cutoff:
-        response: http.client.HTTPResponse | None = None
+    with Cutoff(conn, timeout_seconds) as cutoff:  # closes the connection, and with it the response
         try:
-            conn.connect()
-            assert conn.sock is not None
-            conn.sock.sendall(request)
+            conn.request("GET", path, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip", "User-Agent": USER_AGENT,
+                                               "X-Prometheus-Scrape-Timeout-Seconds": f"{timeout_seconds:g}"})
             _set_remaining(conn, deadline, clock)
-            response = conn.response_class(conn.sock, method="GET")  # what conn.getresponse() reads with
-            response.begin()
+            response = conn.getresponse()
             if response.status != 200:
                 raise ScrapeError(f"HTTP {response.status} {response.reason}")
             encoding = (response.getheader("Content-Encoding") or "").strip().lower()
@@ -106,25 +100,10 @@ def fetch(url: str, timeout_seconds: float, max_bytes: int,
             if isinstance(exc, TimeoutError) or cutoff.expired:
                 raise ScrapeError(f"timed out after {timeout_seconds:g}s") from exc
             raise ScrapeError(f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            if response is not None:
-                response.close()  # as conn.close() closes the response it made
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ScrapeError(f"body is not UTF-8 text (byte {exc.start})") from exc
-
-
-@functools.lru_cache(maxsize=256)
-def _request_bytes(url: str, timeout_seconds: float) -> bytes:
-    """The bytes of the scrape's ``GET`` request for ``url``, as ``http.client`` writes them (built by it
-    once per URL and timeout instead of at every scrape: the request line, ``Host`` and our headers)."""
-    conn, path = connection(url, timeout_seconds)
-    sent: list[bytes] = []
-    conn.send = sent.append  # type: ignore[method-assign,assignment]  # record instead of connecting and sending
-    conn.request("GET", path, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip", "User-Agent": USER_AGENT,
-                                       "X-Prometheus-Scrape-Timeout-Seconds": f"{timeout_seconds:g}"})
-    return b"".join(sent)
 
 
 def _set_remaining(conn: http.client.HTTPConnection, deadline: float, clock: Callable[[], float]) -> None:
@@ -220,8 +199,7 @@ class ScrapeCaches:
     series: dict[str, Labels] = field(default_factory=dict)
     """Series text -> relabelled labels (the parser's cache, see ``parse_exposition(relabel=...)``)."""
     pairs: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
-    page: PageMemo = field(default_factory=PageMemo)
-    """The last page's layout (``parse_columns(memo=...)``): one page's lines."""
+    """(name, value) pair -> the one instance of it that the cached label sets hold."""
 
     def bound(self, text: str) -> None:
         """Empty every cache when one holds more than ``2 * lines + CACHE_SLACK`` entries, ``lines``
@@ -232,7 +210,6 @@ class ScrapeCaches:
         if len(self.series) > limit or len(self.pairs) > limit:
             self.series.clear()
             self.pairs.clear()
-            self.page.forget()
 
 
 def detect_kind(names: Iterable[str]) -> str:
@@ -256,18 +233,12 @@ SCRAPE_SERIES = (
 )
 
 
-def scrape_result_labels(targets: Mapping[str, str]) -> list[Labels]:
-    """The label sets of :func:`scrape_result_samples`, in its order (two per :data:`SCRAPE_SERIES` row)."""
-    return [make_labels({**targets, METRIC_NAME: name}) for names in SCRAPE_SERIES for name in names]
-
-
-def scrape_result_samples(targets: Mapping[str, str], up: bool, duration_seconds: float, samples_scraped: int,
-                          labels: Sequence[Labels] | None = None) -> list[Sample]:
-    """The per-target series Prometheus synthesises for every scrape, under its names and under ours
-    (``labels``: :func:`scrape_result_labels` of ``targets``, when the caller keeps them)."""
+def scrape_result_samples(targets: Mapping[str, str], up: bool, duration_seconds: float,
+                          samples_scraped: int) -> list[Sample]:
+    """The per-target series Prometheus synthesises for every scrape, under its names and under ours."""
     values = (1.0 if up else 0.0, duration_seconds, float(samples_scraped))
-    return [Sample(series, values[i // 2])
-            for i, series in enumerate(labels if labels is not None else scrape_result_labels(targets))]
+    return [Sample(make_labels({**targets, METRIC_NAME: name}), value)
+            for names, value in zip(SCRAPE_SERIES, values, strict=True) for name in names]
 
 
 def parse_payload(text: str, targets: Mapping[str, str], caches: ScrapeCaches | None = None,
@@ -276,16 +247,8 @@ def parse_payload(text: str, targets: Mapping[str, str], caches: ScrapeCaches | 
     ScrapeError once ``clock()`` passes ``deadline`` (checked every few thousand lines).
 
     ``caches`` may be kept by the caller across scrapes of the same target (then bounded here after each
-    parse): the steady state is one dictionary lookup per sample, the parser's own, or none at all for a
-    page laid out as the previous one (``PageMemo``).
+    parse): a series text seen before costs one dictionary lookup, the parser's own.
     """
-    return samples_of(*payload_columns(text, targets, caches, deadline, clock))
-
-
-def payload_columns(text: str, targets: Mapping[str, str], caches: ScrapeCaches | None = None,
-                    deadline: float | None = None,
-                    clock: Callable[[], float] = time.monotonic) -> tuple[list[Labels], list[float]]:
-    """:func:`parse_payload`'s samples as two columns, label sets and values."""
     caches = caches or ScrapeCaches()
     pairs = caches.pairs
 
@@ -298,26 +261,17 @@ def payload_columns(text: str, targets: Mapping[str, str], caches: ScrapeCaches 
             if clock() > deadline:
                 raise ScrapeError(f"parsing passed the scrape deadline after {parsed} samples")
 
-    columns = parse_columns(text, drop_created=True, cache=caches.series, relabel=relabel, check=check,
-                            check_every=DEADLINE_CHECK_EVERY, memo=caches.page)
+    labels, values = parse_columns(text, drop_created=True, cache=caches.series, relabel=relabel, check=check,
+                                   check_every=DEADLINE_CHECK_EVERY)
     caches.bound(text)
-    return columns
-
-
-def samples_of(labels: list[Labels], values: list[float]) -> list[Sample]:
-    """``Sample(labels[i], values[i])`` for each i."""
-    # tuple.__new__ builds the same Sample as Sample(labels, value) without a Python-level call
-    return list(map(_new_tuple, repeat(Sample), zip(labels, values, strict=True)))
-
-
-_new_tuple = tuple.__new__
+    return list(map(Sample, labels, values))
 
 
 # --------------------------------------------------------------------------------------------------
 # The collector
 
 
-class EngineCollector:
+class EngineCollector(Collector):
     """Scrapes one endpoint per :meth:`collect`; see the module docstring for the contract."""
 
     def __init__(self, endpoint: EngineSettings, *, fetcher: Callable[[str, float, int], str] | None = None,
@@ -334,14 +288,6 @@ class EngineCollector:
         self.last_error = ""
         self.kind = endpoint.kind.value if endpoint.kind is not EngineKind.AUTO else "unknown"
         self._caches = ScrapeCaches()
-        self._result_labels = scrape_result_labels(self.targets)
-        self._failure = scrape_result_samples(self.targets, False, endpoint.scrape_timeout_seconds, 0,
-                                              self._result_labels)
-        self._info_labels: dict[str, Labels] = {}  # kind -> watchdog_engine_info's label set
-        # The label sets of the last scrape parsed, and what depends on them alone: the kind detected
-        # (kind auto) and the derived config series (samples whose values come from label values).
-        self._labels: list[Labels] | None = None
-        self._config: list[Sample] = []
 
     def collect(self) -> list[Sample]:
         """Scrape once; never raises for the endpoint's faults (they become ``up 0``)."""
@@ -349,36 +295,26 @@ class EngineCollector:
         try:
             text = self._fetch(self.endpoint.url, self.endpoint.scrape_timeout_seconds,
                                self.endpoint.max_payload_bytes)
-            labels, values = payload_columns(text, self.targets, self._caches,
-                                             deadline=started + self.endpoint.scrape_timeout_seconds,
-                                             clock=self._clock)
+            samples = parse_payload(text, self.targets, self._caches,
+                                    deadline=started + self.endpoint.scrape_timeout_seconds, clock=self._clock)
         except (ScrapeError, ExpositionError) as exc:
             self.last_error = str(exc)
             log.info("engine scrape failed", extra={"collector": self.name, "url": redact_url(self.endpoint.url),
                                                     "error": self.last_error})
-            return scrape_result_samples(self.targets, False, self._clock() - started, 0, self._result_labels)
+            return scrape_result_samples(self.targets, False, self._clock() - started, 0)
         self.last_error = ""
-        samples = samples_of(labels, values)
-        if labels != self._labels:  # the same label sets (compared by identity first): same kind and config
-            self._labels = labels
-            if self.endpoint.kind is EngineKind.AUTO:
-                self.kind = detect_kind(_name_of(series) for series in labels)
-            self._config = config_series(samples, self.targets)
+        if self.endpoint.kind is EngineKind.AUTO:
+            self.kind = detect_kind(metric_name(sample.labels) for sample in samples)
         scraped = len(samples)
-        samples.extend(self._config)
-        info = self._info_labels.get(self.kind)
-        if info is None:
-            info = self._info_labels[self.kind] = make_labels({**self.targets, METRIC_NAME: "watchdog_engine_info",
-                                                               "kind": self.kind})
-        samples.append(Sample(info, 1.0))
-        samples.extend(scrape_result_samples(self.targets, True, self._clock() - started, scraped,
-                                             self._result_labels))
+        samples.extend(config_series(samples, self.targets))
+        samples.append(Sample(make_labels({**self.targets, METRIC_NAME: "watchdog_engine_info", "kind": self.kind}),
+                              1.0))
+        samples.extend(scrape_result_samples(self.targets, True, self._clock() - started, scraped))
         return samples
-
 
     def failure_samples(self) -> list[Sample]:
         """What a scrape the runner gave up on (or the store refused) reports: ``up 0``."""
-        return list(self._failure)
+        return scrape_result_samples(self.targets, False, self.endpoint.scrape_timeout_seconds, 0)
 
 
 def redact_url(url: str) -> str:
@@ -387,13 +323,6 @@ def redact_url(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()
-
-
-def _name_of(labels: Labels) -> str:
-    for key, value in labels:
-        if key == METRIC_NAME:
-            return value
-    return ""
 
 
 def engine_collectors(settings: Settings, context: CollectorContext) -> list[Collector]:
@@ -411,11 +340,8 @@ __all__ = [
     "engine_collectors",
     "fetch",
     "parse_payload",
-    "payload_columns",
     "redact_url",
-    "samples_of",
     "scrape_instance",
-    "scrape_result_labels",
     "scrape_result_samples",
     "target_labels",
 ]

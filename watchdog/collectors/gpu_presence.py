@@ -99,7 +99,7 @@ def presence_samples(presence: GpuPresence, expected_gpus: int | None) -> list[S
     ]
 
 
-class GpuPresenceCollector:
+class GpuPresenceCollector(Collector):
     """Probes PCI sysfs and the module state once per :meth:`collect`."""
 
     def __init__(self, *, sysfs_root: str = "/sys", modules_root: str = "/lib/modules",

@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 
 from watchdog.collectors.base import Collector, CollectorContext
-from watchdog.collectors.nvml_fields import SeriesInfo
+from watchdog.collectors.nvml.catalogue import SeriesInfo
 from watchdog.config.settings import HostSettings, Settings
 from watchdog.model import Labels, Sample, metric
 
@@ -104,7 +104,7 @@ def cpu_samples(times: Sequence[Any], modes: Iterable[str], per_cpu: bool,
     return out
 
 
-class HostCollector:
+class HostCollector(Collector):
     """psutil + procfs reads; see the module docstring."""
 
     def __init__(self, settings: HostSettings, *, name: str = "host",

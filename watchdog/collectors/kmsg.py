@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from watchdog.collectors.base import CollectorContext, NoData
+from watchdog.collectors.base import Collector, CollectorContext, NoData
 from watchdog.config.settings import Settings
 from watchdog.infra.state import StateDB
 from watchdog.kmsg.follow import (
@@ -133,7 +133,7 @@ def _labels_key(labels: Labels) -> str:
     return json.dumps([list(pair) for pair in labels])
 
 
-class KmsgCollector:
+class KmsgCollector(Collector):
     """Follow the kernel log and count GPU/OOM events. See the module docstring."""
 
     def __init__(
@@ -368,7 +368,7 @@ def build_source_factory(source: str, state_dir: str | Path, boot_id: str
     return f"file:{path}", lambda cursor: FileFollower(path, cursor)
 
 
-class _DeferredNoData:
+class _DeferredNoData(Collector):
     """Stands in for a collector whose source is absent here: every call reports "no data", quietly."""
 
     def __init__(self, name: str, reason: str, timeout_seconds: float) -> None:

@@ -14,9 +14,10 @@ max_tokens, temperature 0, seed, stream: true}`` to the probe URL (``/v1/complet
 - ``watchdog_engine_probe_slo_seconds{signal}``: the configured TTFT/TPOT thresholds (for the rules);
 - ``watchdog_engine_probe_requests_total{result}``: ``ok``, ``error`` or ``timeout``.
 
-The request runs on its own daemon thread, so a server that accepts and never answers cannot hold up
-the tick: :meth:`ProbeCollector.collect` returns at once with the last outcome, and a probe still running
-past ``timeout_seconds`` counts as a failure (``timeout``). The baseline (first digest seen for this job,
+The request runs on the probe's own daemon thread, so a server that accepts and never answers cannot
+hold up the tick: :meth:`ProbeCollector.collect` returns at once with the last outcome, and a probe still
+running past ``timeout_seconds`` counts as a failure (``timeout``); the next probe starts only once that
+call has returned (no thread pile-up). The baseline (first digest seen for this job,
 model and prompt) lives in the state database (:class:`ProbeBaselines`): it survives restarts and starts
 over when the probed model or the prompt changes. Cost: docs/probes.md.
 """
@@ -34,10 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from watchdog.collectors.base import Collector, CollectorContext, start_daemon
+from watchdog.collectors.base import Collector, CollectorContext
 from watchdog.collectors.engines import target_labels
 from watchdog.config.settings import EngineProbeSettings, EngineSettings, Settings
 from watchdog.infra.state import StateDB
+from watchdog.infra.workers import DaemonPool
 from watchdog.model import Sample, make_labels
 
 log = logging.getLogger(__name__)
@@ -233,12 +235,13 @@ class _State:
     last_start: float | None = None
     inflight: Future[ProbeOutcome] | None = None
     inflight_since: float = 0.0
+    reported: bool = True  # the call in flight has been reported (it completed, or timed out)
     outcome: ProbeOutcome | None = None
     changed: bool = False
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RESULTS, 0))
 
 
-class ProbeCollector:
+class ProbeCollector(Collector):
     """Schedules one engine's probe and reports its last outcome; see the module docstring."""
 
     timeout_seconds = 1.0  # collect() never waits for the probe itself
@@ -254,26 +257,28 @@ class ProbeCollector:
         self._wall = wall  # times a probe in flight (real time: the HTTP call is real)
         self._prober = prober
         self._state = _State()
+        self._worker = DaemonPool(1, f"probe-{self.name}")
 
     def collect(self) -> list[Sample]:
         """Harvest a finished probe, fail one past its timeout, start the next when due; the samples."""
         state, now = self._state, self._clock()
-        if state.inflight is not None:
+        if state.inflight is not None and not state.reported:
             if state.inflight.done():
                 self._finish(state.inflight.result(), now)
             elif self._wall() - state.inflight_since > self.spec.timeout_seconds + 1.0:
-                # The thread is abandoned (a daemon): the server accepted and never answered.
+                # The server accepted and never answered: the call keeps its thread, no next one starts.
                 self._finish(ProbeOutcome("timeout", error="no answer within the probe timeout"), now)
-        if state.inflight is None and (state.last_start is None
-                                       or now - state.last_start >= self.spec.interval_seconds):
+        if ((state.inflight is None or state.inflight.done())
+                and (state.last_start is None or now - state.last_start >= self.spec.interval_seconds)):
             state.last_start = now
             state.inflight_since = self._wall()
-            state.inflight = start_daemon(lambda: self._prober(self.spec), f"probe-{self.name}")
+            state.reported = False
+            state.inflight = self._worker.submit(self._prober, self.spec)
         return self.samples()
 
     def _finish(self, outcome: ProbeOutcome, now: float) -> None:
         state = self._state
-        state.inflight = None
+        state.reported = True
         state.outcome = outcome
         state.counts[outcome.result] = state.counts.get(outcome.result, 0) + 1
         if outcome.result != "ok":

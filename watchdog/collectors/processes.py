@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from watchdog.collectors.base import CollectorContext
+from watchdog.collectors.base import Collector, CollectorContext
 from watchdog.collectors.engines import scrape_instance
 from watchdog.config.settings import EngineSettings, Settings
 from watchdog.engines.engine_args import engine_arg_samples, parse_engine_args
@@ -135,8 +135,12 @@ def numa_mismatch(gpu_node: int | None, affinity: Iterable[int], cpu_nodes: Mapp
     return bool(nodes) and gpu_node not in nodes
 
 
-class ProcessCollector:
+class ProcessCollector(Collector):
     """Engine process trees. See the module docstring."""
+
+    # Read with the engine scrapes (every engine_scrape_interval_seconds), never holding the fault path:
+    # walking every process of a busy host for the trees is this collector's cost (collectors.base).
+    background = True
 
     def __init__(
         self,
@@ -156,9 +160,6 @@ class ProcessCollector:
             ps = psutil
         self.name = name
         self.timeout_seconds = timeout_seconds
-        # Read with the engine scrapes (every engine_scrape_interval_seconds), never holding the fault path:
-        # walking every process of a busy host for the trees is this collector's cost (collectors.base).
-        self.background = True
         self.targets = targets
         self.db = db
         self.ps = ps

@@ -102,7 +102,8 @@ def _rules(settings: Settings, file: str) -> None:
 
 
 def _exporter(settings: Settings, file: str) -> None:
-    from watchdog.exporter.security import ExporterConfigError, load_security
+    from watchdog.exporter.access import ExporterConfigError
+    from watchdog.exporter.security import load_security
 
     try:
         load_security(settings.exporter)

@@ -42,10 +42,6 @@ class ScenarioResult:
     final_alerts: list[Alert] = field(default_factory=list)  # pending/firing/resolved at the last tick
     engine_gpus: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # TP groups of the last 15 min
 
-    def fired_within(self, seconds: float) -> set[str]:
-        """Alert names that fired at or before ``seconds``."""
-        return {name for name, at in self.fired.items() if at <= seconds}
-
 
 def run_scenario(
     scenario: Scenario | str,

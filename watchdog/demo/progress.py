@@ -4,13 +4,31 @@ each expected alert ticked off when it fires, and a last word on what did and di
 Contract: :class:`DemoProgress` is fed after every tick (``update(now, firing, pending)`` with alert
 names) and returns the lines to print (none most ticks): a waiting line every ``every_seconds`` until
 every expected alert has fired, one ``✓`` line per expected alert when it first fires, and one line per
-unexpected alert when it first fires. :meth:`summary` is the closing line.
+unexpected alert when it first fires. :meth:`summary` is the closing line. :class:`FiredHistory` keeps
+each alert that fired since the start, once, from the agent's alerts after every tick.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from watchdog.model import Alert, AlertState
+
+
+@dataclass
+class FiredHistory:
+    """Each alert that fired since the start, once (its first firing), in order."""
+
+    alerts: list[Alert] = field(default_factory=list)
+    _seen: set[str] = field(default_factory=set)  # the fingerprints in ``alerts``
+
+    def note(self, alerts: Iterable[Alert]) -> None:
+        """Add the alerts of one tick that fire for the first time."""
+        for alert in alerts:
+            if alert.state is AlertState.FIRING and alert.fingerprint not in self._seen:
+                self._seen.add(alert.fingerprint)
+                self.alerts.append(alert)
 
 
 @dataclass

@@ -28,7 +28,7 @@ import yaml
 from watchdog.collectors.base import CollectorContext
 from watchdog.config import load_config_text
 from watchdog.config.settings import Settings, settings_from_config
-from watchdog.demo.progress import DemoProgress
+from watchdog.demo.progress import DemoProgress, FiredHistory
 from watchdog.demo.scenario import Scenario
 from watchdog.infra.paths import asset_dir
 from watchdog.model import AlertState
@@ -136,9 +136,10 @@ def _merge(doc: dict[str, Any], extra: Mapping[str, Any]) -> None:
             doc[key] = value
 
 
-def _report(progress: DemoProgress, agent: Any) -> None:
+def _report(progress: DemoProgress, history: FiredHistory, agent: Any) -> None:
     """Print the progress lines of the tick that just ended (after_tick hook)."""
-    firing = {a.name for a in agent.history_fired}
+    history.note(agent.alerts)
+    firing = {a.name for a in history.alerts}
     pending = {a.name for a in agent.alerts if a.state is AlertState.PENDING}
     for line in progress.update(agent.clock(), firing, pending):
         print(line, file=sys.stderr, flush=True)
@@ -171,7 +172,8 @@ def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
             print(f"scenario {scenario.name}: {scenario.description}", file=sys.stderr, flush=True)
             progress = DemoProgress(scenario.expect_alerts, scenario.expect_within_seconds, start)
             print(progress.opening(), file=sys.stderr, flush=True)
-            agent.after_tick.append(lambda: _report(progress, agent))
+            history = FiredHistory()
+            agent.after_tick.append(lambda: _report(progress, history, agent))
             code = serve(agent, listen, duration_seconds=duration)
             print(progress.summary(), file=sys.stderr)
             return code

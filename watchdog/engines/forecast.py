@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from watchdog.config.settings import Settings
-from watchdog.engines.canonical import dump_rule_yaml
 
 GROUP_NAME = "engine-forecast-config"
 
@@ -29,7 +28,3 @@ def forecast_rule_groups(settings: Settings) -> list[dict[str, Any]]:
     ]}]
 
 
-def render_forecast_rules(settings: Settings) -> str:
-    """The generated group as one Prometheus rule file (YAML text); ``groups: []`` without engines."""
-    header = "# GENERATED from the config's forecast section by watchdog.engines.forecast (docs/forecast.md).\n"
-    return header + dump_rule_yaml({"groups": forecast_rule_groups(settings)})

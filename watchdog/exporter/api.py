@@ -66,7 +66,8 @@ class Response:
 
 AlertSuppression = Callable[[Sequence[Alert], int], Mapping[str, tuple[Sequence[str], Sequence[str]]]]
 """Given alerts and now (ms): for each suppressed one, by fingerprint, the ids of the silences matching it
-and the fingerprints of the firing alerts inhibiting it (:meth:`watchdog.notify.muting.Muting.suppression`)."""
+and the fingerprints of the firing alerts inhibiting it
+(:meth:`watchdog.notify.decisions.muting.Muting.suppression`)."""
 
 
 class QueryAPI:

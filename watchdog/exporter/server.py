@@ -40,11 +40,12 @@ from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from watchdog.config.settings import ExporterSettings, section_settings
+from watchdog.exporter.access import ExporterSecurity
 from watchdog.exporter.collector import (
     SeriesLimiter,
     StoreCollector,
 )
-from watchdog.exporter.security import ExporterSecurity, load_security
+from watchdog.exporter.security import load_security
 from watchdog.exporter.selection import ExportSelection
 from watchdog.infra import httpdeadline as deadlines
 from watchdog.infra.httpdeadline import DeadlineHandle
@@ -398,7 +399,7 @@ def exporter_for_store(
 ) -> ExporterServer:
     """An exporter of ``store`` on ``listen`` configured by the ``exporter`` settings (None: the schema's
     defaults): TLS, basic auth and cardinality caps; its own request and drop counters are exported too.
-    Raises :class:`watchdog.exporter.security.ExporterConfigError` on a bad section."""
+    Raises :class:`watchdog.exporter.access.ExporterConfigError` on a bad section."""
     prepared = prepare_exporter(section or section_settings(ExporterSettings, "exporter"), environ)
     limiter = SeriesLimiter(prepared.max_series_per_metric, prepared.max_series_per_job)
     selection = ExportSelection(prepared.pass_through_engine_series)

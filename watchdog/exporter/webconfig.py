@@ -2,7 +2,7 @@
 tooling that writes it for node_exporter works unchanged (``exporter.web_config_file``).
 
 Contract: :func:`load_web_config` reads the file *now* (start and SIGHUP) and returns an
-:class:`~watchdog.exporter.security.ExporterSecurity`, or raises ``ExporterConfigError`` naming the file
+:class:`~watchdog.exporter.access.ExporterSecurity`, or raises ``ExporterConfigError`` naming the file
 and key (never a hash or a password). Supported: ``tls_server_config`` (``cert_file``, ``key_file``,
 ``client_ca_file``, ``client_auth_type`` ``NoClientCert``/``RequireAndVerifyClientCert``,
 ``min_version`` ``TLS12``/``TLS13``) and ``basic_auth_users`` (user: bcrypt hash). Relative paths are
@@ -20,19 +20,12 @@ import bcrypt
 import yaml
 
 from watchdog.config.settings import TlsSettings
-from watchdog.exporter.security import (
-    ExporterConfigError,
-    ExporterSecurity,
-    VerifiedCache,
-    check_basic,
-    load_tls,
-)
+from watchdog.exporter.access import ExporterConfigError, ExporterSecurity, VerifiedCache, check_basic, load_tls
 
 TOP_KEYS = {"tls_server_config", "basic_auth_users"}
 TLS_KEYS = {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version"}
 TLS_VERSIONS = {"TLS12": "TLS1.2", "TLS13": "TLS1.3"}
 CLIENT_AUTH = {"NoClientCert", "RequireAndVerifyClientCert"}
-_VERIFIED_CACHE_SIZE = 8
 
 
 @dataclass

@@ -3,7 +3,7 @@ garbage collector's thresholds.
 
 The agent frees most of what it allocates within a tick (parsed pages, evaluation results), and glibc
 keeps freed blocks for reuse; over hours the kept part drifts up although what Python holds is flat
-(docs/performance.md, "Memory (third pass)": 0.3 ms a call, RSS about 1-1.5 MB lower and under 80 MB at
+(docs/performance.md, "Memory": 0.3 ms a call, RSS about 1-1.5 MB lower and under 80 MB at
 8 GPUs x 8 engines). Contract: :func:`heap_trimmer` returns a callable that trims and returns whether
 memory was released, or ``None`` where the C library has no ``malloc_trim`` (musl, macOS, no libc found);
 it never raises.

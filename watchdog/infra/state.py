@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -109,8 +109,10 @@ class StateDB:
             return None
         return db
 
-    def ensure_schema(self, component: str, version: int, ddl: Sequence[str]) -> None:
-        """Run ``ddl`` once per (component, version); statements must be idempotent (IF NOT EXISTS).
+    def ensure_schema(self, component: str, version: int, ddl: Sequence[str],
+                      migrate: Callable[[sqlite3.Cursor], object] | None = None) -> None:
+        """Run ``ddl`` once per (component, version), then ``migrate`` (rows written in an older shape),
+        in one transaction; statements must be idempotent (IF NOT EXISTS), and so must ``migrate``.
         A read-only handle runs nothing: a table the agent never created reads as an error."""
         if self.is_read_only:
             return
@@ -122,6 +124,8 @@ class StateDB:
                 return
             for statement in ddl:
                 cur.execute(statement)
+            if migrate is not None:
+                migrate(cur)
             cur.execute(
                 "INSERT INTO schema_versions(component, version) VALUES (?, ?) "
                 "ON CONFLICT(component) DO UPDATE SET version = excluded.version",

@@ -33,24 +33,26 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from watchdog.config.settings import NotifiersSettings, RemediationMode, Settings, SlackMode
 from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState, Sample, metric
-from watchdog.notify.base import Notifier, PlanContext
-from watchdog.notify.grouping import group_transitions
-from watchdog.notify.log import LogNotifier
-from watchdog.notify.model import EventNotification, GroupNotification
-from watchdog.notify.muting import Muting
-from watchdog.notify.outbox import PENDING, Outbox, OutboxItem, OutboxRow
-from watchdog.notify.registry import NotifierContext, app_token, build_notifiers
-from watchdog.notify.silences import AlertmanagerSilences, InhibitRule, SilenceStore
-from watchdog.notify.state_store import AlertStateStore
-from watchdog.notify.transitions import Derivation, KnownAlert, as_notified, derive_transitions
-from watchdog.notify.worker import Backoff, DeliveryWorker
+from watchdog.notify.channels.log import LogNotifier
+from watchdog.notify.decisions.grouping import group_transitions
+from watchdog.notify.decisions.model import EventNotification, GroupNotification
+from watchdog.notify.decisions.muting import Muting
+from watchdog.notify.decisions.silences import AlertmanagerSilences, InhibitRule, SilenceStore
+from watchdog.notify.decisions.transitions import Derivation, as_notified, derive_transitions
+from watchdog.notify.delivery.base import Notifier, PlanContext
+from watchdog.notify.delivery.outbox import PENDING, Outbox, OutboxRow
+from watchdog.notify.delivery.state_store import AlertStateStore
+from watchdog.notify.delivery.worker import Backoff, DeliveryWorker
+from watchdog.notify.registry import NotifierContext, app_token, build_notifiers, prepare_channel_stores
 from watchdog.runbooks.events import RunbookEvent
+
+if TYPE_CHECKING:
+    from watchdog.notify.channels.slack.approvals import ApprovalListener, RunbookDecisions
 
 log = logging.getLogger("watchdog.notify")
 
@@ -114,16 +116,17 @@ class NotificationDispatcher:
         self.failing_after_ms = int(outbox.failing_alert_after_seconds * 1000)
         self.keep_ms = int(outbox.keep_delivered_days * 86_400_000)
         self.state_store = AlertStateStore(db)
+        prepare_channel_stores(db)
         self.outbox = Outbox(db)
         self._lock = threading.Lock()
-        self._known: dict[str, KnownAlert] = self.state_store.load_alerts()
+        self._known: dict[str, Alert] = self.state_store.load_alerts()
         self._firing: dict[str, Alert] = {
-            fp: k.alert for fp, k in self._known.items() if k.state is AlertState.FIRING
+            fp: k for fp, k in self._known.items() if k.state is AlertState.FIRING
         }
         self._sticky_failing = {
-            k.alert.labels.get("notifier", "")
+            k.labels.get("notifier", "")
             for k in self._known.values()
-            if k.state is AlertState.FIRING and k.alert.name == NOTIFIER_FAILING
+            if k.state is AlertState.FIRING and k.name == NOTIFIER_FAILING
         }
         self._last_gc_ms = 0
         self._printed_while_degraded: set[str] = set()
@@ -139,7 +142,7 @@ class NotificationDispatcher:
             name: DeliveryWorker(n, self.outbox, backoff, clock=clock, poll_seconds=poll, rand=rand)
             for name, n in self.notifiers.items()
         }
-        self._approvals: Any = None
+        self._approvals: ApprovalListener | None = None
         self.muting = self._build_muting(settings)
         self._start_threads = start_threads
         self._rand = rand
@@ -151,7 +154,7 @@ class NotificationDispatcher:
 
     def _context(self, remediation_mode: RemediationMode, tick_seconds: float, listen: str) -> NotifierContext:
         return NotifierContext(
-            node=self.node, clock=self.clock, state_store=self.state_store, firing_source=self.firing_alerts,
+            node=self.node, clock=self.clock, db=self.db, firing_source=self.firing_alerts,
             remediation_mode=remediation_mode, tick_seconds=tick_seconds, listen=listen, stream=self._stream,
             runbook_title=self._runbook_title,
         )
@@ -213,7 +216,7 @@ class NotificationDispatcher:
                                             timeout_seconds=am.timeout_seconds)
         return Muting(SilenceStore(self.db), rules, silences)
 
-    def attach_runbooks(self, manager: Any) -> bool:
+    def attach_runbooks(self, manager: RunbookDecisions) -> bool:
         """Wire Slack's buttons (Approve / Skip in approve mode; Acknowledge and Silence always) to
         ``manager`` and the silences when a Slack app token is configured; True if wired.
 
@@ -229,7 +232,7 @@ class NotificationDispatcher:
             if self.remediation_mode is RemediationMode.APPROVE:
                 log.warning("approve mode without a Slack app token: buttons are shown but cannot be received")
             return False
-        from watchdog.notify.approvals import AlertButtons, ApprovalListener
+        from watchdog.notify.channels.slack.approvals import AlertButtons, ApprovalListener
 
         self._approvals = ApprovalListener(token, list(slack.approvers), manager, base_url=slack.base_url,
                                            buttons=AlertButtons(self.state_store, self.muting.store,
@@ -273,7 +276,7 @@ class NotificationDispatcher:
                causes: Mapping[str, str] | None = None) -> None:
         """Record this tick's transitions and events in the outbox (one transaction); never blocks on I/O.
 
-        ``causes`` maps a symptom alert's fingerprint to its incident's cause (watchdog.notify.incidents):
+        ``causes`` maps a symptom alert's fingerprint to its incident's cause (watchdog.notify.decisions.incidents):
         notifiers that thread (Slack) fold the symptom under the cause's message.
         """
         with self._lock:
@@ -281,19 +284,12 @@ class NotificationDispatcher:
             derivation = derive_transitions(self._known, [*alerts, *self._internal_alerts(now_ms)], now_ms)
             groups = group_transitions(derivation.transitions, now_ms, self.member_labels, self.group_enabled)
             new_known = dict(self._known)
-            changed: dict[str, KnownAlert] = {}
+            changed: dict[str, Alert] = {}
             for row in derivation.upserts:
                 new_known[row.fingerprint] = changed[row.fingerprint] = row
             for fp in derivation.deletes:
                 new_known.pop(fp, None)
-            notes = [
-                EventNotification(
-                    ev,
-                    new_known[ev.fingerprint].alert if ev.fingerprint in new_known else None,
-                    step=str(getattr(ev, "step", "") or ""),
-                )
-                for ev in events
-            ]
+            notes = [EventNotification(ev, new_known.get(ev.fingerprint)) for ev in events]
             enqueued = 0
             current = self._current_firing(alerts, new_known)
             firing = [a.labels for a in alerts if a.state is AlertState.FIRING]
@@ -305,7 +301,7 @@ class NotificationDispatcher:
                     self.db.note_error("write")
                     log.error("state database not writable: printing notifications to the log until it "
                               "recovers", extra={"error": str(exc)})
-                    self._print_degraded(groups, notes, new_known, now_ms)
+                    self._print_degraded(groups, notes, now_ms)
                     self._unstored_events = events[-MAX_UNSTORED_EVENTS:]
                     self._firing = current
                     return
@@ -315,29 +311,27 @@ class NotificationDispatcher:
         self._after_store(derivation, enqueued, now_ms)
 
     def _store_tick(self, groups: list[GroupNotification], notes: list[EventNotification],
-                    changed: dict[str, KnownAlert], derivation: Derivation, new_known: dict[str, KnownAlert],
+                    changed: dict[str, Alert], derivation: Derivation, new_known: dict[str, Alert],
                     now_ms: int, firing: list[dict[str, str]], causes: dict[str, str],
                     still_firing: dict[str, Alert]) -> int:
         """The tick's outbox rows and state changes in one transaction (muted members left out, and muted
-        alerts that fire on unmuted announced, see :mod:`watchdog.notify.muting`; ``firing``: label sets
+        alerts that fire on unmuted announced, see :mod:`watchdog.notify.decisions.muting`; ``firing``: label sets
         of the alerts firing now, for inhibition; ``causes``: symptom fingerprint -> its incident's cause,
-        see :mod:`watchdog.notify.incidents`; ``still_firing``: the alerts firing now, latest values);
+        see :mod:`watchdog.notify.decisions.incidents`; ``still_firing``: the alerts firing now, latest values);
         returns how many rows are new."""
         enqueued = 0
+        printed = self._degraded_printer()
         self.muting.begin()
         with self.db.transaction() as cur:
             resolved = frozenset(t.alert.fingerprint for t in derivation.transitions if t.kind is AlertState.RESOLVED)
-            ctx = PlanContext(cur, self.state_store, now_ms, self.node, new_known, causes=causes, resolved=resolved)
+            ctx = PlanContext(cur, now_ms, self.node, new_known, causes=causes, resolved=resolved)
             for name, notifier in self.notifiers.items():
                 mine, my_notes = self.muting.apply(
                     name, [g for g in groups if self._excluded(g) != name], notes, firing, now_ms, still_firing)
                 for item in notifier.plan(mine, my_notes, ctx):
-                    if name == "log" and item.idem_key in self._printed_while_degraded:
+                    if notifier is printed and item.idem_key in self._printed_while_degraded:
                         continue  # printed while the database was not writable
                     enqueued += Outbox.enqueue(cur, name, item, now_ms)
-            for fp, key in ctx.message_keys.items():
-                if fp in new_known:
-                    new_known[fp] = changed[fp] = replace(new_known[fp], slack_message_key=key)
             for row in changed.values():
                 AlertStateStore.upsert_alert(cur, row, now_ms)
             for fp in derivation.deletes:
@@ -349,16 +343,16 @@ class NotificationDispatcher:
         self.muting.commit()
         return enqueued
 
-    def _print_degraded(self, groups: list[GroupNotification], notes: list[EventNotification],
-                        new_known: dict[str, KnownAlert], now_ms: int) -> None:
+    def _degraded_printer(self) -> LogNotifier | None:
+        """The log channel, when enabled: what it prints while the database is not writable is not
+        queued for it again once the database recovers."""
+        return next((n for n in self.notifiers.values() if isinstance(n, LogNotifier)), None)
+
+    def _print_degraded(self, groups: list[GroupNotification], notes: list[EventNotification], now_ms: int) -> None:
         """Log-only delivery while the database is not writable: each line once (see module docstring)."""
-        printer = self.notifiers.get("log")
-        if not isinstance(printer, LogNotifier):
-            printer = LogNotifier(sys.stderr, "json")
-        ctx = PlanContext(None, self.state_store, now_ms, self.node, new_known)  # type: ignore[arg-type]
-        items: list[OutboxItem] = [i for i in printer.plan(groups, notes, ctx)
-                                   if i.idem_key not in self._printed_while_degraded]
-        printer.deliver([OutboxRow(0, "log", i.idem_key, i.kind, i.payload, PENDING, 0, now_ms, "")
+        printer = self._degraded_printer() or LogNotifier(sys.stderr, "json")
+        items = [i for i in printer.lines(groups, notes, self.node) if i.idem_key not in self._printed_while_degraded]
+        printer.deliver([OutboxRow(0, printer.name, i.idem_key, i.kind, i.payload, PENDING, 0, now_ms, "")
                          for i in items])
         self._printed_while_degraded.update(i.idem_key for i in items)
 
@@ -381,12 +375,12 @@ class NotificationDispatcher:
             self.state_store.gc(now_ms - self.keep_ms)
 
     @staticmethod
-    def _current_firing(alerts: list[Alert], known: dict[str, KnownAlert]) -> dict[str, Alert]:
-        out = {fp: k.alert for fp, k in known.items() if k.state is AlertState.FIRING}
+    def _current_firing(alerts: list[Alert], known: dict[str, Alert]) -> dict[str, Alert]:
+        out = {fp: k for fp, k in known.items() if k.state is AlertState.FIRING}
         for alert in alerts:
             k = known.get(alert.fingerprint)
             if alert.state is AlertState.FIRING and k is not None and k.state is AlertState.FIRING:
-                out[alert.fingerprint] = as_notified(alert, AlertState.FIRING, k.alert.fired_at_ms)
+                out[alert.fingerprint] = as_notified(alert, AlertState.FIRING, k.fired_at_ms)
         return out
 
     def reconcile_on_start(self, alerts_after_restore: list[Alert]) -> dict[str, int]:
@@ -443,8 +437,12 @@ class NotificationDispatcher:
             self._approvals.close()
 
 
-def dispatcher_for(settings: Settings, db: StateDB, node: str, clock: Callable[[], float] = time.time,
-                   **kw: Any) -> NotificationDispatcher:
+def dispatcher_for(settings: Settings, db: StateDB, node: str, clock: Callable[[], float] = time.time, *,
+                   notifiers: Sequence[Notifier] | None = None, stream: TextIO | None = None,
+                   runbook_title: Callable[[str], str] | None = None, start_threads: bool = True,
+                   rand: Callable[[], float] = random.random) -> NotificationDispatcher:
     """The dispatcher of a node's settings: its ``notifiers`` section plus what notifiers depend on."""
     return NotificationDispatcher(settings.notifiers, db, node, clock, remediation_mode=settings.remediation.mode,
-                                  tick_seconds=settings.tick_interval_seconds, listen=settings.listen, **kw)
+                                  tick_seconds=settings.tick_interval_seconds, listen=settings.listen,
+                                  notifiers=notifiers, stream=stream, runbook_title=runbook_title,
+                                  start_threads=start_threads, rand=rand)

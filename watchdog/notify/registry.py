@@ -4,7 +4,7 @@ Contract: the name is the ``notifiers.<name>`` section, the outbox rows' notifie
 self-metrics' ``notifier`` label. A builder gets the ``notifiers`` settings and a
 :class:`NotifierContext` (what the dispatcher shares with its notifiers) and returns the notifier, or None
 when its section disables it. Adding a notifier: a module with a class of the
-:class:`~watchdog.notify.base.Notifier` shape and a builder, one line here.
+:class:`~watchdog.notify.delivery.base.Notifier` shape and a builder, one line here.
 """
 
 from __future__ import annotations
@@ -16,24 +16,25 @@ from typing import TextIO
 
 from watchdog.config.settings import NotifiersSettings, RemediationMode, SlackMode, SlackSettings
 from watchdog.infra.secrets import SecretError, read_secret
+from watchdog.infra.state import StateDB
 from watchdog.model import Alert
-from watchdog.notify.alertmanager import AlertmanagerNotifier
-from watchdog.notify.base import Notifier
-from watchdog.notify.log import LogNotifier
-from watchdog.notify.state_store import AlertStateStore
+from watchdog.notify.channels.alertmanager import AlertmanagerNotifier
+from watchdog.notify.channels.log import LogNotifier
+from watchdog.notify.channels.slack.store import SlackStore
+from watchdog.notify.delivery.base import Notifier
 
 log = logging.getLogger("watchdog.notify")
 
 
 @dataclass(frozen=True)
 class NotifierContext:
-    """What notifiers may need beyond their section: the node, time, shared state and the agent's
-    settings they depend on (``remediation.mode`` for Slack's buttons, the tick and the exporter's
-    address for Alertmanager)."""
+    """What notifiers may need beyond their section: the node, time, the state database (for rows of
+    their own), the firing alerts and the agent's settings they depend on (``remediation.mode`` for
+    Slack's buttons, the tick and the exporter's address for Alertmanager)."""
 
     node: str
     clock: Callable[[], float]
-    state_store: AlertStateStore
+    db: StateDB
     firing_source: Callable[[], list[Alert]]
     remediation_mode: RemediationMode
     tick_seconds: float
@@ -56,7 +57,7 @@ def build_slack(settings: NotifiersSettings, ctx: NotifierContext) -> Notifier |
         return None
     # Imported here, not at the top: slack-sdk (and the asyncio it pulls in) costs memory on every host,
     # most of which never enable Slack.
-    from watchdog.notify.slack import SlackNotifier
+    from watchdog.notify.channels.slack.notifier import SlackNotifier
 
     token = webhook = None
     try:
@@ -70,9 +71,10 @@ def build_slack(settings: NotifiersSettings, ctx: NotifierContext) -> Notifier |
     if token is None and webhook is None:
         log.error("slack is enabled but has no token / webhook URL; notifications will queue")
     return SlackNotifier(
-        section, ctx.state_store, ctx.node, token=token, webhook_url=webhook,
+        section, SlackStore(ctx.db), ctx.node, token=token, webhook_url=webhook,
         approve_mode=ctx.remediation_mode is RemediationMode.APPROVE, runbook_title=ctx.runbook_title,
         member_labels=settings.grouping.member_labels, interactive=app_token(section) is not None,
+        keep_ms=int(settings.outbox.keep_delivered_days * 86_400_000),
     )
 
 
@@ -107,6 +109,17 @@ BUILDERS: dict[str, Builder] = {
     "slack": build_slack,
     "alertmanager": build_alertmanager,
 }
+
+
+# Channels that keep rows of their own: their tables are made ready at start whether or not the channel is
+# enabled, so a migration of their rows runs before the first tick.
+CHANNEL_STORES: tuple[Callable[[StateDB], object], ...] = (SlackStore,)
+
+
+def prepare_channel_stores(db: StateDB) -> None:
+    """Create (or migrate) every channel's own tables."""
+    for store in CHANNEL_STORES:
+        store(db)
 
 
 def build_notifiers(settings: NotifiersSettings, ctx: NotifierContext) -> list[Notifier]:

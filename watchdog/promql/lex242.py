@@ -48,8 +48,18 @@ class _Token:
     start: int
 
 
+def _is_alpha(char: str) -> bool:
+    """Go's ``isAlpha``: ASCII letters and ``_`` only (``str.isalpha`` would also take ``é``)."""
+    return char == "_" or ("a" <= char <= "z") or ("A" <= char <= "Z")
+
+
+def _is_digit(char: str) -> bool:
+    """An ASCII digit (``str.isdigit`` would also take ``²`` and other scripts' digits)."""
+    return "0" <= char <= "9"
+
+
 def _is_alnum(char: str) -> bool:
-    return char == "_" or ("a" <= char <= "z") or ("A" <= char <= "Z") or ("0" <= char <= "9")
+    return _is_alpha(char) or _is_digit(char)
 
 
 def _scan_number_or_duration(text: str, pos: int) -> tuple[str, int]:
@@ -71,7 +81,7 @@ def _scan_number_or_duration(text: str, pos: int) -> tuple[str, int]:
         i += 1
         if i < len(text) and text[i] in "+-":
             i += 1
-        while i < len(text) and text[i].isdigit():
+        while i < len(text) and _is_digit(text[i]):
             i += 1
     if i >= len(text) or not _is_alnum(text[i]):
         return "number", i
@@ -81,8 +91,8 @@ def _scan_number_or_duration(text: str, pos: int) -> tuple[str, int]:
     i += 1
     if i < len(text) and text[i] == "s":
         i += 1
-    while i < len(text) and text[i].isdigit():
-        while i < len(text) and text[i].isdigit():
+    while i < len(text) and _is_digit(text[i]):
+        while i < len(text) and _is_digit(text[i]):
             i += 1
         if i >= len(text) or text[i] not in _UNITS:
             return "bad", i
@@ -124,15 +134,14 @@ def _tokens(text: str) -> list[_Token]:
             end = len(text) if end < 0 else end
             out.append(_Token("space", text[i:end], i))
             i = end
-        elif char.isdigit() or (char == "." and i + 1 < len(text) and text[i + 1].isdigit()):
+        elif _is_digit(char) or (char == "." and i + 1 < len(text) and _is_digit(text[i + 1])):
             kind, end = _scan_number_or_duration(text, i)
             if kind == "bad":  # leave the message to the parser, which rejects it too
                 end = max(end, i + 1)
                 kind = "punct"
             out.append(_Token(kind, text[i:end], i))
             i = end
-        elif char == "_" or char.isalpha() or (char == ":" and i + 1 < len(text)
-                                               and (text[i + 1] in "_:" or text[i + 1].isalpha())):
+        elif _is_alpha(char) or (char == ":" and i + 1 < len(text) and (text[i + 1] == ":" or _is_alpha(text[i + 1]))):
             end = i
             while end < len(text) and (_is_alnum(text[end]) or text[end] == ":"):
                 end += 1

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchdog.runbooks.planner import Condition
+
+if TYPE_CHECKING:
+    from watchdog.promql import Selectable
 
 ConditionCheck = Callable[[str, int], Condition]
 """``(expr, now_ms) -> Condition``: how the manager evaluates requires/verify (injectable)."""
@@ -41,7 +44,7 @@ def truth(value: Any) -> tuple[bool, str]:
 class StoreConditions:
     """Evaluates conditions with :mod:`watchdog.promql` against one :class:`~watchdog.store.Store`."""
 
-    def __init__(self, store: Any, lookback_ms: int = 300_000) -> None:
+    def __init__(self, store: Selectable, lookback_ms: int = 300_000) -> None:
         self.store = store
         self.lookback_ms = lookback_ms
 

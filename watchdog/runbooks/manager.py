@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchdog.config.settings import RemediationMode, RemediationSettings, SecretSource
 from watchdog.infra.logs import redact
@@ -60,6 +60,9 @@ from watchdog.runbooks.planner import (
 )
 from watchdog.runbooks.steps import RenderedAction, Step
 from watchdog.runbooks.templating import TemplateContext
+
+if TYPE_CHECKING:
+    from watchdog.promql import Selectable
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +140,7 @@ class RunbookManager:
         self,
         settings: RemediationSettings,
         state_db: StateDB,
-        store: Any,
+        store: Selectable,
         clock: Callable[[], float] = time.time,
         executors: Mapping[str, Executor] | None = None,
         *,
