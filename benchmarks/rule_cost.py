@@ -6,17 +6,16 @@ Guards the rule pack's share of the CPU target: rule evaluation per tick at 8 x 
     .venv/bin/python benchmarks/rule_cost.py [--size 8x8] [--retention 900] [--ticks 60] [--top 15]
                                              [--tree main=/path/to/old/checkout --tree this=.]
 
-Each checkout (default: this tree) runs in its own child process, all at the same time (the same
-machine load for each): one agent as ``simnode.simulated_agent`` builds it (fake NVML, the engines of the
-simulated node serving the full vLLM V1 payload, the whole default rule pack, default
-settings, simulated 1 s ticks) runs ``--retention`` ticks with the defaults so that every window is
-full, then ``--ticks`` measured ticks in which the CPU time (``time.thread_time``) of every rule
-evaluation, and of storing its output (the store's ingest of the rule's source; a recording rule's
-copy plan where the checkout has one), is summed per rule. A checkout's own virtual environment
-(``TREE/.venv``) runs it when it has one. Printed: rule-engine and agent CPU per tick, each group's and
-the costliest rules' CPU per tick, per checkout, and the ratio of the first checkout to the others; and
-each checkout's warnings (fill and measured ticks), counted by message, group, rule and reason. Read the
-ratios: the machines are shared.
+Each checkout (default: this tree) runs in its own child process, all at the same time (the same machine
+load for each): one agent as ``simnode.simulated_agent`` builds it (fake NVML, the engines of the simulated
+node serving the full vLLM V1 payload, the whole default rule pack, default settings, simulated 1 s ticks)
+runs ``--retention`` ticks with the defaults so that every window is full, then ``--ticks`` measured ticks
+in which the CPU time (``time.thread_time``) of every rule evaluation, and of storing its output (the
+store's ingest of the rule's source), is summed per rule. A checkout's own virtual environment
+(``TREE/.venv``) runs it when it has one. Printed: rule-engine and agent CPU per tick, each group's and the
+costliest rules' CPU per tick, per checkout, and the ratio of the first checkout to the others; and each
+checkout's warnings (fill and measured ticks), counted by message, group, rule and reason. Read the ratios:
+the machines are shared.
 """
 
 from __future__ import annotations
@@ -68,8 +67,7 @@ def child(tree: Path, gpus: int, engines: int, retention: int, ticks: int) -> di
                 spent[json.dumps([runtime.key, index, rule.name])] += time.thread_time() - begun
 
         rules_engine.RuleEngine._evaluate_rule = timed  # type: ignore[method-assign]
-        # A rule's cost includes storing its output: the store's ingest of its source, and (where the
-        # checkout has it) the copy plan's read-and-append that stands for both evaluation and ingest.
+        # A rule's cost includes storing its output: the store's ingest of its source.
         engine = agent.rule_engine
         keys = {engine._source(rt, index): json.dumps([rt.key, index, rule.name])
                 for rt in engine._groups for index, rule in enumerate(rt.group.rules)}
@@ -87,18 +85,6 @@ def child(tree: Path, gpus: int, engines: int, retention: int, ticks: int) -> di
                 spent[key] += time.thread_time() - begun
 
         store_class.ingest = timed_ingest  # type: ignore[method-assign]
-        copy_plan = getattr(rules_engine, "_CopyPlan", None)
-        if copy_plan is not None:
-            repeat = copy_plan.repeat
-
-            def timed_repeat(self: Any, store: Any, t_ms: int, lookback_ms: int, source: str) -> Any:
-                begun = time.thread_time()
-                try:
-                    return repeat(self, store, t_ms, lookback_ms, source)
-                finally:
-                    spent[keys[source]] += time.thread_time() - begun
-
-            copy_plan.repeat = timed_repeat
         cpu, rules = run_ticks(agent, now, ticks)
         return {"fill_s": fill_s, "warnings": dict(warnings), "series": len(agent.store),
                 "cpu_ms_per_tick": cpu / ticks * 1000, "rules_ms_per_tick": sum(rules) / ticks * 1000,
