@@ -21,12 +21,12 @@ from tests.notify.alerts import make_alert
 from tests.notify.conftest import Dispatchers, notify_config
 from tests.notify.slack_api import DEFAULT_TOKEN, FakeSlack, Message
 from tests.support.alertmanager import BINARY, CONFIG, RealAlertmanager
+from tests.support.blockkit import validate_message, visible_text
 from tests.support.polling import wait_until
 from watchdog.cli.alertmanager_cmd import merge_inhibit_rules
 from watchdog.config.settings import Settings, SlackSettings, section_settings
 from watchdog.demo.harness import ScenarioResult, run_scenario
 from watchdog.model import Alert, AlertState
-from watchdog.notify.channels.slack.blockkit import validate_message, visible_text
 from watchdog.notify.decisions.incidents import (
     Incident,
     correlate,

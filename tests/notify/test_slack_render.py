@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.blockkit import escaping_problems, validate_message, visible_text
 from watchdog.model import Alert, AlertState
-from watchdog.notify.channels.slack.blockkit import escaping_problems, validate_message, visible_text
 from watchdog.notify.channels.slack.blocks import (
     Links,
     Rendered,
