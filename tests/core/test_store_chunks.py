@@ -293,11 +293,9 @@ def test_head_values_are_float32_only_while_exact() -> None:
 
 
 def test_a_repeated_collection_stores_what_appending_each_series_stores() -> None:
-    """``Store.ingest`` of the same series tick after tick (a collection with the source's last label sets
-    in the same order appends straight to their series: ``Store._last_collections``) against each
-    series' own ``Series.append``: same points, same storage, over values that widen and narrow the head,
-    seals, reads that hold points uncompressed, a series that missed collections, duplicate and
-    out-of-order ticks."""
+    """``Store.ingest`` of the same series tick after tick against each series' own ``Series.append``:
+    same points, same storage, over values that widen and narrow the head, seals, reads that hold points
+    uncompressed, a series that missed collections, duplicate and out-of-order ticks."""
     rng = random.Random(16)
     names = [metric("x", i=str(i)) for i in range(6)]
     kinds = ["float32", "double", "special", "counter", "constant", "big_counter"]

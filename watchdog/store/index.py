@@ -68,11 +68,6 @@ class Store:
         self._unreserved_series = 0
         self._lock = threading.RLock()
         self._shared_timestamps = SharedTimestamps() if shared_timestamps is None else shared_timestamps
-        self._last_collections: dict[str, tuple[tuple[Labels, ...], list[Series]]] = {}
-        """Each source's last collection when every sample of it was stored: its label sets in the order
-        given and their series. A collection with the same label sets in the same order appends to them
-        at once (no series to create, none gone stale, nothing for the quotas to decide). Emptied whenever
-        a series leaves the store."""
         """The head timestamp arrays its series share (cleared at each collection)."""
         self.generation = 0
         """Bumped whenever a series is created or removed (readers may cache selections until it moves)."""
@@ -123,15 +118,6 @@ class Store:
 
     def _ingest(self, source: str, samples: Iterable[Sample], t_ms: int, bypass_quota: bool) -> int:
         """:meth:`ingest` itself, under its lock."""
-        if not isinstance(samples, (list, tuple)):
-            samples = list(samples)
-        keys = tuple([labels for labels, _ in samples])
-        last = self._last_collections.get(source)
-        if last is not None and last[0] == keys:
-            max_points = self.max_points
-            for held, (_, value) in zip(last[1], samples, strict=True):
-                held.append(t_ms, value, max_points)
-            return len(keys)
         batch: dict[Labels, float] = dict(samples)  # (labels, value) pairs: the last of duplicates wins
         series_of = self._series.get
         found = [series_of(labels) for labels in batch]
@@ -162,10 +148,6 @@ class Store:
                 if labels not in batch:
                     self.append(labels, t_ms, STALE_NAN, source)
         self._sources[source] = kept
-        if len(kept) == len(keys) and not over_limit:  # each label set once, every one stored
-            self._last_collections[source] = (kept, [self._series[labels] for labels in kept])
-        else:
-            self._last_collections.pop(source, None)
         if over_limit:
             raise LabelValuesExceeded(source, over_limit, dropped)
         return len(stored)
@@ -219,7 +201,6 @@ class Store:
         self._sources[source] = tuple(labels for labels in self._sources.get(source, ()) if labels not in gone)
 
     def _disown(self, labels: Labels) -> None:
-        self._last_collections.clear()  # no collection may append to a series that left
         series = self._series.pop(labels, None)
         if series is None:
             return
@@ -234,7 +215,6 @@ class Store:
         self.ingest(source, (), t_ms)
         with self._lock:
             self._sources.pop(source, None)
-            self._last_collections.pop(source, None)
 
     def select(self, matchers: Iterable[Matcher]) -> Iterator[Series]:
         """Series whose labels satisfy every matcher. Uses the ``__name__`` index when it can.
