@@ -128,7 +128,6 @@ class CounterIndex:
         mint, maxt = ctx.range_start_ms, ctx.range_end_ms
         out: list[tuple[Labels, float]] = []
         append = out.append
-        known = self._events
         held = lo = hi = 0
         shared: Any = None  # the timestamps array lo and hi were found in (series collected together share one)
         for series, name in zip(selected, labels, strict=True):
@@ -140,14 +139,7 @@ class CounterIndex:
             held += hi - lo
             if hi - lo < 2:
                 continue
-            events = known.get(id(series))
-            if events is None or events.ref() is not series:
-                events = self._events_of(series)
-                known = self._events
-            newest = values[-1]
-            if events.scanned_t != timestamps[-1] or (newest != events.scanned_v
-                                                      and not _same(newest, events.scanned_v)):
-                events.update(timestamps, values)
+            events = self._scanned(series, timestamps, values)
             stale = events.stale_t
             first, last = lo, hi - 1
             count = hi - lo
