@@ -222,6 +222,7 @@ class AllowSettings:
     units: tuple[str, ...]
     commands: tuple[str, ...]
     urls: tuple[str, ...]
+    engines: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)

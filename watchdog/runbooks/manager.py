@@ -58,8 +58,17 @@ from watchdog.runbooks.planner import (
     render_step,
     should_escalate_recurrence,
 )
-from watchdog.runbooks.steps import RenderedAction, Step
+from watchdog.runbooks.serving_steps import (
+    CanaryProgress,
+    ServingReadings,
+    StoreReadings,
+    WaitStatus,
+    poll_idle,
+    serving_executors,
+)
+from watchdog.runbooks.steps import WAIT_KINDS, RenderedAction, Step, format_duration
 from watchdog.runbooks.templating import TemplateContext
+from watchdog.serving.manual import ManualStates
 
 if TYPE_CHECKING:
     from watchdog.promql import Selectable
@@ -109,6 +118,7 @@ class _EpisodeMemory:
 
     audited_waiting: set[str] = field(default_factory=set)
     alert: Alert | None = None
+    canary: CanaryProgress = field(default_factory=CanaryProgress)
 
 
 def _load_secret_vars(sources: Mapping[str, SecretSource]) -> dict[str, str]:
@@ -149,9 +159,11 @@ class RunbookManager:
         conditions: ConditionCheck | None = None,
         runner: Runner = run_argv,
         node: str | None = None,
+        readings: ServingReadings | None = None,
     ) -> None:
         """``settings`` is the ``remediation`` section; ``template_config`` is what runbook templates'
-        ``{{ config.PATH }}`` read (the whole config document, see :func:`settings_document`)."""
+        ``{{ config.PATH }}`` read (the whole config document, see :func:`settings_document`);
+        ``readings`` is what the serving waits read (default: the store, fresh samples only)."""
         self.settings = settings
         self.template_config: Mapping[str, Any] = template_config or {}
         self.policy = Policy.from_settings(settings)
@@ -164,8 +176,10 @@ class RunbookManager:
         self.vars = {**settings.vars, **_load_secret_vars(settings.secret_vars)}
         self.state = RunbookState(state_db)
         self.catalogue = catalogue
-        self.executors = executors_from(executors, runner)
+        self.manual = ManualStates(state_db)
+        self.executors = executors_from({**serving_executors(self.manual, clock), **(executors or {})}, runner)
         self.conditions: ConditionCheck = conditions or StoreConditions(store)
+        self.readings: ServingReadings = readings or StoreReadings(store)
         self.clock = clock
         self.node = node or socket.gethostname()
         # Diagnostics and remediation have their own workers: hung diagnostics cannot starve remediation.
@@ -196,6 +210,8 @@ class RunbookManager:
             firing = {a.fingerprint: a for a in alerts if a.state is AlertState.FIRING}
             for fingerprint, episode in list(self._episodes.items()):
                 alert = firing.get(fingerprint)
+                if alert is None and self._finish_serving_tail(episode, now_ms, events):
+                    continue
                 if alert is None or self._fired_at(alert) != episode.fired_at_ms:
                     self._end_episode(episode, now_ms)
             for alert in firing.values():
@@ -352,7 +368,13 @@ class RunbookManager:
 
     def _end_episode(self, episode: Episode, now_ms: int) -> None:
         if episode.phase is EpisodePhase.VERIFYING:
-            self._audit(episode, episode.verify_step, Decision.VERIFIED, "the alert resolved", now_ms)
+            runbook = self.catalogue.get(episode.runbook)
+            step = runbook.step(episode.verify_step) if runbook else None
+            if step is not None and step.kind in WAIT_KINDS:
+                self._audit(episode, episode.verify_step, Decision.SKIPPED, "the alert resolved during the wait",
+                            now_ms)
+            else:
+                self._audit(episode, episode.verify_step, Decision.VERIFIED, "the alert resolved", now_ms)
         if episode.phase is not EpisodePhase.ESCALATED:
             episode.phase = EpisodePhase.RESOLVED
         episode.ended_ms = now_ms
@@ -381,7 +403,8 @@ class RunbookManager:
             return
         if episode.phase is EpisodePhase.VERIFYING:
             self._poll_verify(episode, now_ms, events)
-            return
+            if episode.phase is not EpisodePhase.ACTIVE:
+                return
         if self.policy.mode is not RemediationMode.AUTO or episode.phase is not EpisodePhase.ACTIVE:
             return
         if self.state.escalation(episode.fingerprint) is not None:
@@ -394,6 +417,11 @@ class RunbookManager:
             step = runbook.remediate[index]
             decision = self._decide(step, alert, now_ms, escalated=False, evaluate=True)
             verdict = decision.verdict
+            if verdict is Verdict.RUN and step.kind in WAIT_KINDS:
+                self._start_wait(episode, step, decision, now_ms, events, walk_index=index)
+                if episode.phase is EpisodePhase.ACTIVE:
+                    continue
+                return
             if verdict is Verdict.RUN:
                 self._submit(episode, runbook, step, decision, alert, now_ms, walk_index=index)
                 return
@@ -435,6 +463,10 @@ class RunbookManager:
                 walk = episode.step_index if (episode.phase is EpisodePhase.WAITING and episode.step_index
                                               < len(runbook.remediate) and runbook.remediate[
                                                   episode.step_index].name == step.name) else None
+                if step.kind in WAIT_KINDS:
+                    self._start_wait(episode, step, decision, now_ms, events, walk_index=walk,
+                                     actor=approval.user)
+                    return episode.phase is not EpisodePhase.ACTIVE
                 self._submit(episode, runbook, step, decision, alert, now_ms, actor=approval.user,
                              walk_index=walk)
                 return True
@@ -447,25 +479,131 @@ class RunbookManager:
         alert = self._memory.get(episode.fingerprint, _EpisodeMemory()).alert
         runbook = self.catalogue.get(episode.runbook)
         step = runbook.step(episode.verify_step) if runbook else None
+        if step is not None and step.kind in WAIT_KINDS and alert is not None and runbook is not None:
+            self._poll_wait(episode, runbook, step, alert, now_ms, events)
+            return
         if step is None or step.guards.verify is None or alert is None:
             episode.phase = EpisodePhase.WAITING
             self.state.save_episode(episode)
             return
-        rendered = render_step(step, self._context(alert))
+        rendered = self._render(step, alert)
         condition = self.conditions(rendered.verify_expr, now_ms) if rendered.verify_expr else None
         if condition is not None and condition.holds:
             self._audit(episode, step.name, Decision.VERIFIED, f"{rendered.verify_expr} holds ({condition.detail})",
                         now_ms)
             events.append(self._event(episode, "decision", f"{step.name}: verified",
                                       f"{rendered.verify_expr} holds", now_ms))
-            episode.phase = EpisodePhase.DONE
-            self.state.save_episode(episode)
+            if runbook is not None and self._serving_steps_after(runbook, step.name):
+                # A sequence that drained an engine goes on to its canary and readmit.
+                self._step_done(episode, runbook, step.name)
+            else:
+                episode.phase = EpisodePhase.DONE
+                self.state.save_episode(episode)
             return
         if now_ms >= episode.verify_deadline_ms:
             detail = condition.detail if condition is not None else rendered.error
             self._escalate(episode, step.name, f"verify did not hold within "
                            f"{step.guards.verify.timeout_s:g}s: {rendered.verify_expr} ({detail})",
                            now_ms, events)
+
+    # -- serving sequences: waits, and the tail after the alert resolved -------------------------------
+
+    def _start_wait(self, episode: Episode, step: Step, decision: StepDecision, now_ms: int,
+                    events: list[RunbookEvent], *, walk_index: int | None, actor: str = "agent") -> None:
+        """Begin a ``wait_idle`` or ``canary`` step: audited ``started``, then polled on each tick (this one
+        included) in phase ``verifying`` until it holds or its limit passes."""
+        action = decision.action
+        assert action is not None
+        self._audit_decision(episode, decision, now_ms, actor=actor, decision_name=Decision.STARTED)
+        events.append(self._event(episode, "decision", f"{step.name}: waiting", action.display, now_ms))
+        memory = self._memory.setdefault(episode.fingerprint, _EpisodeMemory())
+        if step.kind == "canary":
+            memory.canary = CanaryProgress()
+        if walk_index is not None:
+            episode.step_index = walk_index
+        episode.phase = EpisodePhase.VERIFYING
+        episode.verify_step = step.name
+        episode.verify_deadline_ms = now_ms + int(action.wait_s * 1000)
+        self.state.save_episode(episode)
+        runbook = self.catalogue.get(episode.runbook)
+        if runbook is not None and memory.alert is not None:
+            self._poll_wait(episode, runbook, step, memory.alert, now_ms, events)
+
+    def _poll_wait(self, episode: Episode, runbook: Runbook, step: Step, alert: Alert, now_ms: int,
+                   events: list[RunbookEvent]) -> None:
+        rendered = self._render(step, alert)
+        action = rendered.action
+        if action is None:
+            self._escalate(episode, step.name, f"{step.name} can no longer be rendered: {rendered.error}", now_ms,
+                           events)
+            return
+        if step.kind == "wait_idle":
+            status: WaitStatus = poll_idle(action, self.readings, now_ms)
+        else:
+            memory = self._memory.setdefault(episode.fingerprint, _EpisodeMemory())
+            status = memory.canary.poll(action, self.readings, now_ms)
+        if status.done:
+            self._audit(episode, step.name, Decision.RAN, status.detail, now_ms, action=action)
+            events.append(self._event(episode, "result", f"{step.name}: done", status.detail, now_ms))
+            self._step_done(episode, runbook, step.name)
+            return
+        if now_ms < episode.verify_deadline_ms:
+            return
+        limit = format_duration(action.wait_s)
+        if step.kind == "wait_idle" and action.on_timeout == "continue":
+            reason = f"not idle within {limit} ({status.detail}); on_timeout: continue"
+            self._audit(episode, step.name, Decision.RAN, reason, now_ms, action=action)
+            events.append(self._event(episode, "result", f"{step.name}: timed out, going on", reason, now_ms))
+            self._step_done(episode, runbook, step.name)
+            return
+        what = "no idle reading" if step.kind == "wait_idle" else f"fewer than {action.passes} passing probes in a row"
+        reason = f"{what} within {limit}: {status.detail}"
+        self._audit(episode, step.name, Decision.FAILED, reason, now_ms, action=action)
+        drained = "; the engines stay drained until a human readmits them" if step.kind == "canary" else ""
+        self._escalate(episode, step.name, f"{step.name}: {reason}{drained}", now_ms, events)
+
+    def _step_done(self, episode: Episode, runbook: Runbook, step_name: str) -> None:
+        """A wait (or a verified step) finished: the walk moves past it when it is the walk's current step."""
+        index = episode.step_index
+        if index < len(runbook.remediate) and runbook.remediate[index].name == step_name:
+            episode.step_index = index + 1
+            episode.phase = EpisodePhase.ACTIVE
+        else:
+            episode.phase = EpisodePhase.WAITING
+        self.state.save_episode(episode)
+
+    @staticmethod
+    def _serving_steps_after(runbook: Runbook, step_name: str) -> bool:
+        names = [s.name for s in runbook.remediate]
+        if step_name not in names:
+            return False
+        return any(s.kind in ("canary", "readmit") for s in runbook.remediate[names.index(step_name) + 1:])
+
+    def _finish_serving_tail(self, episode: Episode, now_ms: int, events: list[RunbookEvent]) -> bool:
+        """True when ``episode``, whose alert no longer fires, stays open: its runbook still holds a drain
+        it owns and has a ``readmit`` ahead. Fixing the fault usually resolves the alert (a restarted engine
+        answers its probe) before the canary has passed; ending the episode there would leave the engine
+        drained for good. The walk goes on (canary, then readmit) with the alert's last labels."""
+        memory = self._memory.get(episode.fingerprint)
+        runbook = self.catalogue.get(episode.runbook)
+        if (self.policy.mode not in RUNS_STEPS or runbook is None or memory is None or memory.alert is None
+                or episode.phase in (EpisodePhase.ESCALATED, EpisodePhase.DONE, EpisodePhase.RESOLVED)):
+            return False
+        owner = f"runbook:{runbook.id}"
+        active = self.manual.active(now_ms / 1000)
+        held = False
+        for step in runbook.remediate[episode.step_index:]:
+            if step.kind != "readmit":
+                continue
+            action = self._render(step, memory.alert).action
+            if action is not None and any(active[j].set_by == owner for j in action.jobs if j in active):
+                held = True
+        if not held:
+            return False
+        self._advance(episode, memory.alert, runbook, now_ms, events)
+        if episode.phase in (EpisodePhase.DONE, EpisodePhase.ESCALATED):
+            self._end_episode(episode, now_ms)
+        return True
 
     def _escalate(self, episode: Episode, step: str, reason: str, now_ms: int,
                   events: list[RunbookEvent]) -> None:
@@ -484,9 +622,16 @@ class RunbookManager:
     def _context(self, alert: Alert) -> TemplateContext:
         return TemplateContext(labels=alert.labels, config=self.template_config, vars=self.vars, node=self.node)
 
+    def _render(self, step: Step, alert: Alert) -> RenderedStep:
+        """``step`` rendered for ``alert``, with ``gpu:`` serving targets resolved from the store."""
+        runbook = self.catalogue.for_alert(alert.name, alert.annotations.get("runbook", ""))
+        now_ms = self._now_ms()
+        return render_step(step, self._context(alert), runbook=runbook.id if runbook else "",
+                           engines_on_gpu=lambda gpu: self.readings.engines_on_gpu(gpu, now_ms))
+
     def _decide(self, step: Step, alert: Alert, now_ms: int, *, escalated: bool, evaluate: bool,
                 approved: bool = False) -> StepDecision:
-        rendered = render_step(step, self._context(alert))
+        rendered = self._render(step, alert)
         check = (lambda expr: self.conditions(expr, now_ms)) if evaluate else None
         return plan_step(step, rendered, self.policy, history_from(self.state.target_runs, now_ms), now_ms,
                          approved=approved, escalated=escalated, check=check)
@@ -542,7 +687,7 @@ class RunbookManager:
         action = decision.action
         assert action is not None
         self._audit_decision(episode, decision, now_ms, actor=actor, decision_name=Decision.STARTED)
-        rendered = render_step(step, self._context(alert))
+        rendered = self._render(step, alert)
         future = self._pool.submit(self.executors[action.kind].execute, action, step.timeout_s,
                                    self.max_output_bytes)
         self._jobs.append(_Job(future, episode, runbook, step, "remediate", action, now_ms, actor,

@@ -29,7 +29,15 @@ from enum import Enum
 from urllib.parse import urlsplit
 
 from watchdog.config.settings import RemediationMode, RemediationSettings
-from watchdog.runbooks.steps import RenderedAction, Step, StepError, format_duration, render_action
+from watchdog.runbooks.steps import (
+    EnginesOnGpu,
+    NoEngine,
+    RenderedAction,
+    Step,
+    StepError,
+    format_duration,
+    render_action,
+)
 from watchdog.runbooks.templating import TemplateContext, TemplateMissing, TemplateRefused, render
 
 DAY_MS = 86_400_000
@@ -61,6 +69,7 @@ class Policy:
     escalation_window_ms: int
     diagnostics_commands: tuple[str, ...]
     diagnostics_urls: tuple[str, ...]
+    allow_engines: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: RemediationSettings) -> Policy:
@@ -76,6 +85,7 @@ class Policy:
             escalation_window_ms=int(settings.escalation_window_seconds * 1000),
             diagnostics_commands=settings.diagnostics.commands,
             diagnostics_urls=settings.diagnostics.urls,
+            allow_engines=settings.allow.engines,
         )
 
 
@@ -135,6 +145,12 @@ def allowlist_problem(action: RenderedAction, policy: Policy) -> str:
             return f"unit {action.unit!r} is not in remediation.allow.units"
     elif action.kind == "http" and not url_allowed(action.url, policy.allow_urls):
         return f"URL {action.url!r} is not under remediation.allow.urls"
+    elif action.kind in ("drain", "readmit"):
+        if not action.jobs:
+            return f"the engines on GPU {action.gpu} are resolved only by the agent (from its store)"
+        refused = [job for job in action.jobs if not unit_allowed(job, policy.allow_engines)]
+        if refused:
+            return f"engine {refused[0]!r} is not in remediation.allow.engines"
     return ""
 
 
@@ -280,10 +296,15 @@ class RenderedStep:
     refused: bool = False
 
 
-def render_step(step: Step, ctx: TemplateContext) -> RenderedStep:
-    """Render the action and the guard expressions; a hostile value is ``refused``, a missing one not."""
+def render_step(step: Step, ctx: TemplateContext, *, runbook: str = "",
+                engines_on_gpu: EnginesOnGpu | None = None) -> RenderedStep:
+    """Render the action and the guard expressions; a hostile value is ``refused``, a missing one (or a
+    GPU no engine runs on) not. ``runbook`` names the owner of a ``drain`` (``runbook:<id>``) and its
+    reason; ``engines_on_gpu`` resolves ``gpu:`` targets of serving steps (None: left symbolic)."""
+    origin = f"runbook {runbook or '?'} step {step.name} for {ctx.labels.get('alertname') or 'an alert'}"
     try:
-        action = render_action(step.action, ctx)
+        action = render_action(step.action, ctx, engines_on_gpu=engines_on_gpu, origin=origin,
+                               set_by=f"runbook:{runbook}" if runbook else "runbook")
         requires = render(step.guards.requires, ctx) if step.guards.requires else ""
         verify = render(step.guards.verify.expr, ctx) if step.guards.verify else ""
     except TemplateRefused as exc:
@@ -292,6 +313,8 @@ def render_step(step: Step, ctx: TemplateContext) -> RenderedStep:
         return RenderedStep(None, error=f"cannot render: {exc}")
     except StepError as exc:
         return RenderedStep(None, error=f"refused: {exc.problem}", refused=True)
+    except NoEngine as exc:
+        return RenderedStep(None, error=f"cannot render: {exc}")
     return RenderedStep(action, requires, verify)
 
 

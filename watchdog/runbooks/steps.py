@@ -13,7 +13,20 @@ A step is one action with typed parameters plus guards::
       timeout: 120s
 
 Action kinds: ``command`` (argv list, never a shell string), ``systemd`` (unit + verb), ``http``
-(method, url, body, headers), ``signal`` (process selector + signal), ``notify`` (text only).
+(method, url, body, headers), ``signal`` (process selector + signal), ``notify`` (text only), and the
+serving kinds that take an engine out of rotation and put it back (:mod:`watchdog.runbooks.serving_steps`)::
+
+    - name: drain-engine
+      drain: {job: "{{ labels.job }}", for: 2h}      # or {gpu: "{{ labels.gpu }}"}: every engine on that GPU
+    - name: wait-idle
+      wait_idle: {job: "{{ labels.job }}", timeout: 2m, on_timeout: continue}   # or escalate (the default)
+    - name: canary
+      canary: {job: "{{ labels.job }}", passes: 3, timeout: 10m}
+    - name: readmit
+      readmit: {job: "{{ labels.job }}"}
+
+``drain``/``readmit`` set and clear the engine's manual serving state; ``wait_idle``/``canary`` are waits,
+polled once per tick (never on a worker), that take only the ``auto`` and ``requires`` guards.
 Diagnose steps are ``command`` or ``http`` with method GET and take no guards.
 
 Contract: :func:`parse_step` either returns a fully validated :class:`Step` (every template parsed) or
@@ -26,10 +39,12 @@ from __future__ import annotations
 import json
 import re
 import signal as signal_module
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.runbooks.templating import (
+    LABEL_VALUE_RE,
     Template,
     TemplateContext,
     TemplateSyntaxError,
@@ -38,7 +53,10 @@ from watchdog.runbooks.templating import (
     render_data,
 )
 
-ACTION_KINDS = ("command", "systemd", "http", "signal", "notify")
+ACTION_KINDS = ("command", "systemd", "http", "signal", "notify", "drain", "wait_idle", "canary", "readmit")
+SERVING_KINDS = ("drain", "wait_idle", "canary", "readmit")
+WAIT_KINDS = ("wait_idle", "canary")  # polled each tick instead of executed
+ON_TIMEOUT = ("escalate", "continue")
 DIAGNOSE_KINDS = ("command", "http")
 SYSTEMD_VERBS = ("restart", "try-restart", "reload", "reload-or-restart", "start", "stop", "reset-failed")
 HTTP_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH")
@@ -51,6 +69,11 @@ DEFAULT_STEP_TIMEOUT_S = 30.0
 DEFAULT_SYSTEMD_TIMEOUT_S = 120.0
 DEFAULT_VERIFY_TIMEOUT_S = 300.0
 MAX_TIMEOUT_S = 3600.0
+DEFAULT_WAIT_IDLE_S = 300.0
+DEFAULT_CANARY_S = 600.0
+DEFAULT_CANARY_PASSES = 3
+MAX_CANARY_PASSES = 100
+MAX_WAIT_S = 86400.0
 
 _DURATION_RE = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?")
 
@@ -162,7 +185,56 @@ class NotifyAction:
     kind: str = "notify"
 
 
-Action = CommandAction | SystemdAction | HttpAction | SignalAction | NotifyAction
+@dataclass(frozen=True)
+class EngineTarget:
+    """The engines a serving step acts on: one ``job`` (a template, usually ``{{ labels.job }}``), or
+    every engine with a rank on ``gpu`` (resolved from ``watchdog_engine_gpu_info`` when rendered)."""
+
+    job: Template | None = None
+    gpu: Template | None = None
+
+
+@dataclass(frozen=True)
+class DrainAction:
+    """Take the engines out of rotation: a manual ``drain`` state, until ``for_s`` (None: until readmitted)."""
+
+    target: EngineTarget
+    for_s: float | None = None
+    kind: str = "drain"
+
+
+@dataclass(frozen=True)
+class WaitIdleAction:
+    """Wait until the engines run no request (``engine:requests_running`` 0), at most ``wait_s``; then
+    ``on_timeout``: ``escalate`` (stop, a human decides) or ``continue`` (the next step)."""
+
+    target: EngineTarget
+    wait_s: float = DEFAULT_WAIT_IDLE_S
+    on_timeout: str = "escalate"
+    kind: str = "wait_idle"
+
+
+@dataclass(frozen=True)
+class CanaryAction:
+    """Wait for ``passes`` consecutive fresh canary probes of each engine within its TTFT and TPOT
+    objectives, at most ``wait_s``; else escalate (the engines stay drained)."""
+
+    target: EngineTarget
+    passes: int = DEFAULT_CANARY_PASSES
+    wait_s: float = DEFAULT_CANARY_S
+    kind: str = "canary"
+
+
+@dataclass(frozen=True)
+class ReadmitAction:
+    """Put the engines back in rotation: clear the drain this runbook set (never an operator's)."""
+
+    target: EngineTarget
+    kind: str = "readmit"
+
+
+Action = (CommandAction | SystemdAction | HttpAction | SignalAction | NotifyAction | DrainAction | WaitIdleAction
+          | CanaryAction | ReadmitAction)
 
 
 def _parse_command(value: Any) -> CommandAction:
@@ -241,6 +313,64 @@ def _parse_notify(value: Any) -> NotifyAction:
     return NotifyAction(_template(value, "notify"))
 
 
+def _parse_target(value: dict[str, Any], kind: str) -> EngineTarget:
+    chosen = [k for k in ("job", "gpu") if value.get(k) is not None]
+    if len(chosen) != 1:
+        raise StepError(f"{kind}.job", "name the engine: exactly one of job (e.g. \"{{ labels.job }}\") or gpu "
+                        "(every engine with a rank on that GPU)")
+    key = chosen[0]
+    template = _template(value[key], f"{kind}.{key}")
+    if not template.source.strip():
+        raise StepError(f"{kind}.{key}", "is empty")
+    return EngineTarget(job=template) if key == "job" else EngineTarget(gpu=template)
+
+
+def _serving_mapping(value: Any, kind: str, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise StepError(kind, f"expected a mapping such as {{job: \"{{{{ labels.job }}}}\"}} (keys: "
+                        f"{', '.join(sorted(allowed))})")
+    _only_keys(value, allowed, kind)
+    return value
+
+
+def _parse_wait_limit(value: dict[str, Any], kind: str, default: float) -> float:
+    wait_s = parse_duration(value.get("timeout", default), f"{kind}.timeout")
+    if not 0 < wait_s <= MAX_WAIT_S:
+        raise StepError(f"{kind}.timeout", "must be between 0 and 1d")
+    return wait_s
+
+
+def _parse_drain(value: Any) -> DrainAction:
+    raw = _serving_mapping(value, "drain", {"job", "gpu", "for"})
+    for_s = None
+    if raw.get("for") is not None:
+        for_s = parse_duration(raw["for"], "drain.for")
+        if not 0 < for_s <= 7 * 86400:
+            raise StepError("drain.for", "must be between 0 and 7d (leave it out: until readmitted)")
+    return DrainAction(_parse_target(raw, "drain"), for_s)
+
+
+def _parse_wait_idle(value: Any) -> WaitIdleAction:
+    raw = _serving_mapping(value, "wait_idle", {"job", "gpu", "timeout", "on_timeout"})
+    on_timeout = raw.get("on_timeout", "escalate")
+    if on_timeout not in ON_TIMEOUT:
+        raise StepError("wait_idle.on_timeout", f"must be one of {', '.join(ON_TIMEOUT)}")
+    return WaitIdleAction(_parse_target(raw, "wait_idle"), _parse_wait_limit(raw, "wait_idle", DEFAULT_WAIT_IDLE_S),
+                          on_timeout)
+
+
+def _parse_canary(value: Any) -> CanaryAction:
+    raw = _serving_mapping(value, "canary", {"job", "gpu", "passes", "timeout"})
+    passes = raw.get("passes", DEFAULT_CANARY_PASSES)
+    if isinstance(passes, bool) or not isinstance(passes, int) or not 1 <= passes <= MAX_CANARY_PASSES:
+        raise StepError("canary.passes", f"expected a whole number of probes from 1 to {MAX_CANARY_PASSES}")
+    return CanaryAction(_parse_target(raw, "canary"), passes, _parse_wait_limit(raw, "canary", DEFAULT_CANARY_S))
+
+
+def _parse_readmit(value: Any) -> ReadmitAction:
+    return ReadmitAction(_parse_target(_serving_mapping(value, "readmit", {"job", "gpu"}), "readmit"))
+
+
 def _only_keys(mapping: dict[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(mapping) - allowed)
     if unknown:
@@ -281,11 +411,12 @@ class Step:
 
     @property
     def kind(self) -> str:
-        """The action kind: command, systemd, http, signal or notify."""
+        """The action kind: command, systemd, http, signal, notify, drain, wait_idle, canary or readmit."""
         return self.action.kind
 
 
 GUARD_KEYS = {"auto", "cooldown", "max_per_day", "requires", "verify"}
+WAIT_GUARD_KEYS = {"auto", "requires"}  # a wait acts on nothing: no cooldown, cap or verify of its own
 COMMON_KEYS = {"name", "description", "timeout"}
 
 
@@ -300,15 +431,28 @@ def parse_step(raw: Any, *, diagnose: bool) -> Step:
     if len(kinds) != 1:
         raise StepError("", f"a step needs exactly one action of {', '.join(ACTION_KINDS)}; found {kinds}")
     kind = kinds[0]
-    allowed = COMMON_KEYS | {kind} | (set() if diagnose else GUARD_KEYS)
+    if kind in WAIT_KINDS:
+        allowed = {"name", "description", kind} | WAIT_GUARD_KEYS
+    else:
+        allowed = COMMON_KEYS | {kind} | (set() if diagnose else GUARD_KEYS)
     unknown = sorted(set(raw) - allowed)
     if unknown:
-        hint = " (diagnose steps take no guards)" if diagnose and unknown[0] in GUARD_KEYS else ""
+        hint = ""
+        if diagnose and unknown[0] in GUARD_KEYS:
+            hint = " (diagnose steps take no guards)"
+        elif kind in WAIT_KINDS and unknown[0] == "timeout":
+            hint = f" (a {kind} step's limit is {kind}.timeout)"
+        elif kind in WAIT_KINDS:
+            hint = f" (a {kind} step only waits: it takes auto and requires)"
         raise StepError(unknown[0], f"unknown key{hint}")
     if diagnose and kind not in DIAGNOSE_KINDS:
         raise StepError(kind, "diagnose steps are read-only: command or http GET only")
     action: Action
-    if kind == "command":
+    serving: dict[str, Callable[[Any], Action]] = {
+        "drain": _parse_drain, "wait_idle": _parse_wait_idle, "canary": _parse_canary, "readmit": _parse_readmit}
+    if kind in serving:
+        action = serving[kind](raw[kind])
+    elif kind == "command":
         action = _parse_command(raw[kind])
     elif kind == "systemd":
         action = _parse_systemd(raw[kind])
@@ -376,10 +520,26 @@ class RenderedAction:
     headers: tuple[tuple[str, str], ...] = ()
     signal: str = ""
     text: str = ""
+    jobs: tuple[str, ...] = ()
+    gpu: str = ""
+    set_by: str = ""
+    until_s: float | None = None
+    wait_s: float = 0.0
+    passes: int = 0
+    on_timeout: str = ""
+
+    @property
+    def engines(self) -> str:
+        """The engines of a serving action, for messages: ``vllm-a, vllm-b`` or ``<engines on GPU 3>``."""
+        if self.jobs:
+            return ", ".join(self.jobs)
+        return f"<every engine on GPU {self.gpu}>"
 
     @property
     def key(self) -> str:
         """The target identity used by cooldown and max_per_day."""
+        if self.kind in SERVING_KINDS:
+            return f"{self.kind}:" + (",".join(self.jobs) if self.jobs else f"gpu={self.gpu}")
         if self.kind == "command":
             return "command:" + json.dumps(list(self.argv))
         if self.kind == "systemd":
@@ -402,7 +562,34 @@ class RenderedAction:
             return f"{self.method} {self.url}{body}"
         if self.kind == "signal":
             return f"kill -s {self.signal[3:]} <MainPID of {self.unit}>"
+        if self.kind in SERVING_KINDS:
+            return self._serving_display()
         return self.text
+
+    def _serving_display(self) -> str:
+        jobs = self.jobs or (f"<every engine on GPU {self.gpu}>",)
+        if self.kind == "drain":
+            until = f" --for {format_duration(self.until_s)}" if self.until_s else ""
+            return " ; ".join(f"inference-watchdog engine drain {_display_arg(j)} --reason {_shell_quote(self.text)}"
+                              f"{until}" for j in jobs)
+        if self.kind == "readmit":
+            return " ; ".join(f"inference-watchdog engine admit {_display_arg(j)}" for j in jobs)
+        limit = format_duration(self.wait_s)
+        if self.kind == "wait_idle":
+            then = "escalate" if self.on_timeout == "escalate" else "go on"
+            checks = " ; ".join(_query(f'sum(engine:requests_running{{job="{j}"}})') for j in jobs)
+            return f"wait until it shows 0: {checks} (at most {limit}, then {then})"
+        checks = " ; ".join(_query(f'watchdog_engine_probe_success{{job="{j}"}}') for j in jobs)
+        return (f"wait for {self.passes} consecutive fresh canary probes within the TTFT/TPOT objectives: {checks} "
+                f"(at most {limit}, else escalate and stay drained)")
+
+
+def _query(expr: str) -> str:
+    return f"inference-watchdog query {_shell_quote(expr)}"
+
+
+def _display_arg(value: str) -> str:
+    return value if value.startswith("<") else _shell_quote(value)
 
 
 def _shell_quote(arg: str) -> str:
@@ -411,9 +598,23 @@ def _shell_quote(arg: str) -> str:
     return "'" + arg.replace("'", "'\"'\"'") + "'"
 
 
-def render_action(action: Action, ctx: TemplateContext) -> RenderedAction:
+EnginesOnGpu = Callable[[str], Sequence[str]]
+"""``gpu index -> jobs of the engines with a rank on it``: how a ``gpu:`` target is resolved."""
+
+
+class NoEngine(LookupError):
+    """A ``gpu:`` target on which no engine is known to run: nothing to act on (the step is skipped)."""
+
+
+def render_action(action: Action, ctx: TemplateContext, *, engines_on_gpu: EnginesOnGpu | None = None,
+                  origin: str = "", set_by: str = "") -> RenderedAction:
     """Resolve ``action`` for one alert; raises TemplateMissing/TemplateRefused (or StepError for a
-    rendered unit name that is not a unit)."""
+    rendered unit name that is not a unit, or an engine job that is not a label value; NoEngine for a GPU
+    no engine runs on). A serving action's ``gpu:`` target becomes the jobs ``engines_on_gpu`` returns;
+    without a resolver (offline) it stays symbolic (``jobs`` empty, ``gpu`` set) and cannot execute.
+    ``origin`` is the drain reason (``runbook X step Y for ALERT``), ``set_by`` its owner (``runbook:X``)."""
+    if isinstance(action, (DrainAction, WaitIdleAction, CanaryAction, ReadmitAction)):
+        return _render_serving(action, ctx, engines_on_gpu, origin, set_by)
     if isinstance(action, CommandAction):
         return RenderedAction("command", argv=tuple(render(t, ctx) for t in action.argv))
     if isinstance(action, SystemdAction):
@@ -428,6 +629,37 @@ def render_action(action: Action, ctx: TemplateContext) -> RenderedAction:
     if isinstance(action, SignalAction):
         return RenderedAction("signal", unit=_unit(render(action.unit, ctx)), signal=action.signal)
     return RenderedAction("notify", text=render(action.text, ctx))
+
+
+def _render_serving(action: DrainAction | WaitIdleAction | CanaryAction | ReadmitAction, ctx: TemplateContext,
+                    engines_on_gpu: EnginesOnGpu | None, origin: str, set_by: str) -> RenderedAction:
+    jobs: tuple[str, ...] = ()
+    gpu = ""
+    if action.target.job is not None:
+        jobs = (_job(render(action.target.job, ctx)),)
+    else:
+        assert action.target.gpu is not None
+        gpu = render(action.target.gpu, ctx)
+        if engines_on_gpu is not None:
+            jobs = tuple(sorted({_job(j) for j in engines_on_gpu(gpu)}))
+            if not jobs:
+                raise NoEngine(f"no engine is known to have a rank on GPU {gpu} (watchdog_engine_gpu_info, "
+                               "last 15 minutes): nothing to act on")
+    common: dict[str, Any] = {"jobs": jobs, "gpu": gpu}
+    if isinstance(action, DrainAction):
+        return RenderedAction("drain", text=origin or "runbook drain", set_by=set_by or "runbook",
+                              until_s=action.for_s, **common)
+    if isinstance(action, WaitIdleAction):
+        return RenderedAction("wait_idle", wait_s=action.wait_s, on_timeout=action.on_timeout, **common)
+    if isinstance(action, CanaryAction):
+        return RenderedAction("canary", wait_s=action.wait_s, passes=action.passes, **common)
+    return RenderedAction("readmit", set_by=set_by or "runbook", **common)
+
+
+def _job(name: str) -> str:
+    if not LABEL_VALUE_RE.fullmatch(name) or len(name) > 128:
+        raise StepError("job", f"{name[:80]!r} is not an engine job name (a label value)")
+    return name
 
 
 def _unit(name: str) -> str:
