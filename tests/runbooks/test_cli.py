@@ -70,10 +70,16 @@ def test_show_default_policy_only_suggests(tmp_path: Path, capsys: pytest.Captur
                     "--labels", "gpu=2,xid=79,job=vllm", "--json")
     data = json.loads(out)
     steps = {s["step"]: s for s in data["suggestions"][0]["steps"]}
-    assert {n: s["verdict"] for n, s in steps.items()} == {
-        "tell-oncall": "suggested", "restart-engine": "suggested", "reset-gpu": "suggested",
-        "drain-node": "skipped"}  # no gateway configured: remediation.vars.gateway_drain_url
-    assert "vars.gateway_drain_url" in steps["drain-node"]["reason"]
+    assert {n: s["verdict"] for n, s in steps.items()} == dict.fromkeys(
+        ("tell-oncall", "drain-engines", "wait-idle", "reset-gpu", "restart-engine", "canary", "readmit"),
+        "suggested")
+    assert list(steps) == ["tell-oncall", "drain-engines", "wait-idle", "reset-gpu", "restart-engine", "canary",
+                           "readmit"]
+    # Offline the engines on GPU 2 are not known: the suggestion says how to list them, and never runs it.
+    assert "watchdog_engine_gpu_info{gpu=\"2\"}" in steps["drain-engines"]["action"]
+    assert "inference-watchdog engine drain JOB --reason 'runbook gpu-xid step drain-engines for GpuXidFatal'" \
+        in steps["drain-engines"]["action"]
+    assert "resolved only by the agent" in steps["drain-engines"]["reason"]
     assert steps["reset-gpu"]["action"] == "nvidia-smi --gpu-reset -i 2"
     assert "not in remediation.allow.commands" in steps["reset-gpu"]["reason"]
     assert data["suggestions"][0]["source"] == "cli"

@@ -12,6 +12,7 @@ from watchdog.config import load_config_text
 from watchdog.config.settings import settings_from_config
 from watchdog.runbooks.catalogue import Catalogue, Runbook, load_catalogue
 from watchdog.runbooks.planner import Policy, diagnostic_problem, render_step
+from watchdog.runbooks.steps import SERVING_KINDS
 from watchdog.runbooks.templating import TemplateContext
 
 RUNBOOKS = Path(__file__).resolve().parents[2] / "runbooks"
@@ -94,11 +95,14 @@ def test_guard_expressions_are_valid_promql(runbook: Runbook) -> None:
 
 @pytest.mark.parametrize("runbook", all_runbooks(), ids=lambda r: r.id)
 def test_automatic_steps_are_the_reversible_ones(runbook: Runbook) -> None:
-    """Only notify, gateway calls and engine restarts may be auto; resets, reboots and kills never are."""
+    """Only notify, gateway calls, engine restarts and the serving steps (drain, wait, canary, readmit: an
+    engine out of rotation and back) may be auto; resets, reboots and kills never are."""
     for step in runbook.remediate:
         if not step.guards.auto:
             continue
-        assert step.kind in ("notify", "http", "systemd"), (runbook.id, step.name)
+        assert step.kind in ("notify", "http", "systemd", *SERVING_KINDS), (runbook.id, step.name)
+        if step.kind == "drain":
+            assert step.guards.max_per_day is not None, step.name
         if step.kind == "systemd":
             assert step.guards.requires is not None and step.guards.verify is not None, step.name
             assert step.guards.max_per_day is not None and step.guards.cooldown_s > 0, step.name

@@ -190,8 +190,8 @@ def _suggestion(runbook: Any, labels: Mapping[str, str], fingerprint: str, sourc
     escalated = state.escalated(fingerprint)
     steps = []
     for step in runbook.remediate:
-        decision = plan_step(step, render_step(step, ctx), policy, history_from(state.runs, now_ms), now_ms,
-                             escalated=escalated)
+        decision = plan_step(step, render_step(step, ctx, runbook=runbook.id), policy,
+                             history_from(state.runs, now_ms), now_ms, escalated=escalated)
         steps.append({"step": step.name, "kind": step.kind, "verdict": decision.verdict.value,
                       "reason": redact(decision.reason),
                       "action": redact(decision.action.display) if decision.action else ""})
@@ -221,6 +221,8 @@ def _step_json(step: Any) -> dict[str, Any]:
 
 
 def _template_text(action: Any) -> str:
+    from watchdog.runbooks.steps import format_duration
+
     kind = action.kind
     if kind == "command":
         return " ".join(t.source for t in action.argv)
@@ -230,6 +232,16 @@ def _template_text(action: Any) -> str:
         return f"{action.method} {action.url.source}"
     if kind == "signal":
         return f"{action.signal} -> MainPID of {action.unit.source}"
+    if kind in ("drain", "wait_idle", "canary", "readmit"):
+        target = action.target
+        text = f"{kind} job={target.job.source}" if target.job is not None else f"{kind} gpu={target.gpu.source}"
+        if kind == "drain" and action.for_s:
+            text += f" for {format_duration(action.for_s)}"
+        if kind == "wait_idle":
+            text += f" at most {format_duration(action.wait_s)}, then {action.on_timeout}"
+        if kind == "canary":
+            text += f" {action.passes} passes in a row within {format_duration(action.wait_s)}"
+        return text
     return str(action.text.source)
 
 

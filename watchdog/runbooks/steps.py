@@ -529,13 +529,6 @@ class RenderedAction:
     on_timeout: str = ""
 
     @property
-    def engines(self) -> str:
-        """The engines of a serving action, for messages: ``vllm-a, vllm-b`` or ``<engines on GPU 3>``."""
-        if self.jobs:
-            return ", ".join(self.jobs)
-        return f"<every engine on GPU {self.gpu}>"
-
-    @property
     def key(self) -> str:
         """The target identity used by cooldown and max_per_day."""
         if self.kind in SERVING_KINDS:
@@ -567,29 +560,32 @@ class RenderedAction:
         return self.text
 
     def _serving_display(self) -> str:
-        jobs = self.jobs or (f"<every engine on GPU {self.gpu}>",)
+        if self.jobs:
+            jobs = [_shell_quote(j) for j in self.jobs]
+            lookup = ""
+        else:  # a gpu: target not resolved here (offline): how to list its engines, then JOB stands for each
+            jobs = ["JOB"]
+            engines = f'max by (job) (max_over_time(watchdog_engine_gpu_info{{gpu="{self.gpu}"}}[15m]))'
+            lookup = f"for each JOB of {_query(engines)}: "
         if self.kind == "drain":
             until = f" --for {format_duration(self.until_s)}" if self.until_s else ""
-            return " ; ".join(f"inference-watchdog engine drain {_display_arg(j)} --reason {_shell_quote(self.text)}"
-                              f"{until}" for j in jobs)
+            return lookup + " ; ".join(f"inference-watchdog engine drain {j} --reason {_shell_quote(self.text)}{until}"
+                                       for j in jobs)
         if self.kind == "readmit":
-            return " ; ".join(f"inference-watchdog engine admit {_display_arg(j)}" for j in jobs)
+            return lookup + " ; ".join(f"inference-watchdog engine admit {j}" for j in jobs)
         limit = format_duration(self.wait_s)
+        selectors = [f'job="{j}"' for j in self.jobs] or ['job="JOB"']
         if self.kind == "wait_idle":
             then = "escalate" if self.on_timeout == "escalate" else "go on"
-            checks = " ; ".join(_query(f'sum(engine:requests_running{{job="{j}"}})') for j in jobs)
-            return f"wait until it shows 0: {checks} (at most {limit}, then {then})"
-        checks = " ; ".join(_query(f'watchdog_engine_probe_success{{job="{j}"}}') for j in jobs)
-        return (f"wait for {self.passes} consecutive fresh canary probes within the TTFT/TPOT objectives: {checks} "
-                f"(at most {limit}, else escalate and stay drained)")
+            checks = " ; ".join(_query(f"sum(engine:requests_running{{{sel}}})") for sel in selectors)
+            return f"{lookup}wait until it shows 0: {checks} (at most {limit}, then {then})"
+        checks = " ; ".join(_query(f"watchdog_engine_probe_success{{{sel}}}") for sel in selectors)
+        return (f"{lookup}wait for {self.passes} consecutive fresh canary probes within the TTFT/TPOT objectives: "
+                f"{checks} (at most {limit}, else escalate and stay drained)")
 
 
 def _query(expr: str) -> str:
     return f"inference-watchdog query {_shell_quote(expr)}"
-
-
-def _display_arg(value: str) -> str:
-    return value if value.startswith("<") else _shell_quote(value)
 
 
 def _shell_quote(arg: str) -> str:
