@@ -263,11 +263,14 @@ class CanaryProgress:
         parts = []
         done = bool(action.jobs)
         for job in action.jobs:
-            streak = self._update(job, readings.probe(job, now_ms))
-            done = done and streak is not None and streak.passes >= action.passes
-            if streak is None:
-                parts.append(f"{job}: no fresh canary probe series (is engines[].probe configured?)")
+            reading = readings.probe(job, now_ms)
+            streak = self._update(job, reading)
+            done = done and reading is not None and streak is not None and streak.passes >= action.passes
+            if reading is None:
+                so_far = f"; {streak.passes}/{action.passes} in a row before" if streak is not None else ""
+                parts.append(f"{job}: no fresh canary probe series (is engines[].probe configured?){so_far}")
             else:
+                assert streak is not None
                 parts.append(f"{job}: {streak.passes}/{action.passes} in a row ({streak.last})")
         return WaitStatus(done, "; ".join(parts) or "no engine")
 
