@@ -6,7 +6,8 @@ from the store, and passes them in. The order of checks, first match wins:
 1. ``remediation.mode: off``                       → skipped
 2. a template that cannot be rendered               → refused (hostile value) / skipped (missing)
 3. mode ``suggest``                                 → suggested (the agent never runs anything)
-4. the node's allowlists (units, commands, URLs)    → skipped ("not allowlisted")
+4. the node's allowlists (units, commands, URLs,    → skipped ("not allowlisted")
+   engines for drain/readmit; waits need none)
 5. no human approval and
    - a notify step that will not post by itself     → suggested (its text is in the suggestion)
    - mode ``approve``                               → awaiting_approval
