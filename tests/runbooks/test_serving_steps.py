@@ -453,3 +453,96 @@ def test_dry_run_decides_and_audits_every_step_but_drains_nothing(tmp_path: Path
         assert node.decisions(step) == ["dry_run"], step
     assert any(e.title == "drain-engine: dry run" and "inference-watchdog engine drain vllm-a" in e.text
                for e in events)
+
+
+def test_wait_idle_escalates_on_timeout_and_the_engine_stays_drained(tmp_path: Path) -> None:
+    rb_dir = tmp_path / "runbooks"
+    rb_dir.mkdir()
+    (rb_dir / "strict.yaml").write_text("""
+id: strict
+title: Strict wait
+alerts: [EngineWedged]
+remediate:
+  - {name: drain, drain: {job: "{{ labels.job }}", for: 1h}, auto: true, max_per_day: 6}
+  - {name: wait-idle, wait_idle: {job: "{{ labels.job }}", timeout: 1m}, auto: true}
+  - {name: readmit, readmit: {job: "{{ labels.job }}"}, auto: true}
+""")
+    node = Node(tmp_path, auto_policy(), runbooks=[rb_dir])
+    node.tick([WEDGED])
+    node.tick([WEDGED])
+    assert node.manual()["vllm-a"].until_seconds == pytest.approx(node.clock() - 3 + 3600, abs=3)
+    events = node.tick([WEDGED], advance_ms=MINUTE)
+    assert node.decisions("wait-idle") == ["started", "failed", "escalated"]
+    failed = next(r for r in node.audit() if r["step"] == "wait-idle" and r["decision"] == "failed")
+    assert failed["reason"] == "no idle reading within 1m: vllm-a: 2 running"
+    assert any(e.title == "escalated to a human" for e in events)
+    assert node.decisions("readmit") == [] and "vllm-a" in node.manual()
+
+
+def test_a_canary_in_progress_survives_a_restart_of_the_agent_by_starting_its_count_over(tmp_path: Path) -> None:
+    systemd = {"systemd": SystemdExecutor(run_argv, systemctl=TRUE)}
+    node = Node(tmp_path, auto_policy(), executors=systemd)
+    node.running["vllm-a"] = 0
+    for _ in range(5):
+        node.tick([WEDGED])
+    node.complete_probe("vllm-a", ok=True)
+    node.tick([WEDGED])
+    node.complete_probe("vllm-a", ok=True)
+    node.tick([WEDGED])  # 2 of 3
+    node.manager.close()
+    restarted = Node(tmp_path, auto_policy(), executors=systemd)  # the same state file
+    restarted.clock.ms, restarted.probes, restarted.running = node.clock.ms, node.probes, node.running
+    restarted.probe_ok["vllm-a"] = True
+    restarted.tick([WEDGED])  # a new baseline: the two passes before the restart are not remembered
+    restarted.complete_probe("vllm-a", ok=True)
+    restarted.tick([WEDGED])
+    assert "vllm-a" in restarted.manual()
+    for _ in range(2):
+        restarted.complete_probe("vllm-a", ok=True)
+        restarted.tick([WEDGED])
+    restarted.tick([WEDGED])
+    assert restarted.manual() == {}
+    assert restarted.decisions("canary") == ["started", "ran"] and restarted.decisions("readmit") == ["started", "ran"]
+
+
+def test_approve_mode_runs_a_serving_step_only_when_an_approver_asks(tmp_path: Path) -> None:
+    node = Node(tmp_path, {**auto_policy(), "mode": "approve"})
+    node.tick([WEDGED])
+    assert node.manual() == {} and node.decisions("drain-engine") == ["awaiting_approval"]
+    refused = node.manager.approve(WEDGED.fingerprint, "drain-engine", "U-MALLORY")
+    assert not refused.accepted
+    assert node.manager.approve(WEDGED.fingerprint, "drain-engine", "U-ALICE").accepted
+    node.tick([WEDGED])
+    assert node.manual()["vllm-a"].set_by == "runbook:engine-wedged"
+    started = next(r for r in node.audit() if r["step"] == "drain-engine" and r["decision"] == "started")
+    assert started["actor"] == "U-ALICE"
+    node.running["vllm-a"] = 0
+    assert node.manager.approve(WEDGED.fingerprint, "wait-idle", "U-ALICE").accepted
+    node.tick([WEDGED])
+    assert node.decisions("wait-idle")[-2:] == ["started", "ran"]
+    assert node.manager.approve(WEDGED.fingerprint, "readmit", "U-ALICE").accepted
+    node.tick([WEDGED])
+    assert node.manual() == {}
+
+
+def test_runbooks_show_prints_the_sequence_for_an_alert(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from watchdog.cli import main
+
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"state_dir": str(tmp_path / "state"), "engines": ENGINES,
+                                      "runbooks": {"paths": [str(RUNBOOKS)]},
+                                      "remediation": {"allow": {"engines": ["vllm-a"]}}}))
+    code = main(["runbooks", "show", "engine-wedged", "--config", str(config), "--json", "--alert", "EngineWedged",
+                 "--labels", "job=vllm-a,instance=127.0.0.1:8000"])
+    out = capsys.readouterr().out
+    assert code == 0
+    data = yaml.safe_load(out)
+    assert [s["kind"] for s in data["remediate"]] == ["notify", "drain", "wait_idle", "systemd", "canary", "readmit"]
+    assert data["remediate"][1]["action"] == "drain job={{ labels.job }}"
+    steps = data["suggestions"][0]["steps"]
+    assert [s["verdict"] for s in steps] == ["suggested"] * 6
+    assert steps[1]["action"] == ("inference-watchdog engine drain vllm-a --reason "
+                                  "'runbook engine-wedged step drain-engine for EngineWedged'")
+    assert steps[5]["action"] == "inference-watchdog engine admit vllm-a"
+    assert not any("{{" in s["action"] for s in steps)
+    assert main(["runbooks", "list"]) == 0 and "engine-wedged" in capsys.readouterr().out
