@@ -508,6 +508,10 @@ class RenderedAction:
 
     ``key`` identifies the target for cooldowns and daily caps (the same unit restarted from two
     runbooks shares one budget); ``display`` is the human form shown in suggestions.
+
+    Serving actions use ``jobs`` (the engines; empty while a ``gpu`` target is unresolved, offline),
+    ``gpu``, and: drain ``text`` (the reason), ``set_by`` (the owner, ``runbook:<id>``), ``until_s``;
+    readmit ``set_by``; wait_idle ``wait_s`` and ``on_timeout``; canary ``wait_s`` and ``passes``.
     """
 
     kind: str
