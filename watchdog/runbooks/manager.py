@@ -12,6 +12,11 @@ handled:
    the tick), then its ``verify`` condition is polled until it holds (``verified``: done) or its timeout
    passes (``escalated``). A step whose ``requires`` does not hold is skipped and the walk moves on; any
    other skip, a step that needs approval, or a failed run stops the walk (a failure escalates).
+   Serving sequences (:mod:`watchdog.runbooks.serving_steps`): ``drain``/``readmit`` execute in the pool like
+   any action; ``wait_idle``/``canary`` are polled on each tick in phase ``verifying`` until they hold or their
+   limit passes; a verified step with a ``canary`` or ``readmit`` after it moves the walk on; and an episode
+   whose alert resolved stays open while its runbook holds a drain it owns with a ``readmit`` ahead, so the
+   engine is readmitted after its canary passes, never before and never left drained by a fixed fault.
 3. :meth:`approve` (an allowlisted approver, mode ``approve`` or ``auto``) queues one step to run on the
    next tick under the same guards; :meth:`skip` moves an ``auto`` walk past a step;
    :meth:`acknowledge` clears an escalation.
