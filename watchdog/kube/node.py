@@ -5,8 +5,8 @@ The agent calls :meth:`NodeSignaller.on_alerts` once per tick with every alert. 
 
 - ``suggest`` (the default): one ``suggestion`` event per change, in the lead alert's notification
   thread, carrying the exact ``kubectl`` argv lists; an audit row ``suggested``. The cluster is untouched.
-- ``execute``: read the Node, write only what differs (the condition through ``nodes/status``, the taint
-  list through ``nodes``), audited ``started`` before and ``ran``/``failed`` after, in the runbook audit
+- ``execute``: read the Node, write only what differs (the taint list through ``nodes``, then the
+  condition through ``nodes/status``), audited ``started`` before and ``ran``/``failed`` after, in the runbook audit
   table (step :data:`STEP`, action key ``kubernetes:node:NAME``). At most
   ``kubernetes.max_writes_per_hour`` changes per rolling hour, counted from that table (so a restart does
   not reset the budget); a change over it is audited ``refused`` once and retried when the budget allows.
@@ -188,8 +188,10 @@ class NodeSignaller:
             version = str(metadata.get("resourceVersion", ""))
             change = (f"add taint {key}={signal.reason}:NoSchedule" if signal.unhealthy and self.taint_key
                       else f"remove taint {key}")
-            writes.append((f"PATCH /api/v1/nodes/{self.node} {change}",
-                           lambda: api.replace_taints(self.node, version, wanted)))
+            # First: the taint is what the scheduler obeys, and its test needs the version just read
+            # (the status patch would move it on).
+            writes.insert(0, (f"PATCH /api/v1/nodes/{self.node} {change}",
+                              lambda: api.replace_taints(self.node, version, wanted)))
         return writes
 
     def _fail(self, signal: NodeSignal, lead: NodeSignal | None, now_ms: int, why: str,
