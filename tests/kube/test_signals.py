@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,18 @@ def test_kubectl_argv_sets_and_clears_the_condition_and_the_taint() -> None:
     assert json.loads(clear_condition[6].removeprefix("--patch="))["status"]["conditions"][0]["status"] == "False"
     assert clear_taint == ("kubectl", "taint", "node", "gpu-node-7", "inference-watchdog.io/gpu-unhealthy:NoSchedule-")
     assert len(kubectl_argv("n", sick, condition_type="GpuUnhealthy", taint_key=None, now_ms=at)) == 1
+
+
+@pytest.mark.parametrize(("runbook", "reason"), [("gpu-fallen-off-bus", "GpuFallenOffBus"),
+                                                 ("gpu-xid", "GpuXidFatal"),
+                                                 ("gpu-driver-not-loaded", "GpuDriverNotLoaded")])
+def test_the_runbook_shows_the_commands_the_agent_suggests(runbook: str, reason: str) -> None:
+    text = (ROOT / "runbooks" / f"{runbook}.md").read_text()
+    key = "inference-watchdog.io/gpu-unhealthy"
+    set_commands = kubectl_argv("gpu-node-7", NodeSignal(True, reason, ""), condition_type="GpuUnhealthy",
+                                taint_key=key, now_ms=0)
+    clear_commands = kubectl_argv("gpu-node-7", NodeSignal(False, HEALTHY_REASON, ""), condition_type="GpuUnhealthy",
+                                  taint_key=key, now_ms=0)
+    assert shlex.join(set_commands[1]) in text
+    assert shlex.join(clear_commands[1]) in text
+    assert shlex.join(set_commands[0][:6]) in text
