@@ -114,6 +114,38 @@ def test_a_lost_gpu_yields_exactly_one_condition_and_taint_suggestion_for_its_ow
         agent.close()
 
 
+def test_in_execute_mode_a_lost_gpu_changes_its_own_node_once(tmp_path: Path) -> None:
+    nvml = FakeNvml.from_profile("h100-sxm-8")
+    clock = [START_MS / 1000]
+    agent = agent_on_fake_gpus(tmp_path, nvml, {"node_name": NODE, "node_actions": "execute"}, clock)
+    api = FakeApiServer(TOKEN, {NODE: make_node(NODE), "gpu-node-8": make_node("gpu-node-8")})
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    try:
+        with serving(api) as url:
+            assert agent.node_signals is not None and agent.node_signals.api is None  # not in a pod here
+            agent.node_signals.api = NodeApi(ApiEndpoint(url, str(token), None), NODE, timeout=5)
+            for _ in range(3):
+                agent.tick()
+                clock[0] += 1
+            assert api.seen == []
+            nvml.set(3, lost=True)
+            for _ in range(20):
+                agent.tick()
+                clock[0] += 1
+        assert [(s.method, s.path) for s in api.seen] == [("GET", f"/api/v1/nodes/{NODE}"),
+                                                          ("PATCH", f"/api/v1/nodes/{NODE}"),
+                                                          ("PATCH", f"/api/v1/nodes/{NODE}/status")]
+        assert api.nodes[NODE]["spec"]["taints"] == [{"key": TAINT, "value": "GpuFallenOffBus", "effect": "NoSchedule"}]
+        (condition,) = [c for c in api.nodes[NODE]["status"]["conditions"] if c["type"] == "GpuUnhealthy"]
+        assert (condition["status"], condition["reason"]) == ("True", "GpuFallenOffBus")
+        assert "GPU 3" in condition["message"]
+        assert api.nodes["gpu-node-8"]["metadata"]["resourceVersion"] == "1000"
+        assert [r["decision"] for r in audit_rows(agent.db)] == ["started", "ran"]
+    finally:
+        agent.close()
+
+
 def test_outside_kubernetes_nothing_is_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NODE_NAME", raising=False)
     clock = [START_MS / 1000]
