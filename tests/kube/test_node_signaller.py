@@ -159,6 +159,12 @@ def test_outside_kubernetes_nothing_is_built(tmp_path: Path, monkeypatch: pytest
     assert build_node_signaller(settings, db, START_MS, {"NODE_NAME": NODE}) is not None
     off = settings.__class__(**{**settings.__dict__, "kubernetes": kube_settings(node_actions="off")})
     assert build_node_signaller(off, db, START_MS, {"NODE_NAME": NODE}) is None
+    named = settings.__class__(**{**settings.__dict__, "kubernetes": kube_settings()})  # node_name: gpu-node-7
+    assert build_node_signaller(named, db, START_MS, {}) is not None
+    assert build_node_signaller(named, db, START_MS, {"NODE_NAME": NODE}) is not None
+    # The pod runs on gpu-node-8: a config naming gpu-node-7 must not make it signal gpu-node-7.
+    assert build_node_signaller(named, db, START_MS, {"NODE_NAME": "gpu-node-8"}) is None
+    db.close()
 
 
 # -- execute mode against a loopback API server ------------------------------------------------------------

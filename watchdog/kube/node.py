@@ -15,7 +15,8 @@ The agent calls :meth:`NodeSignaller.on_alerts` once per tick with every alert. 
   same fault; a new reason, or the fault clearing and returning, does.
 - Never another node: the node name comes from the config or the downward API, and the API client
   refuses any other (:class:`watchdog.kube.api.ForeignNodeRefused`).
-- Without a Kubernetes node name (a plain systemd host) nothing is built and nothing is suggested.
+- Without a Kubernetes node name (a plain systemd host) nothing is built and nothing is suggested; nor
+  when ``kubernetes.node_name`` names another node than the downward API's variable says the pod is on.
 """
 
 from __future__ import annotations
@@ -257,6 +258,12 @@ def build_node_signaller(settings: Settings, db: StateDB, now_ms: int,
     node = kube_node_name(kube, environ)
     if not node:
         return None  # not on Kubernetes: no node to signal
+    downward = environ.get(kube.node_name_env, "")
+    if downward and downward != node:
+        # The pod runs on `downward`: signalling the configured name would touch another node.
+        log.error("kubernetes.node_name is not the node this pod runs on; node actions disabled",
+                  extra={"node_name": node, kube.node_name_env: downward})
+        return None
     api, api_error = None, ""
     if kube.node_actions is NodeActionsMode.EXECUTE:
         try:
