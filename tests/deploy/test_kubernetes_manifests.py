@@ -23,7 +23,7 @@ from watchdog.config.loader import load_config_text, schema
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "kubernetes"
-OVERLAYS = ("default", "node-actions", "without-prometheus-operator")
+OVERLAYS = ("default", "node-actions", "without-prometheus-operator", "non-root")
 # From 1.28 (the oldest release the schemas package ships that is still common in fleets) to the newest it
 # ships; the node-actions overlay's admission policy (admissionregistration v1 ValidatingAdmissionPolicy)
 # exists from 1.30 on, so that overlay starts there.
@@ -123,6 +123,30 @@ def test_the_pod_has_its_node_name_nvml_and_no_capabilities() -> None:
     assert sockets["readOnly"] is True
     assert volumes[mounts["/var/log/journal"]["name"]]["hostPath"]["path"] == "/var/log/journal"
     assert agent_config(objects)["kmsg"]["source"] == "journal"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_container_runs_the_same_image(overlay: str) -> None:
+    pod = one(render(overlay), "DaemonSet")["spec"]["template"]["spec"]
+    images = {c["image"] for c in [*pod.get("initContainers", []), *pod["containers"]]}
+    assert len(images) == 1 and images.pop().startswith("inference-watchdog:")
+
+
+def test_the_non_root_overlay_needs_root_only_to_hand_over_the_state_directory() -> None:
+    objects = render("non-root")
+    pod = one(objects, "DaemonSet")["spec"]["template"]["spec"]
+    assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsNonRoot"]) == (65532, True)
+    assert pod["securityContext"]["supplementalGroups"] == [4]
+    assert "pod-resources" not in {v["name"] for v in pod["volumes"]}
+    assert "/var/lib/kubelet/pod-resources" not in {m["mountPath"] for m in container(objects)["volumeMounts"]}
+    assert container(objects)["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    (init,) = pod["initContainers"]
+    assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
+    assert init["command"] == ["chown", "65532:65532", "/var/lib/inference-watchdog"]
+    state = next(v for v in pod["volumes"] if v["name"] == "state")
+    assert state["hostPath"]["path"] == init["command"][-1]
+    user = next(line.split()[1] for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("USER "))
+    assert user == "65532:65532"  # the image's own user
 
 
 def test_probes_resources_and_port_match_the_agent() -> None:
