@@ -142,7 +142,7 @@ def test_the_non_root_overlay_needs_root_only_to_hand_over_the_state_directory()
     assert container(objects)["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     (init,) = pod["initContainers"]
     assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
-    assert init["command"] == ["chown", "65532:65532", "/var/lib/inference-watchdog"]
+    assert init["command"] == ["chown", "-R", "65532:65532", "/var/lib/inference-watchdog"]
     state = next(v for v in pod["volumes"] if v["name"] == "state")
     assert state["hostPath"]["path"] == init["command"][-1]
     user = next(line.split()[1] for line in (ROOT / "Dockerfile").read_text().splitlines() if line.startswith("USER "))
