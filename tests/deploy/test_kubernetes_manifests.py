@@ -182,6 +182,9 @@ def test_the_config_map_is_the_agents_config_and_the_pod_mounts_it() -> None:
     assert agent_config(render("node-actions"))["kubernetes"]["node_actions"] == "execute"
     with pytest.raises(Exception, match="node_actions"):
         load_config_text("kubernetes: {node_actions: always}\n")
+    with pytest.raises(Exception, match="node_name"):
+        load_config_text("kubernetes: {node_name: GPU_Node/7}\n")
+    assert load_config_text("kubernetes: {node_name: gpu-node-7.dc1}\n")["kubernetes"]["node_name"] == "gpu-node-7.dc1"
 
 
 def rbac_rules(objects: tuple[dict[str, Any], ...]) -> set[tuple[str, str]]:
