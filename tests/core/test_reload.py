@@ -119,6 +119,8 @@ SECTIONS: list[tuple[str, Callable[[Node], Callable[[dict[str, Any]], None]], Ca
      lambda n: n.agent.store.quotas.label_values == 40),
     ("engine_scrape_interval_seconds", lambda n: _set("engine_scrape_interval_seconds", 10),
      lambda n: n.agent.settings.engine_scrape_interval_seconds == 10.0),
+    ("kubernetes", lambda n: _set("kubernetes", {"node_name": "gpu-node-9"}),
+     lambda n: getattr(n.agent.node_signals, "node", None) == "gpu-node-9"),
 ]
 
 

@@ -43,6 +43,7 @@ from watchdog.collectors.registry import build_collectors
 from watchdog.config.settings import Settings
 from watchdog.infra.heap import heap_trimmer
 from watchdog.infra.state import StateDB
+from watchdog.kube.node import build_node_signaller, kube_node_name
 from watchdog.model import Alert, AlertState, Sample
 from watchdog.notify.decisions.incidents import incident_causes
 from watchdog.notify.dispatcher import dispatcher_for
@@ -75,7 +76,8 @@ class Agent:
         self.settings = settings
         self.config_path = str(config_path) if config_path else None
         self.clock = clock
-        self.node = settings.node or socket.gethostname()
+        # In a pod the host name is the pod's: the Kubernetes node name (downward API) names the node.
+        self.node = settings.node or kube_node_name(settings.kubernetes) or socket.gethostname()
         self.stats = TickStats(last_reload_seconds=clock())
         self.tick_clock = TickClock(clock, self.stats)
         self.store = build_store(settings)
@@ -99,6 +101,7 @@ class Agent:
         self.links = RunbookLinks(self.runbooks.catalogue, settings.runbooks.url_base)
         self.dispatcher = dispatcher_for(settings, self.db, self.node, clock=clock)
         self.dispatcher.attach_runbooks(self.runbooks)
+        self.node_signals = build_node_signaller(settings, self.db, int(clock() * 1000))
         self._reconciled = False
         self.alerts: list[Alert] = []
         self.health: list[Problem] = []
@@ -179,6 +182,9 @@ class Agent:
             self._reconciled = True
             self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))
         events = self._stage("runbooks", lambda: self.runbooks.on_alerts(alerts, now_ms), [])
+        if self.node_signals is not None:
+            signaller = self.node_signals
+            events = [*events, *self._stage("node_signals", lambda: signaller.on_alerts(alerts, now_ms), [])]
         causes = self._stage("incidents", lambda: incident_causes(
             alerts, functools.partial(engine_gpus_in, self.store, now_ms)), {})
         self._stage("notify", lambda: self.dispatcher.handle(alerts, events, now_ms, causes=causes))
@@ -259,6 +265,8 @@ class Agent:
             self.stats.reload_success = False
             return False
         with self._lock:
+            if prepared.settings.kubernetes != self.settings.kubernetes:
+                self.node_signals = build_node_signaller(prepared.settings, self.db, int(self.clock() * 1000))
             self.settings = prepared.settings
             self.store.quotas = series_quotas(prepared.settings)  # per-source and label-value limits
             self.rule_engine.retire(int(self.clock() * 1000))

@@ -384,6 +384,32 @@ class ExporterSettings:
     pass_through_engine_series: bool
 
 
+# -- kubernetes ---------------------------------------------------------------------------------------
+
+
+class NodeActionsMode(str, enum.Enum):
+    """``kubernetes.node_actions``: whether the agent sets its Node's condition and taint itself."""
+
+    OFF = "off"
+    SUGGEST = "suggest"
+    EXECUTE = "execute"
+
+
+@dataclasses.dataclass(frozen=True)
+class KubernetesSettings:
+    """``kubernetes``: the Node condition and taint for node-unfit GPU faults (docs/kubernetes.md)."""
+
+    node_actions: NodeActionsMode
+    node_name: str
+    node_name_env: str
+    condition_type: str
+    taint: bool
+    taint_key: str
+    clear_after_seconds: float
+    max_writes_per_hour: int
+    api_timeout_seconds: float
+
+
 # -- the whole file -----------------------------------------------------------------------------------
 
 
@@ -412,6 +438,7 @@ class Settings:
     remediation: RemediationSettings
     runbooks: RunbooksSettings
     exporter: ExporterSettings
+    kubernetes: KubernetesSettings
 
 
 T = TypeVar("T")
