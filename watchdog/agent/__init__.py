@@ -43,6 +43,7 @@ from watchdog.collectors.registry import build_collectors
 from watchdog.config.settings import Settings
 from watchdog.infra.heap import heap_trimmer
 from watchdog.infra.state import StateDB
+from watchdog.kubernetes.directory import AlertPodLabels, PodDirectory
 from watchdog.model import Alert, AlertState, Sample
 from watchdog.notify.decisions.incidents import incident_causes
 from watchdog.notify.dispatcher import dispatcher_for
@@ -81,7 +82,11 @@ class Agent:
         self.store = build_store(settings)
         self.db = db if db is not None else StateDB.in_dir(settings.state_dir)
         given = context or CollectorContext()
-        self.context = dataclasses.replace(given, state_db=given.state_db or self.db, clock=given.clock or clock)
+        self.pods = given.pods or PodDirectory()
+        """Which pod holds each GPU and runs each engine (the kubernetes collector fills it)."""
+        self.context = dataclasses.replace(given, state_db=given.state_db or self.db, clock=given.clock or clock,
+                                           pods=self.pods)
+        self.pod_alert_labels = AlertPodLabels(self.pods)
         self.rule_state = RuleStateStore(self.db)
         self.gpu_flags = GpuFlagStore(self.db, self.context.boot_id or read_boot_id())
         self.gpu_flags.clear_rebooted(int(clock() * 1000))
@@ -175,6 +180,8 @@ class Agent:
     def _deliver(self, alerts: list[Alert], now_ms: int) -> list[Alert]:
         """Runbook links, runbooks, incident grouping and the notifier for ``alerts``; returns them linked."""
         alerts = self._stage("runbook_urls", lambda: self.links.link(alerts), alerts)
+        if self.settings.kubernetes.pod_labels:
+            alerts = self._stage("pod_labels", lambda: self.pod_alert_labels.label(alerts), alerts)
         if not self._reconciled:
             self._reconciled = True
             self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable
 
-from watchdog.collectors import engine_logs, engines, gpu_presence, host, kmsg, nvml, probe, processes
+from watchdog.collectors import engine_logs, engines, gpu_presence, host, kmsg, kubernetes, nvml, probe, processes
 from watchdog.collectors.base import Collector, CollectorContext, NoData
 from watchdog.config.settings import Settings
 
@@ -24,6 +24,7 @@ FACTORIES: dict[str, Factory] = {
     "gpu_presence": gpu_presence.gpu_presence_collectors,
     "host": host.host_collectors,
     "kmsg": kmsg.kmsg_collectors,
+    "kubernetes": kubernetes.kubernetes_collectors,
     "nvml": nvml.nvml_collectors,
     "probes": probe.probe_collectors,
     "processes": processes.process_collectors,

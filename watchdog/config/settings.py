@@ -381,6 +381,21 @@ class ExporterSettings:
     max_series_per_metric: int
     max_series_per_job: int
     pass_through_engine_series: bool
+    dcgm_compatible: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class KubernetesSettings:
+    """``kubernetes``: which pod holds which GPU and runs which engine (docs/kubernetes.md)."""
+
+    enabled: bool
+    required: bool
+    pod_labels: bool
+    socket: str
+    refresh_seconds: float
+    timeout_seconds: float
+    proc_root: str
+    container_logs_dir: str
 
 
 # -- the whole file -----------------------------------------------------------------------------------
@@ -411,6 +426,7 @@ class Settings:
     remediation: RemediationSettings
     runbooks: RunbooksSettings
     exporter: ExporterSettings
+    kubernetes: KubernetesSettings
 
 
 T = TypeVar("T")
