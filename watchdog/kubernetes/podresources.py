@@ -5,7 +5,7 @@ Contract:
   socket (default ``/var/lib/kubelet/pod-resources/kubelet.sock``), each bounded by ``timeout_seconds``.
   A kubelet older than 1.21 answers ``GetAllocatableResources`` with UNIMPLEMENTED: that reads as None
   (unknown), not as an error. Any other gRPC failure raises :class:`PodResourcesError` naming the socket
-  and the call.
+  and the call, and the next call opens a new channel (a restarted kubelet is reached at once).
 - grpcio and protobuf are imported on first use: without them :class:`PodResourcesUnavailable` says
   what to install (the agent's other parts do not need them).
 - :func:`gpu_holders` maps an answer to GPU → the containers holding it. GPU resources are
@@ -174,6 +174,9 @@ class PodResourcesClient:
         return list(answer.devices)
 
     def _describe(self, call: str, exc: Any) -> str:
+        """The error text; also drops the channel, so the next call connects afresh instead of waiting out
+        gRPC's reconnect backoff (a restarted kubelet makes a new socket)."""
+        self.close()
         code = exc.code() if hasattr(exc, "code") else None
         detail = exc.details() if hasattr(exc, "details") else str(exc)
         name = getattr(code, "name", "UNKNOWN")
