@@ -10,9 +10,10 @@ UID = "0d1b7e3c-5a2f-4c1e-9b8a-3f2e1d0c9b8a"
 UID_ = UID.replace("-", "_")
 CID = "4f3c2b1a" * 8
 
-V1_SYSTEMD = f"""12:pids:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/cri-containerd-{CID}.scope
-11:memory:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/cri-containerd-{CID}.scope
-1:name=systemd:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/cri-containerd-{CID}.scope
+SLICE = f"/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/cri-containerd-{CID}.scope"
+V1_SYSTEMD = f"""12:pids:{SLICE}
+11:memory:{SLICE}
+1:name=systemd:{SLICE}
 0::/
 """
 

@@ -38,7 +38,8 @@ def test_list_maps_gpus_to_containers_and_ignores_other_resources(tmp_path: Path
         assert allocatable_gpus(client.allocatable_devices() or []) == {"nvidia.com/gpu": 2}
         client.close()
     engine = PodRef("inference", "vllm-0", "engine")
-    assert holdings == [GpuHolding(GPU0, GPU0, "nvidia.com/gpu", engine), GpuHolding(GPU1, GPU1, "nvidia.com/gpu", engine)]
+    assert holdings == [GpuHolding(GPU0, GPU0, "nvidia.com/gpu", engine),
+                        GpuHolding(GPU1, GPU1, "nvidia.com/gpu", engine)]
     assert gpu_holders(holdings) == {GPU0: (engine,), GPU1: (engine,)}
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from concurrent import futures
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,12 +55,12 @@ class FakeKubelet(pb_grpc.PodResourcesListerServicer):
                 for resource, ids in devices.items()])
             for container, devices in pod.containers.items()])
 
-    def List(self, request: Any, context: Any) -> Any:  # noqa: N802 (the gRPC method's name)
+    def List(self, request: Any, context: Any) -> Any:
         with self._lock:
             self.calls.append("List")
             return pb.ListPodResourcesResponse(pod_resources=[self._pod(pod) for pod in self.pods])
 
-    def GetAllocatableResources(self, request: Any, context: Any) -> Any:  # noqa: N802
+    def GetAllocatableResources(self, request: Any, context: Any) -> Any:
         with self._lock:
             self.calls.append("GetAllocatableResources")
             allocatable = self.allocatable
@@ -70,7 +70,7 @@ class FakeKubelet(pb_grpc.PodResourcesListerServicer):
             pb.ContainerDevices(resource_name=resource, device_ids=list(ids))
             for resource, ids in allocatable.items()])
 
-    def Get(self, request: Any, context: Any) -> Any:  # noqa: N802
+    def Get(self, request: Any, context: Any) -> Any:
         with self._lock:
             for pod in self.pods:
                 if (pod.namespace, pod.name) == (request.pod_namespace, request.pod_name):
