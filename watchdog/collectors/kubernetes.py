@@ -7,9 +7,10 @@ Contract:
   by the ``processes`` collector) to its pod through ``<proc_root>/<pid>/cgroup`` and the kubelet's
   ``container_logs_dir``, and replaces the agent's :class:`~watchdog.kubernetes.directory.PodDirectory`.
 - Series: ``watchdog_gpu_pod_info{gpu,uuid,device,resource,namespace,pod,container} 1`` per device held
-  by a container (``gpu`` absent when NVML does not know the UUID: a MIG device whose parent is
-  unknown), ``watchdog_engine_pod_info{job,instance,namespace,pod,container,pod_uid} 1`` per engine in a
-  pod, ``watchdog_kubernetes_gpu_devices{resource,state}`` (``allocatable`` when the kubelet reports it,
+  by a container (``gpu`` the NVML index as last answered, so a lost GPU keeps it; absent when NVML
+  never knew the UUID: a MIG device whose parent is unknown),
+  ``watchdog_engine_pod_info{job,instance,namespace,pod,container,pod_uid} 1`` per engine in a pod,
+  ``watchdog_kubernetes_gpu_devices{resource,state}`` (``allocatable`` when the kubelet reports it,
   ``allocated``).
 - Where the socket does not exist (not on Kubernetes) it is quiet (:class:`NoData`), unless
   ``kubernetes.required`` makes that a failure. A failed call (kubelet down, refused)
@@ -60,6 +61,9 @@ class KubernetesCollector(Collector):
         self.client = client or PodResourcesClient(settings.socket, settings.timeout_seconds)
         self.nvml = nvml
         self._nvml = InitialisedNvml(nvml) if nvml is not None else None
+        self._indexes: dict[str, int] = {}
+        """GPU UUID -> NVML index as last answered: a GPU that fell off the bus keeps its index (it is the
+        one whose pod matters most)."""
 
     def collect(self) -> list[Sample]:
         """One refresh (see the module docstring)."""
@@ -131,8 +135,9 @@ class KubernetesCollector(Collector):
             gpus = self._nvml.gpus()
         except self._nvml.error as exc:
             log.debug("NVML unavailable for the pod mapping", extra={"error": str(exc)})
-            return {}, {}
-        indexes = {gpu.uuid: gpu.index for gpu in gpus}
+            return dict(self._indexes), {}
+        self._indexes.update({gpu.uuid: gpu.index for gpu in gpus})
+        indexes = dict(self._indexes)
         parents: dict[str, str] = {}
         if with_mig:
             for gpu in gpus:
