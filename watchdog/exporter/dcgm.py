@@ -96,8 +96,10 @@ class DcgmProvider:
     """A sample provider for :class:`~watchdog.exporter.collector.StoreCollector` (module docstring)."""
 
     def __init__(self, store: Store, node: str, clock: Callable[[], float], pods: PodDirectory | None = None,
-                 lookback_ms: int = 300_000) -> None:
+                 pod_labels: Callable[[], bool] = lambda: True, lookback_ms: int = 300_000) -> None:
+        """``pods`` labels each GPU's fields with its containers while ``pod_labels()`` is true."""
         self.store = store
+        self.pod_labels = pod_labels
         self.node = node
         self.clock = clock
         self.pods = pods
@@ -166,6 +168,6 @@ class DcgmProvider:
         labels = {"__name__": name, "gpu": gpu, "UUID": uuid, "device": f"nvidia{gpu}" if gpu else "",
                   "modelName": info.get("name", ""), "Hostname": self.node, "pci_bus_id": info.get("pci_bus_id", ""),
                   "DCGM_FI_DRIVER_VERSION": info.get("driver_version", "")}
-        if self.pods is not None:
+        if self.pods is not None and self.pod_labels():
             labels.update(self.pods.labels_for({"uuid": uuid}))
         return make_labels(labels)
