@@ -119,6 +119,8 @@ SECTIONS: list[tuple[str, Callable[[Node], Callable[[dict[str, Any]], None]], Ca
      lambda n: n.agent.store.quotas.label_values == 40),
     ("engine_scrape_interval_seconds", lambda n: _set("engine_scrape_interval_seconds", 10),
      lambda n: n.agent.settings.engine_scrape_interval_seconds == 10.0),
+    ("kubernetes", lambda n: _set("kubernetes", {"enabled": False, "pod_labels": True}),
+     lambda n: "kubernetes" not in n.collectors() and n.agent.settings.kubernetes.pod_labels),
 ]
 
 
