@@ -69,3 +69,13 @@ def test_alert_labels_are_frozen_while_the_alert_lives() -> None:
     assert again.labels["pod"] == "vllm-1"
     [plain] = labeller.label([_alert("f2", gpu="3", uuid="GPU-3333")])
     assert "pod" not in plain.labels
+
+
+def test_alerts_wait_for_the_first_refresh() -> None:
+    pods = PodDirectory()
+    labeller = AlertPodLabels(pods)
+    [early] = labeller.label([_alert("f1", gpu="0", uuid=GPU0)])
+    assert "pod" not in early.labels  # nothing known yet, and nothing frozen
+    pods.update({GPU0: [VLLM]}, {})
+    [later] = labeller.label([_alert("f1", gpu="0", uuid=GPU0)])
+    assert later.labels["pod"] == "vllm-0"

@@ -1,7 +1,8 @@
 """Which pod holds which GPU and runs which engine: the kubelet's PodResources API and engine cgroups.
 
 Contract:
-- Every ``kubernetes.refresh_seconds`` (tick time; ``interval_seconds``) it calls ``List`` and, where the
+- Every ``kubernetes.refresh_seconds`` (tick time; ``interval_seconds``), with the engine scrapes
+  (``background``: off the fault path), it calls ``List`` and, where the
   kubelet has it, ``GetAllocatableResources`` on ``kubernetes.socket``, maps GPU and MIG devices to
   their containers (:mod:`watchdog.kubernetes.podresources`), resolves each engine's root process (noted
   by the ``processes`` collector) to its pod through ``<proc_root>/<pid>/cgroup`` and the kubelet's
@@ -51,6 +52,9 @@ class KubernetesCollector(Collector):
     """PodResources and engine cgroups into the pod directory and its info series (module docstring)."""
 
     name = "kubernetes"
+    # Off the fault path, with the engine scrapes: a kubelet that stops answering holds this collector up
+    # to its timeout, never the tick that pages about a lost GPU (collectors.base).
+    background = True
 
     def __init__(self, settings: KubernetesSettings, directory: PodDirectory, *, nvml: Any = None,
                  client: PodResourcesClient | None = None) -> None:

@@ -51,6 +51,8 @@ class PodDirectory:
         self._engines: dict[tuple[str, str], dict[str, str]] = {}
         self._engine_pids: dict[tuple[str, str], int] = {}
         self.version = 0
+        self.loaded = False
+        """Whether a refresh has set the mapping yet (before it, nothing is known, not even "no pods")."""
         self._cache: tuple[int, list[Labels] | None, list[Labels]] = (-1, None, [])
 
     def update(self, gpus: Mapping[str, Iterable[PodRef]], engines: Mapping[tuple[str, str], PodRef]) -> None:
@@ -58,6 +60,7 @@ class PodDirectory:
         gpu_labels = {uuid: holder_labels(refs) for uuid, refs in gpus.items()}
         engine_labels = {key: holder_labels([ref]) for key, ref in engines.items()}
         with self._lock:
+            self.loaded = True
             if gpu_labels != self._gpus or engine_labels != self._engines:
                 self._gpus, self._engines = gpu_labels, engine_labels
                 self.version += 1
@@ -118,7 +121,10 @@ class AlertPodLabels:
         self._frozen: dict[str, dict[str, str]] = {}
 
     def label(self, alerts: list[Alert]) -> list[Alert]:
-        """``alerts`` with their pod labels (labels the rule already set win)."""
+        """``alerts`` with their pod labels (labels the rule already set win); unchanged, and nothing frozen,
+        until the directory's first refresh (an alert restored at start keeps waiting for its pod)."""
+        if not self.directory.loaded:
+            return alerts
         out: list[Alert] = []
         if len(self._frozen) > MAX_FROZEN_ALERTS:  # alerts that vanished without resolving: start over
             self._frozen.clear()
