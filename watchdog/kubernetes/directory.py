@@ -54,6 +54,7 @@ class PodDirectory:
         self.loaded = False
         """Whether a refresh has set the mapping yet (before it, nothing is known, not even "no pods")."""
         self._cache: tuple[int, list[Labels] | None, list[Labels]] = (-1, None, [])
+        self._memo: dict[Labels, Labels] = {}
 
     def update(self, gpus: Mapping[str, Iterable[PodRef]], engines: Mapping[tuple[str, str], PodRef]) -> None:
         """Replace the mapping (a refresh); the version changes only when the labels do."""
@@ -92,21 +93,37 @@ class PodDirectory:
 
     def relabel(self, labels: Labels) -> Labels:
         """``labels`` with the pod labels added (see the module docstring); the same object when none apply."""
-        found = dict(labels)
-        extra = self._labels_for(found.get("uuid", ""), found.get("job", ""), found.get("instance", ""))
-        added = {key: value for key, value in extra.items() if value and key not in found}
-        if not added:
+        uuid = job = instance = ""
+        for key, value in labels:
+            if key == "uuid":
+                uuid = value
+            elif key == "job":
+                job = value
+            elif key == "instance":
+                instance = value
+        extra = self._labels_for(uuid, job, instance)
+        if not extra:
             return labels
-        return tuple(sorted((*labels, *added.items())))
+        present = {key for key, _ in labels}
+        added = [(key, value) for key, value in extra.items() if value and key not in present]
+        return tuple(sorted((*labels, *added))) if added else labels
 
     def relabel_keys(self, keys: list[Labels]) -> list[Labels]:
         """:meth:`relabel` of every key. While ``keys`` is the previous call's object and the mapping is
-        unchanged, returns the previous answer's object (the exporter's page cache then compares nothing)."""
+        unchanged, returns the previous answer's object (the exporter's page cache then compares nothing);
+        a key seen at the previous call with the mapping unchanged is not relabelled again."""
         with self._lock:
             version, last_keys, last = self._cache
             if keys is last_keys and version == self.version:
                 return last
-            out = keys if not self._gpus and not self._engines else [self.relabel(labels) for labels in keys]
+            if not self._gpus and not self._engines:
+                out = keys
+                self._memo = {}
+            else:
+                memo = self._memo if version == self.version else {}
+                relabelled = {key: memo.get(key) or self.relabel(key) for key in keys}
+                self._memo = relabelled  # bounded by the keys of this call
+                out = [relabelled[key] for key in keys]
             self._cache = (self.version, keys, out)
             return out
 
