@@ -14,6 +14,7 @@ from watchdog.kubernetes.podresources import (
     PodRef,
     PodResourcesClient,
     PodResourcesError,
+    PodResourcesUnavailable,
     allocatable_gpus,
     gpu_holders,
     gpu_holdings,
@@ -96,3 +97,10 @@ def test_committed_stubs_match_the_proto(tmp_path: Path) -> None:
     for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py"):
         name = f"watchdog/kubernetes/podresources_v1{suffix}"
         assert (tmp_path / name).read_text() == (REPO / name).read_text(), f"{name} is stale: regenerate it"
+
+
+def test_without_grpcio_the_error_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "grpc", None)  # import grpc now raises ImportError
+    client = PodResourcesClient(str(tmp_path / "kubelet.sock"))
+    with pytest.raises(PodResourcesUnavailable, match="needs grpcio and protobuf"):
+        client.list_pods()
