@@ -57,18 +57,19 @@ def test_counters_and_flags_map_to_their_fields() -> None:
 def test_xid_errors_is_the_last_xid_seen() -> None:
     store = Store()
     info = gpu("watchdog_gpu_info", 1, name="H100", pci_bus_id="0", driver_version="1", serial="1")
-    provider = DcgmProvider(store, "n", lambda: now[0] / 1000)
     now = [T0]
-    store.ingest("kmsg", [info, gpu("watchdog_gpu_xid_errors_total", 1, xid="13")], T0)
-    assert values(provider)["DCGM_FI_DEV_XID_ERRORS"] == 13
-    now[0] = T0 + 1000
-    store.ingest("kmsg", [info, gpu("watchdog_gpu_xid_errors_total", 1, xid="13"),
-                          gpu("watchdog_gpu_xid_errors_total", 1, xid="79")], now[0])
-    assert values(provider)["DCGM_FI_DEV_XID_ERRORS"] == 79
-    now[0] = T0 + 2000
-    store.ingest("kmsg", [info, gpu("watchdog_gpu_xid_errors_total", 2, xid="13"),
-                          gpu("watchdog_gpu_xid_errors_total", 1, xid="79")], now[0])
-    assert values(provider)["DCGM_FI_DEV_XID_ERRORS"] == 13
+    provider = DcgmProvider(store, "n", lambda: now[0] / 1000)
+
+    def scrape_after(*counts: tuple[str, float]) -> float:
+        now[0] += 1000
+        store.ingest("kmsg", [info, *(gpu("watchdog_gpu_xid_errors_total", n, xid=x) for x, n in counts)], now[0])
+        return values(provider)["DCGM_FI_DEV_XID_ERRORS"]
+
+    assert scrape_after(("13", 4)) == 0  # counters found at the first scrape are history (DCGM starts at 0)
+    assert scrape_after(("13", 4), ("79", 1)) == 79  # a new Xid series: a new Xid
+    assert scrape_after(("13", 5), ("79", 1)) == 13  # the 13 counter grew since
+    assert scrape_after(("13", 5), ("79", 1)) == 13  # nothing new: still the last one
+    assert scrape_after(("13", 6), ("79", 2)) == 79  # two in one scrape interval: the higher code
 
 
 def test_stale_or_old_series_are_not_served_and_pods_label_the_gpu() -> None:

@@ -8,8 +8,10 @@ Contract (``exporter.dcgm_compatible``, off by default; docs/dcgm-migration.md h
   ``Hostname`` (the node), ``pci_bus_id`` and ``DCGM_FI_DRIVER_VERSION`` (from ``watchdog_gpu_info``), and
   ``namespace``, ``pod``, ``container`` of the containers holding the GPU when the pod directory knows
   them (shared GPUs: joined with ``,``, as on the agent's own series).
-- ``DCGM_FI_DEV_XID_ERRORS`` is, as in dcgm-exporter, the code of the last Xid seen on the GPU (0: none
-  in the store's retention): the ``xid`` of the Xid counter that last changed.
+- ``DCGM_FI_DEV_XID_ERRORS`` is, as in dcgm-exporter, the code of the last Xid seen on the GPU since it
+  started watching (0: none): the ``xid`` of the Xid counter that last appeared or grew between two
+  scrapes (the counters found at the first scrape are history, as DCGM starts at 0 too). Only the
+  newest point of each series is read: the store's history is not decoded from the exporter's thread.
 - Every field is typed ``gauge`` on the page: the text format prometheus-client writes requires a
   counter's samples to end in ``_total``, which dcgm-exporter's names do not; PromQL (``rate``,
   ``increase``) does not read the type, so queries written for dcgm-exporter work unchanged.
@@ -17,6 +19,7 @@ Contract (``exporter.dcgm_compatible``, off by default; docs/dcgm-migration.md h
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -104,27 +107,35 @@ class DcgmProvider:
         self.clock = clock
         self.pods = pods
         self.lookback_ms = lookback_ms
+        self._lock = threading.Lock()  # scrapes may overlap: the Xid state is read and written under it
+        self._xid_seen_scrape = False
+        self._xid_counts: dict[tuple[str, str, str], float] = {}  # (gpu, uuid, xid) -> count at the last scrape
+        self._xid_last: dict[tuple[str, str], tuple[int, float]] = {}  # (gpu, uuid) -> (scrape ms, code)
 
-    def _latest(self, now_ms: int) -> dict[str, list[tuple[dict[str, str], float, object]]]:
-        """Source name -> (labels, newest value, series) of its fresh series."""
-        out: dict[str, list[tuple[dict[str, str], float, object]]] = {}
+    def _latest(self, now_ms: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+        """Source name -> (labels, newest value) of its fresh series."""
+        out: dict[str, list[tuple[dict[str, str], float]]] = {}
         cutoff = now_ms - self.lookback_ms
         for name in _SOURCES:
             for series in self.store.select([("__name__", "=", name)]):
                 point = series.latest()
                 if point is None or point[0] < cutoff or not _fresh(point[1]):
                     continue
-                out.setdefault(name, []).append((dict(series.labels), point[1], series))
+                out.setdefault(name, []).append((dict(series.labels), point[1]))
         return out
 
     def samples(self) -> list[Sample]:
         """This scrape's ``DCGM_FI_*`` samples."""
+        with self._lock:
+            return self._samples()
+
+    def _samples(self) -> list[Sample]:
         now_ms = int(self.clock() * 1000)
         latest = self._latest(now_ms)
-        info = {labels.get("uuid", ""): labels for labels, _, _ in latest.get("watchdog_gpu_info", [])}
+        info = {labels.get("uuid", ""): labels for labels, _ in latest.get("watchdog_gpu_info", [])}
         values: dict[tuple[str, str, str], float] = {}  # (field, gpu, uuid) -> value
         for spec in FIELDS:
-            for labels, value, _ in latest.get(spec.source, []):
+            for labels, value in latest.get(spec.source, []):
                 if any(labels.get(k) != v for k, v in spec.matchers):
                     continue
                 key = (spec.name, labels.get("gpu", ""), labels.get("uuid", ""))
@@ -133,36 +144,39 @@ class DcgmProvider:
         used = {(g, u): v for (n, g, u), v in values.items() if n == "DCGM_FI_DEV_FB_USED"}
         total = {(g, u): v for (n, g, u), v in values.items() if n == "DCGM_FI_DEV_FB_TOTAL"}
         reserved = {(labels.get("gpu", ""), labels.get("uuid", "")): value / MIB
-                    for labels, value, _ in latest.get("watchdog_gpu_memory_reserved_bytes", [])}
+                    for labels, value in latest.get("watchdog_gpu_memory_reserved_bytes", [])}
         for gpu_key, total_mib in total.items():
             if gpu_key in used:
                 free = total_mib - used[gpu_key] - reserved.get(gpu_key, 0.0)
                 values[("DCGM_FI_DEV_FB_FREE", gpu_key[0], gpu_key[1])] = max(free, 0.0)
         gpus = {(labels.get("gpu", ""), uuid) for uuid, labels in info.items()}
-        for gpu_key, code in self._last_xid(latest.get("watchdog_gpu_xid_errors_total", []), gpus).items():
+        for gpu_key, code in self._last_xid(latest.get("watchdog_gpu_xid_errors_total", []), gpus, now_ms).items():
             values[("DCGM_FI_DEV_XID_ERRORS", gpu_key[0], gpu_key[1])] = code
         return [Sample(self._labels(name, gpu, uuid, info.get(uuid, {})), value)
                 for (name, gpu, uuid), value in sorted(values.items())]
 
-    @staticmethod
-    def _last_xid(series: Iterable[tuple[dict[str, str], float, object]],
-                  gpus: Iterable[tuple[str, str]]) -> dict[tuple[str, str], float]:
-        """(gpu, uuid) -> the code of the Xid whose counter changed last (0 for a GPU with none)."""
-        last: dict[tuple[str, str], tuple[int, float]] = {key: (-1, 0.0) for key in gpus}
-        for labels, _, stored in series:
+    def _last_xid(self, series: Iterable[tuple[dict[str, str], float]],
+                  gpus: Iterable[tuple[str, str]], now_ms: int) -> dict[tuple[str, str], float]:
+        """(gpu, uuid) -> the code of the Xid whose counter last changed while this provider watched (0 for
+        a GPU with none). A counter first seen at the first scrape is the baseline; one that appears or
+        grows later is a new Xid, stamped with that scrape's time (two in one scrape: the higher code)."""
+        first = not self._xid_seen_scrape
+        self._xid_seen_scrape = True
+        for labels, value in series:
             try:
                 code = float(labels.get("xid", ""))
             except ValueError:
                 continue
-            times, points = stored.timestamps, stored.values  # type: ignore[attr-defined]
-            changed = times[0] if len(times) else -1
-            for index in range(1, len(points)):
-                if points[index] != points[index - 1] and _fresh(points[index]):
-                    changed = times[index]
-            key = (labels.get("gpu", ""), labels.get("uuid", ""))
-            if changed >= last.get(key, (-1, 0.0))[0]:
-                last[key] = (changed, code)
-        return {key: code for key, (_, code) in last.items()}
+            gpu_key = (labels.get("gpu", ""), labels.get("uuid", ""))
+            key = (*gpu_key, labels.get("xid", ""))
+            before = self._xid_counts.get(key)
+            self._xid_counts[key] = value
+            if first or (before is not None and value <= before):
+                continue
+            last = self._xid_last.get(gpu_key)
+            if last is None or (now_ms, code) > last:
+                self._xid_last[gpu_key] = (now_ms, code)
+        return {key: self._xid_last.get(key, (0, 0.0))[1] for key in gpus}
 
     def _labels(self, name: str, gpu: str, uuid: str, info: Mapping[str, str]) -> Labels:
         labels = {"__name__": name, "gpu": gpu, "UUID": uuid, "device": f"nvidia{gpu}" if gpu else "",
