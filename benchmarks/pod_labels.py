@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """The exporter's page with pod labels and with dcgm-exporter compatibility, beside the plain page.
 
-What ``kubernetes.pod_labels`` and ``exporter.dcgm_compatible`` cost per Prometheus scrape:
+What ``pod_resources.pod_labels`` and ``exporter.dcgm_compatible`` cost per Prometheus scrape:
 
     .venv/bin/python benchmarks/pod_labels.py [--gpus 8] [--engines 8] [--fill 120] [--scrapes 20]
 
 One agent as ``simnode.simulated_agent`` builds it (fake NVML, ``--engines`` endpoints of the simulated
 node serving the full vLLM V1 payload, the default pack, simulated 1 s ticks) and three exporters on its
 store, built by ``exporter_for_store`` (not started): ``plain``; ``pods`` (every GPU held by one of the
-engines' pods and every engine in its pod, as the kubernetes collector would set the agent's pod
+engines' pods and every engine in its pod, as the pod_resources collector would set the agent's pod
 directory); ``pods+dcgm`` (also ``dcgm_compatible``). After ``--fill`` ticks, ``--scrapes`` times: 15
 ticks (Prometheus' scrape interval), then one ``render_metrics()`` of each exporter, in an order that
 rotates every scrape, each timed with ``time.process_time``. Printed: each page's median render CPU,
@@ -32,8 +32,8 @@ from simnode import simulated_agent, start_engines
 from watchdog.collectors.engines import scrape_instance
 from watchdog.config.settings import ExporterSettings, section_settings
 from watchdog.exporter.server import exporter_for_store
-from watchdog.kubernetes.directory import PodDirectory
-from watchdog.kubernetes.podresources import PodRef
+from watchdog.pods.directory import PodDirectory
+from watchdog.pods.podresources import PodRef
 
 
 def main() -> int:
@@ -53,7 +53,7 @@ def main() -> int:
             uuids = [nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(args.gpus)]
             engines = [(e.job, scrape_instance(e.url)) for e in agent.settings.engines]
             pods = [PodRef("inference", f"{job}-0", "engine") for job, _ in engines]
-            # The directory the kubernetes collector would fill (the agent's own is emptied by its collector:
+            # The directory the pod_resources collector would fill (the agent's own is emptied by its collector:
             # no kubelet socket here).
             directory = PodDirectory()
             directory.update({uuid: [pods[i % len(pods)]] for i, uuid in enumerate(uuids)},

@@ -11,7 +11,7 @@ series nor Prometheus' per-target ``up``/``scrape_*`` are exported.
 
 It runs in two modes. ``default``: the config's defaults, where the entries of the optional modes
 (``source: dcgm``, ``source: kubernetes``) must not be exported. ``kubernetes-dcgm``: a kubelet-like
-PodResources server gives GPUs to pods and the engines run in pod cgroups, ``kubernetes.pod_labels`` and
+PodResources server gives GPUs to pods and the engines run in pod cgroups, ``pod_resources.pod_labels`` and
 ``exporter.dcgm_compatible`` are on, and every entry must be exported; series with ``uuid`` or ``job``
 may then carry ``namespace``, ``pod`` and ``container`` as well.
 """
@@ -39,7 +39,7 @@ from watchdog.demo.gpu_driver import GpuSimulator
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
 from watchdog.demo.scenario import load_scenario
 from watchdog.exporter.catalogue import load_catalogue
-from watchdog.kubernetes.directory import PodDirectory
+from watchdog.pods.directory import PodDirectory
 
 from .conftest import http_get
 
@@ -179,7 +179,7 @@ def _run_pipeline(tmp_path_factory: pytest.TempPathFactory, mode: str,
             stack.enter_context(kubelet_server(base / "kubelet.sock", kubelet))
             (base / "proc").mkdir()
             (base / "containers").mkdir()
-            extra = {"kubernetes": {"socket": str(base / "kubelet.sock"), "required": True, "pod_labels": True,
+            extra = {"pod_resources": {"socket": str(base / "kubelet.sock"), "required": True, "pod_labels": True,
                                     "refresh_seconds": 1, "proc_root": str(base / "proc"),
                                     "container_logs_dir": str(base / "containers")},
                      "exporter": {"dcgm_compatible": True}}
@@ -253,7 +253,7 @@ def test_exported_labels_match_the_catalogue(exported: dict[str, set[frozenset[s
         for labels in label_sets:
             extra = set(labels) - listed - optional.get(name, set())
             if mode == "kubernetes-dcgm" and ({"uuid", "job"} & set(labels)):
-                extra -= POD_LABELS  # kubernetes.pod_labels: the pod of the GPU or engine
+                extra -= POD_LABELS  # pod_resources.pod_labels: the pod of the GPU or engine
             if extra and name not in OPEN_LABEL_SETS:
                 wrong.append(f"{name}: labels {sorted(extra)} not listed")
             if not listed <= set(labels) and name not in OPEN_LABEL_SETS:

@@ -6,9 +6,9 @@ import pytest
 
 from watchdog.exporter.catalogue import load_catalogue
 from watchdog.exporter.dcgm import FIELDS, DcgmField, DcgmProvider, dcgm_field_names
-from watchdog.kubernetes.directory import PodDirectory
-from watchdog.kubernetes.podresources import PodRef
 from watchdog.model import Sample, make_labels
+from watchdog.pods.directory import PodDirectory
+from watchdog.pods.podresources import PodRef
 from watchdog.store import Store
 
 T0 = 1_800_000_000_000

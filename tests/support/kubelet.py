@@ -18,8 +18,8 @@ from typing import Any
 
 import grpc
 
-from watchdog.kubernetes import podresources_v1_pb2 as pb
-from watchdog.kubernetes import podresources_v1_pb2_grpc as pb_grpc
+from watchdog.pods import podresources_v1_pb2 as pb
+from watchdog.pods import podresources_v1_pb2_grpc as pb_grpc
 
 Devices = Mapping[str, Sequence[str]]  # resource name -> device ids
 

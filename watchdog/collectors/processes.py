@@ -23,7 +23,7 @@ Contract:
 - Collected with the engine scrapes (``background``: every ``engine_scrape_interval_seconds``, off the
   fault path), since a process tree is only found by walking every process of the host.
 - Each engine's root pid is noted in the agent's pod directory (``context.pods``), where the
-  ``kubernetes`` collector resolves it to a pod through its cgroup.
+  ``pod_resources`` collector resolves it to a pod through its cgroup.
 - psutil, NVML, the sysfs root and the state database are injected; a process vanishing mid-read is
   skipped, one engine failing does not hide the others.
 """
@@ -46,8 +46,8 @@ from watchdog.config.settings import EngineSettings, Settings
 from watchdog.engines.engine_args import engine_arg_samples, parse_engine_args
 from watchdog.infra.state import StateDB
 from watchdog.kmsg.pci import GpuRef, InitialisedNvml, sysfs_pci_address
-from watchdog.kubernetes.directory import PodDirectory
 from watchdog.model import Labels, Sample, cached_metric
+from watchdog.pods.directory import PodDirectory
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +382,7 @@ class ProcessCollector(Collector):
         out: list[Sample] = []
         for target in self.targets:
             out.extend(self._engine_samples(target, roots[target], gpu_processes, cpu_nodes, children))
-            if self.pods is not None:  # the kubernetes collector finds each engine's pod from its root's cgroup
+            if self.pods is not None:  # the pod_resources collector finds each engine's pod from its root's cgroup
                 root = roots[target]
                 self.pods.note_engine_pid(target.job, target.instance, None if root is None else int(root.pid))
         return out

@@ -120,6 +120,20 @@ class ProcessesSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class PodResourcesSettings:
+    """``pod_resources``: which pod holds which GPU and runs which engine (docs/pod-resources.md)."""
+
+    enabled: bool
+    required: bool
+    pod_labels: bool
+    socket: str
+    refresh_seconds: float
+    timeout_seconds: float
+    proc_root: str
+    container_logs_dir: str
+
+
+@dataclasses.dataclass(frozen=True)
 class EngineProcessSettings:
     """``engines[].process``: how to find an engine's process."""
 
@@ -384,20 +398,6 @@ class ExporterSettings:
     dcgm_compatible: bool
 
 
-@dataclasses.dataclass(frozen=True)
-class KubernetesSettings:
-    """``kubernetes``: which pod holds which GPU and runs which engine (docs/kubernetes.md)."""
-
-    enabled: bool
-    required: bool
-    pod_labels: bool
-    socket: str
-    refresh_seconds: float
-    timeout_seconds: float
-    proc_root: str
-    container_logs_dir: str
-
-
 # -- the whole file -----------------------------------------------------------------------------------
 
 
@@ -419,6 +419,7 @@ class Settings:
     collectors: CollectorsSettings
     kmsg: KmsgSettings
     processes: ProcessesSettings
+    pod_resources: PodResourcesSettings
     engines: tuple[EngineSettings, ...]
     slo: SloSettings
     forecast: ForecastSettings
@@ -426,7 +427,6 @@ class Settings:
     remediation: RemediationSettings
     runbooks: RunbooksSettings
     exporter: ExporterSettings
-    kubernetes: KubernetesSettings
 
 
 T = TypeVar("T")

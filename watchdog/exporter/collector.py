@@ -205,8 +205,8 @@ class StoreCollector(Collector):
         selection: ExportSelection | None = None,
         relabel: Callable[[list[Labels]], list[Labels]] | None = None,
     ) -> None:
-        """``relabel`` (the pod directory's :meth:`~watchdog.kubernetes.directory.PodDirectory.relabel_keys`
-        with ``kubernetes.pod_labels``) maps each scrape's label sets to the ones exported, returning the
+        """``relabel`` (the pod directory's :meth:`~watchdog.pods.directory.PodDirectory.relabel_keys`
+        with ``pod_resources.pod_labels``) maps each scrape's label sets to the ones exported, returning the
         same list object for the same input while nothing changed."""
         self.store = store
         self.relabel = relabel

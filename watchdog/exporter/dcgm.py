@@ -23,8 +23,8 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from watchdog.kubernetes.directory import PodDirectory
 from watchdog.model import Labels, Sample, is_stale, make_labels
+from watchdog.pods.directory import PodDirectory
 from watchdog.store import Store
 
 MIB = 1024.0 * 1024.0

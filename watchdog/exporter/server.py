@@ -50,8 +50,8 @@ from watchdog.exporter.security import load_security
 from watchdog.exporter.selection import ExportSelection
 from watchdog.infra import httpdeadline as deadlines
 from watchdog.infra.httpdeadline import DeadlineHandle
-from watchdog.kubernetes.directory import PodDirectory
 from watchdog.model import Labels, Sample, metric
+from watchdog.pods.directory import PodDirectory
 from watchdog.store import Store
 
 log = logging.getLogger(__name__)
@@ -406,7 +406,7 @@ def exporter_for_store(
     defaults): TLS, basic auth and cardinality caps; its own request and drop counters are exported too.
     Raises :class:`watchdog.exporter.access.ExporterConfigError` on a bad section. ``pods`` adds namespace,
     pod and container to the exported GPU and engine series while ``pod_labels()`` (the agent's
-    ``kubernetes.pod_labels``, so a reload applies) is true; ``exporter.dcgm_compatible`` adds the
+    ``pod_resources.pod_labels``, so a reload applies) is true; ``exporter.dcgm_compatible`` adds the
     ``DCGM_FI_*`` fields (``node`` is their ``Hostname``)."""
     prepared = prepare_exporter(section or section_settings(ExporterSettings, "exporter"), environ)
     limiter = SeriesLimiter(prepared.max_series_per_metric, prepared.max_series_per_job)

@@ -6,5 +6,5 @@ answer to GPUs), :mod:`.cgroup` (pod UID and container id from ``/proc/PID/cgrou
 :mod:`.containers` (container id to namespace, pod and container names from the kubelet's log
 directory, pure parsing), :mod:`.directory` (the current mapping, shared by the collector, the exporter
 and the alert path). The generated ``podresources_v1_pb2*`` modules come from ``podresources_v1.proto``
-beside them (docs/kubernetes.md says how to regenerate them).
+beside them (docs/pod-resources.md says how to regenerate them).
 """

@@ -1,7 +1,7 @@
 """The current pod of every GPU and engine, and the labels it adds to exported series and to alerts.
 
 Contract:
-- One :class:`PodDirectory` per agent. The ``kubernetes`` collector replaces its GPU holders and engine
+- One :class:`PodDirectory` per agent. The ``pod_resources`` collector replaces its GPU holders and engine
   pods at each refresh (:meth:`PodDirectory.update`); the engine-process collector notes each engine's
   root pid (:meth:`PodDirectory.note_engine_pid`) for the collector to resolve through its cgroup. Every
   method is thread-safe; readers see one refresh whole.
@@ -23,8 +23,8 @@ import dataclasses
 import threading
 from collections.abc import Iterable, Mapping
 
-from watchdog.kubernetes.podresources import PodRef
 from watchdog.model import Alert, Labels
+from watchdog.pods.podresources import PodRef
 
 POD_LABELS = ("namespace", "pod", "container")
 MAX_FROZEN_ALERTS = 10_000

@@ -3,7 +3,7 @@
 The kubelet links every container's log there as ``<pod>_<namespace>_<container>-<container id>.log``.
 Pod and namespace names are DNS names and container names DNS labels, none of which may hold ``_``,
 and the id is 64 hex digits, so the name splits without ambiguity. This is how the agent names the pod
-of an engine process found through its cgroup (:mod:`watchdog.kubernetes.cgroup`): PodResources
+of an engine process found through its cgroup (:mod:`watchdog.pods.cgroup`): PodResources
 answers carry no container ids.
 """
 
@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from watchdog.kubernetes.podresources import PodRef
+from watchdog.pods.podresources import PodRef
 
 _LOG_NAME = re.compile(r"^([^_/]+)_([^_/]+)_([^_/]+)-([0-9a-f]{64})\.log$")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from watchdog.kubernetes.cgroup import PodCgroup, parse_cgroup, parse_cgroup_path
+from watchdog.pods.cgroup import PodCgroup, parse_cgroup, parse_cgroup_path
 
 UID = "0d1b7e3c-5a2f-4c1e-9b8a-3f2e1d0c9b8a"
 UID_ = UID.replace("-", "_")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from watchdog.kubernetes.directory import AlertPodLabels, PodDirectory, holder_labels
-from watchdog.kubernetes.podresources import PodRef
 from watchdog.model import Alert, AlertState, metric
+from watchdog.pods.directory import AlertPodLabels, PodDirectory, holder_labels
+from watchdog.pods.podresources import PodRef
 
 GPU0, GPU1 = "GPU-0000", "GPU-1111"
 VLLM = PodRef("inference", "vllm-0", "engine")

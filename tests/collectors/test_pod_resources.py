@@ -1,4 +1,4 @@
-"""The kubernetes collector over gRPC to a kubelet-like server on a unix socket: pods that come and go,
+"""The pod_resources collector over gRPC to a kubelet-like server on a unix socket: pods that come and go,
 engines found through their cgroup, the quiet and failed outcomes, isolation by the runner."""
 
 from __future__ import annotations
@@ -10,18 +10,18 @@ import pytest
 from tests.support.kubelet import FakeKubelet, FakePod, kubelet_server
 from tests.support.settings import settings_of
 from watchdog.collectors.base import CollectorContext, CollectorRunner, NoData, self_metrics
-from watchdog.collectors.kubernetes import KubernetesCollector, kubernetes_collectors
-from watchdog.config.settings import KubernetesSettings, section_settings
+from watchdog.collectors.pod_resources import PodResourcesCollector, pod_resources_collectors
+from watchdog.config.settings import PodResourcesSettings, section_settings
 from watchdog.fakes.pynvml import FakeNvml
-from watchdog.kubernetes.directory import PodDirectory
 from watchdog.model import Sample, metric
+from watchdog.pods.directory import PodDirectory
 
 UID = "0d1b7e3c-5a2f-4c1e-9b8a-3f2e1d0c9b8a"
 CID = "4f3c2b1a" * 8
 
 
-def settings(tmp_path: Path, **overrides: object) -> KubernetesSettings:
-    return section_settings(KubernetesSettings, "kubernetes", {
+def settings(tmp_path: Path, **overrides: object) -> PodResourcesSettings:
+    return section_settings(PodResourcesSettings, "pod_resources", {
         "socket": str(tmp_path / "kubelet.sock"), "proc_root": str(tmp_path / "proc"),
         "container_logs_dir": str(tmp_path / "containers"), **overrides})
 
@@ -46,7 +46,7 @@ def test_pods_that_come_and_go(tmp_path: Path, nvml: FakeNvml) -> None:
     kubelet = FakeKubelet([FakePod("inference", "vllm-0", {"engine": {"nvidia.com/gpu": gpu[:2]}})],
                           allocatable={"nvidia.com/gpu": gpu})
     with kubelet_server(tmp_path / "kubelet.sock", kubelet):
-        collector = KubernetesCollector(settings(tmp_path), pods, nvml=nvml)
+        collector = PodResourcesCollector(settings(tmp_path), pods, nvml=nvml)
         first = collector.collect()
         info = sorted((d["gpu"], d["pod"], d["container"]) for d in by_name(first, "watchdog_gpu_pod_info"))
         assert info == [("0", "vllm-0", "engine"), ("1", "vllm-0", "engine")]
@@ -81,7 +81,7 @@ def test_engine_pod_through_its_cgroup(tmp_path: Path) -> None:
     pods.note_engine_pid("sglang", "127.0.0.1:30000", 4343)
     pods.note_engine_pid("gone", "127.0.0.1:1", 999999)
     with kubelet_server(tmp_path / "kubelet.sock", FakeKubelet([], allocatable=None)):
-        samples = KubernetesCollector(settings(tmp_path), pods).collect()
+        samples = PodResourcesCollector(settings(tmp_path), pods).collect()
     assert by_name(samples, "watchdog_engine_pod_info") == [dict(metric(
         "watchdog_engine_pod_info", job="vllm", instance="127.0.0.1:8000", namespace="inference", pod="vllm-0",
         container="engine", pod_uid=UID))]
@@ -94,8 +94,8 @@ def test_no_socket_is_quiet_unless_required(tmp_path: Path) -> None:
     pods = PodDirectory()
     pods.update({"GPU-x": []}, {})
     with pytest.raises(NoData):
-        KubernetesCollector(settings(tmp_path), pods).collect()
-    runner = CollectorRunner([KubernetesCollector(settings(tmp_path, required=True, timeout_seconds=0.5), pods)])
+        PodResourcesCollector(settings(tmp_path), pods).collect()
+    runner = CollectorRunner([PodResourcesCollector(settings(tmp_path, required=True, timeout_seconds=0.5), pods)])
     [result] = runner.run_once()
     runner.close()
     assert not result.success and "UNAVAILABLE" in result.error
@@ -107,7 +107,7 @@ def test_failure_empties_the_directory_and_recovers(tmp_path: Path, nvml: FakeNv
     gpu = uuids(nvml)
     pods = PodDirectory()
     kubelet = FakeKubelet([FakePod("inference", "vllm-0", {"engine": {"nvidia.com/gpu": [gpu[0]]}})])
-    collector = KubernetesCollector(settings(tmp_path, required=True, timeout_seconds=0.5), pods, nvml=nvml)
+    collector = PodResourcesCollector(settings(tmp_path, required=True, timeout_seconds=0.5), pods, nvml=nvml)
     runner = CollectorRunner([collector])
     with kubelet_server(tmp_path / "kubelet.sock", kubelet):
         [ok] = runner.run_once(now=100.0)
@@ -124,9 +124,9 @@ def test_failure_empties_the_directory_and_recovers(tmp_path: Path, nvml: FakeNv
 def test_factory_is_registered_and_honours_enabled(tmp_path: Path) -> None:
     from watchdog.collectors.registry import FACTORIES
 
-    assert FACTORIES["kubernetes"] is kubernetes_collectors
-    on = settings_of({"kubernetes": {"socket": str(tmp_path / "k.sock")}})
-    assert [c.name for c in kubernetes_collectors(on, CollectorContext(pods=PodDirectory()))] == ["kubernetes"]
-    off = settings_of({"kubernetes": {"enabled": False}})
-    assert kubernetes_collectors(off, CollectorContext(pods=PodDirectory())) == []
-    assert on.kubernetes.pod_labels is False and on.kubernetes.refresh_seconds == 10
+    assert FACTORIES["pod_resources"] is pod_resources_collectors
+    on = settings_of({"pod_resources": {"socket": str(tmp_path / "k.sock")}})
+    assert [c.name for c in pod_resources_collectors(on, CollectorContext(pods=PodDirectory()))] == ["pod_resources"]
+    off = settings_of({"pod_resources": {"enabled": False}})
+    assert pod_resources_collectors(off, CollectorContext(pods=PodDirectory())) == []
+    assert on.pod_resources.pod_labels is False and on.pod_resources.refresh_seconds == 10

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from watchdog.kubernetes.containers import container_index, parse_container_log_name, read_container_index
-from watchdog.kubernetes.podresources import PodRef
+from watchdog.pods.containers import container_index, parse_container_log_name, read_container_index
+from watchdog.pods.podresources import PodRef
 
 CID = "ab12" * 16
 

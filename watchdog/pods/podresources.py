@@ -127,8 +127,8 @@ def _grpc() -> tuple[Any, Any, Any]:
     try:
         import grpc
 
-        from watchdog.kubernetes import podresources_v1_pb2 as messages
-        from watchdog.kubernetes import podresources_v1_pb2_grpc as stubs
+        from watchdog.pods import podresources_v1_pb2 as messages
+        from watchdog.pods import podresources_v1_pb2_grpc as stubs
     except ImportError as exc:
         raise PodResourcesUnavailable(
             f"reading the kubelet's PodResources API needs grpcio and protobuf ({exc}); "

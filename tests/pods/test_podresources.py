@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.kubelet import FakeKubelet, FakePod, kubelet_server
-from watchdog.kubernetes.podresources import (
+from watchdog.pods.podresources import (
     GpuHolding,
     PodRef,
     PodResourcesClient,
@@ -91,11 +91,11 @@ def test_absent_socket_is_an_error_naming_it(tmp_path: Path) -> None:
 
 def test_committed_stubs_match_the_proto(tmp_path: Path) -> None:
     """The generated modules are committed: regenerating them from the .proto changes nothing."""
-    proto = "watchdog/kubernetes/podresources_v1.proto"
+    proto = "watchdog/pods/podresources_v1.proto"
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", str(REPO), f"--python_out={tmp_path}",
                     f"--grpc_python_out={tmp_path}", f"--pyi_out={tmp_path}", str(REPO / proto)], check=True)
     for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py"):
-        name = f"watchdog/kubernetes/podresources_v1{suffix}"
+        name = f"watchdog/pods/podresources_v1{suffix}"
         assert (tmp_path / name).read_text() == (REPO / name).read_text(), f"{name} is stale: regenerate it"
 
 

@@ -49,7 +49,7 @@ def world(tmp_path: Path) -> Iterator[tuple[Agent, FakeNvml, list[str], list[flo
         "rules": {"paths": [str(REPO / "rules" / "gpu.yaml")]},
         "collectors": {"host": {"enabled": False}}, "kmsg": {"enabled": False},
         "notifiers": {"log": {"enabled": False}},
-        "kubernetes": {"socket": str(sock), "required": True, "pod_labels": True, "refresh_seconds": 1},
+        "pod_resources": {"socket": str(sock), "required": True, "pod_labels": True, "refresh_seconds": 1},
         "exporter": {"dcgm_compatible": True}}))
     kubelet = FakeKubelet([FakePod("inference", "vllm-llama-0", {"engine": {"nvidia.com/gpu": uuids[2:4]}}),
                            FakePod("team-a", "notebook-1", {"jupyter": {"nvidia.com/gpu": [f"{uuids[5]}::0"]}}),

@@ -1,12 +1,12 @@
 """Which pod holds which GPU and runs which engine: the kubelet's PodResources API and engine cgroups.
 
 Contract:
-- Every ``kubernetes.refresh_seconds`` (tick time; ``interval_seconds``), with the engine scrapes
+- Every ``pod_resources.refresh_seconds`` (tick time; ``interval_seconds``), with the engine scrapes
   (``background``: off the fault path), it calls ``List`` and, where the
-  kubelet has it, ``GetAllocatableResources`` on ``kubernetes.socket``, maps GPU and MIG devices to
-  their containers (:mod:`watchdog.kubernetes.podresources`), resolves each engine's root process (noted
+  kubelet has it, ``GetAllocatableResources`` on ``pod_resources.socket``, maps GPU and MIG devices to
+  their containers (:mod:`watchdog.pods.podresources`), resolves each engine's root process (noted
   by the ``processes`` collector) to its pod through ``<proc_root>/<pid>/cgroup`` and the kubelet's
-  ``container_logs_dir``, and replaces the agent's :class:`~watchdog.kubernetes.directory.PodDirectory`.
+  ``container_logs_dir``, and replaces the agent's :class:`~watchdog.pods.directory.PodDirectory`.
 - Series: ``watchdog_gpu_pod_info{gpu,uuid,device,resource,namespace,pod,container} 1`` per device held
   by a container (``gpu`` the NVML index as last answered, so a lost GPU keeps it; absent when NVML
   never knew the UUID: a MIG device whose parent is unknown),
@@ -14,8 +14,8 @@ Contract:
   ``watchdog_kubernetes_gpu_devices{resource,state}`` (``allocatable`` when the kubelet reports it,
   ``allocated``).
 - Where the socket does not exist (not on Kubernetes) it is quiet (:class:`NoData`), unless
-  ``kubernetes.required`` makes that a failure. A failed call (kubelet down, refused)
-  fails the collector (``watchdog_collector_success{collector="kubernetes"} 0``) and empties the
+  ``pod_resources.required`` makes that a failure. A failed call (kubelet down, refused)
+  fails the collector (``watchdog_collector_success{collector="pod_resources"} 0``) and empties the
   directory: a pod that is not known now labels nothing (stale is unknown), the other collectors go on.
   A kubelet without ``GetAllocatableResources`` (before 1.21) is not a failure: the allocatable
   count is left out.
@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from watchdog.collectors.base import Collector, CollectorContext, NoData
-from watchdog.config.settings import KubernetesSettings, Settings
+from watchdog.config.settings import PodResourcesSettings, Settings
 from watchdog.kmsg.pci import InitialisedNvml
-from watchdog.kubernetes.cgroup import parse_cgroup
-from watchdog.kubernetes.containers import read_container_index
-from watchdog.kubernetes.directory import PodDirectory
-from watchdog.kubernetes.podresources import (
+from watchdog.model import Sample, metric
+from watchdog.pods.cgroup import parse_cgroup
+from watchdog.pods.containers import read_container_index
+from watchdog.pods.directory import PodDirectory
+from watchdog.pods.podresources import (
     MIG_RESOURCE_PREFIX,
     GpuHolding,
     PodRef,
@@ -43,20 +44,19 @@ from watchdog.kubernetes.podresources import (
     gpu_holders,
     gpu_holdings,
 )
-from watchdog.model import Sample, metric
 
 log = logging.getLogger(__name__)
 
 
-class KubernetesCollector(Collector):
+class PodResourcesCollector(Collector):
     """PodResources and engine cgroups into the pod directory and its info series (module docstring)."""
 
-    name = "kubernetes"
+    name = "pod_resources"
     # Off the fault path, with the engine scrapes: a kubelet that stops answering holds this collector up
     # to its timeout, never the tick that pages about a lost GPU (collectors.base).
     background = True
 
-    def __init__(self, settings: KubernetesSettings, directory: PodDirectory, *, nvml: Any = None,
+    def __init__(self, settings: PodResourcesSettings, directory: PodDirectory, *, nvml: Any = None,
                  client: PodResourcesClient | None = None) -> None:
         self.settings = settings
         self.directory = directory
@@ -171,10 +171,10 @@ class KubernetesCollector(Collector):
         self.client.close()
 
 
-def kubernetes_collectors(settings: Settings, context: CollectorContext) -> list[Collector]:
-    """The ``kubernetes`` collector when ``kubernetes.enabled`` and the context has a pod directory to fill
+def pod_resources_collectors(settings: Settings, context: CollectorContext) -> list[Collector]:
+    """The ``pod_resources`` collector when ``pod_resources.enabled`` and the context has a pod directory to fill
     (the agent's)."""
-    section = settings.kubernetes
+    section = settings.pod_resources
     if not section.enabled or context.pods is None:
         return []
-    return [KubernetesCollector(section, context.pods, nvml=context.nvml)]
+    return [PodResourcesCollector(section, context.pods, nvml=context.nvml)]
