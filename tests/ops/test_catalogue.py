@@ -10,7 +10,7 @@ and every catalogue entry must have been exported. With the default config, neit
 series nor Prometheus' per-target ``up``/``scrape_*`` are exported.
 
 It runs in two modes. ``default``: the config's defaults, where the entries of the optional modes
-(``source: dcgm``, ``source: kubernetes``) must not be exported. ``kubernetes-dcgm``: a kubelet-like
+(``source: dcgm``, ``source: pod_resources``) must not be exported. ``kubernetes-dcgm``: a kubelet-like
 PodResources server gives GPUs to pods and the engines run in pod cgroups, ``pod_resources.pod_labels`` and
 ``exporter.dcgm_compatible`` are on, and every entry must be exported; series with ``uuid`` or ``job``
 may then carry ``namespace``, ``pod`` and ``container`` as well.
@@ -47,7 +47,7 @@ SIM_START = 1_800_000_000.0
 ENGINE_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "engine_logs"
 TICKS = 75
 AGENT_OWNED = re.compile(r"^(watchdog_.*|ALERTS|ALERTS_FOR_STATE|DCGM_FI_.*)$")
-OPTIONAL_MODE_SOURCES = {"dcgm", "kubernetes"}  # catalogue entries exported only in the kubernetes-dcgm mode
+OPTIONAL_MODE_SOURCES = {"dcgm", "pod_resources"}  # catalogue entries exported only in the kubernetes-dcgm mode
 POD_LABELS = {"namespace", "pod", "container"}
 NOT_EXPORTED = re.compile(r"^(up|scrape_.*|vllm:.*|sglang:.*)$")
 # Labels every series of a family may carry beyond those the catalogue lists (alert labels on ALERTS).
