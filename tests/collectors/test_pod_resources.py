@@ -130,3 +130,44 @@ def test_factory_is_registered_and_honours_enabled(tmp_path: Path) -> None:
     off = settings_of({"pod_resources": {"enabled": False}})
     assert pod_resources_collectors(off, CollectorContext(pods=PodDirectory())) == []
     assert on.pod_resources.pod_labels is False and on.pod_resources.refresh_seconds == 10
+
+
+class MigNvml:
+    """The fake NVML with MIG slots on GPU 0 (two MIG devices), which the fake itself does not model."""
+
+    def __init__(self, nvml: FakeNvml, migs: list[str]) -> None:
+        self._nvml = nvml
+        self._migs = migs
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._nvml, name)
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: object) -> int:
+        return 7 if self._nvml.nvmlDeviceGetIndex(handle) == 0 else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: object, slot: int) -> str:
+        if slot >= len(self._migs):
+            raise self._nvml.NVMLError(self._nvml.NVML_ERROR_NOT_FOUND)
+        return f"mig-handle-{slot}"
+
+    def nvmlDeviceGetUUID(self, handle: object) -> str:
+        if isinstance(handle, str):
+            return self._migs[int(handle.rsplit("-", 1)[1])]
+        return str(self._nvml.nvmlDeviceGetUUID(handle))
+
+
+def test_mig_devices_are_attributed_to_their_parent_gpu_through_nvml(tmp_path: Path, nvml: FakeNvml) -> None:
+    gpu = uuids(nvml)
+    migs = ["MIG-aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa", "MIG-bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb"]
+    orphan = "MIG-cccccccc-0000-0000-0000-000000000000"  # on no GPU NVML reports
+    pods = PodDirectory()
+    kubelet = FakeKubelet([FakePod("a", "slice-0", {"m": {"nvidia.com/mig-3g.40gb": [migs[0]]}}),
+                           FakePod("b", "slice-1", {"m": {"nvidia.com/mig-3g.40gb": [migs[1]]}}),
+                           FakePod("c", "orphan", {"m": {"nvidia.com/mig-1g.10gb": [orphan]}})])
+    with kubelet_server(tmp_path / "kubelet.sock", kubelet):
+        samples = PodResourcesCollector(settings(tmp_path), pods, nvml=MigNvml(nvml, migs)).collect()
+    info = {d["pod"]: d for d in by_name(samples, "watchdog_gpu_pod_info")}
+    assert (info["slice-0"]["gpu"], info["slice-0"]["uuid"], info["slice-0"]["device"]) == ("0", gpu[0], migs[0])
+    assert (info["slice-1"]["gpu"], info["slice-1"]["uuid"]) == ("0", gpu[0])
+    assert "gpu" not in info["orphan"] and info["orphan"]["uuid"] == orphan
+    assert pods.labels_for({"uuid": gpu[0]}) == {"namespace": "a,b", "pod": "slice-0,slice-1", "container": "m"}
