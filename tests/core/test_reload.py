@@ -92,6 +92,8 @@ SECTIONS: list[tuple[str, Callable[[Node], Callable[[dict[str, Any]], None]], Ca
     ("processes", lambda n: lambda doc: (_set("engines", [{"job": "v", "url": "http://127.0.0.1:9/m"}])(doc),
                                          _set("processes.enabled", False)(doc)),
      lambda n: "engine:v" in n.collectors() and "processes" not in n.collectors()),
+    ("pod_resources", lambda n: _set("pod_resources", {"enabled": False, "pod_labels": True}),
+     lambda n: "pod_resources" not in n.collectors() and n.agent.settings.pod_resources.pod_labels),
     ("slo", lambda n: lambda doc: (_set("engines", [{"job": "v", "url": "http://127.0.0.1:9/m"}])(doc),
                                    _set("slo.ttft_seconds", 1.0)(doc)),
      lambda n: "engine-slo" in [g.name for g in n.agent.rule_engine.ruleset.groups]),

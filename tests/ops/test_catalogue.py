@@ -8,10 +8,17 @@ log notifier; then its real exporter is scraped over HTTP. Every exported ``watc
 ``ALERTS``, ``ALERTS_FOR_STATE``) must be in ``watchdog/exporter/catalogue.yaml`` with the labels it lists,
 and every catalogue entry must have been exported. With the default config, neither the engines' own
 series nor Prometheus' per-target ``up``/``scrape_*`` are exported.
+
+It runs in two modes. ``default``: the config's defaults, where the entries of the optional modes
+(``source: dcgm``, ``source: pod_resources``) must not be exported. ``kubernetes-dcgm``: a kubelet-like
+PodResources server gives GPUs to pods and the engines run in pod cgroups, ``pod_resources.pod_labels`` and
+``exporter.dcgm_compatible`` are on, and every entry must be exported; series with ``uuid`` or ``job``
+may then carry ``namespace``, ``pod`` and ``container`` as well.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -21,6 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.kubelet import FakeKubelet, FakePod, kubelet_server
 from tests.support.openai import openai_server
 from tests.support.sysfs import make_sysfs
 from watchdog.agent import Agent
@@ -31,13 +39,16 @@ from watchdog.demo.gpu_driver import GpuSimulator
 from watchdog.demo.runner import demo_config, start_engines, stop_engines
 from watchdog.demo.scenario import load_scenario
 from watchdog.exporter.catalogue import load_catalogue
+from watchdog.pods.directory import PodDirectory
 
 from .conftest import http_get
 
 SIM_START = 1_800_000_000.0
 ENGINE_LOGS = Path(__file__).resolve().parents[1] / "fixtures" / "engine_logs"
 TICKS = 75
-AGENT_OWNED = re.compile(r"^(watchdog_.*|ALERTS|ALERTS_FOR_STATE)$")
+AGENT_OWNED = re.compile(r"^(watchdog_.*|ALERTS|ALERTS_FOR_STATE|DCGM_FI_.*)$")
+OPTIONAL_MODE_SOURCES = {"dcgm", "pod_resources"}  # catalogue entries exported only in the kubernetes-dcgm mode
+POD_LABELS = {"namespace", "pod", "container"}
 NOT_EXPORTED = re.compile(r"^(up|scrape_.*|vllm:.*|sglang:.*)$")
 # Labels every series of a family may carry beyond those the catalogue lists (alert labels on ALERTS).
 OPEN_LABEL_SETS = {"ALERTS", "ALERTS_FOR_STATE"}
@@ -109,9 +120,33 @@ def _parse_exposition(text: str) -> Iterator[tuple[str, dict[str, str]]]:
         yield name, dict(pattern.findall(rest))
 
 
+def _pod_cgroups(proc: Path, containers: Path, pods: PodDirectory) -> Callable[[float], None]:
+    """A before-tick hook: each engine root the agent noted runs in a pod's cgroup, named in the kubelet's
+    container log directory (what a node with the engines in pods shows)."""
+    def hook(now: float) -> None:
+        for (job, _), pid in pods.engine_pids().items():
+            container_id = f"{pid:064x}"
+            (proc / str(pid)).mkdir(parents=True, exist_ok=True)
+            (proc / str(pid) / "cgroup").write_text(
+                f"0::/kubepods.slice/kubepods-pod{pid:032x}.slice/cri-containerd-{container_id}.scope\n")
+            (containers / f"{job}-0_inference_engine-{container_id}.log").touch()
+    return hook
+
+
+@pytest.fixture(scope="module", params=["default", "kubernetes-dcgm"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozenset[str]]]:
-    """Run the pipeline once; every exported agent-owned name with the label-name sets seen."""
+def exported(tmp_path_factory: pytest.TempPathFactory, mode: str) -> dict[str, set[frozenset[str]]]:
+    """Run the pipeline once per mode; every exported agent-owned name with the label-name sets seen."""
+    with contextlib.ExitStack() as stack:
+        return _run_pipeline(tmp_path_factory, mode, stack)
+
+
+def _run_pipeline(tmp_path_factory: pytest.TempPathFactory, mode: str,
+                  stack: contextlib.ExitStack) -> dict[str, set[frozenset[str]]]:
     base = tmp_path_factory.mktemp("catalogue")
     scenario_path = base / "scenario.yaml"
     scenario_path.write_text(yaml.safe_dump(SCENARIO))
@@ -131,10 +166,28 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
     try:
         gpus = GpuSimulator(scenario, kmsg, SIM_START, engine_pids={e.job: e.process.pid for e in engines})
         sysfs, modules, _ = make_sysfs(base, gpus=8, loaded=True, installed=True)
+        extra: dict[str, object] = {}
+        if mode == "kubernetes-dcgm":
+            # Hopper reports no NVLink data-CRC counter; GPU 1 reports one here (as an Ampere board does), so
+            # DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL has a source series.
+            gpus.nvml.set_supported("nvlink_crc_data", True, gpu=1)
+            gpus.nvml.nvmlInit()
+            uuids = [gpus.nvml.nvmlDeviceGetUUID(gpus.nvml.nvmlDeviceGetHandleByIndex(i)) for i in range(8)]
+            kubelet = FakeKubelet([FakePod("inference", "vllm-busy-0", {"engine": {"nvidia.com/gpu": uuids[:4]}}),
+                                   FakePod("inference", "vllm-flappy-0", {"engine": {"nvidia.com/gpu": uuids[4:]}})],
+                                  allocatable={"nvidia.com/gpu": uuids})
+            stack.enter_context(kubelet_server(base / "kubelet.sock", kubelet))
+            (base / "proc").mkdir()
+            (base / "containers").mkdir()
+            extra = {"pod_resources": {"socket": str(base / "kubelet.sock"), "required": True, "pod_labels": True,
+                                    "refresh_seconds": 1, "proc_root": str(base / "proc"),
+                                    "container_logs_dir": str(base / "containers")},
+                     "exporter": {"dcgm_compatible": True}}
         config = demo_config(scenario, engines, base, "127.0.0.1:0", host_collector=True, extra={
             "remediation": {"diagnostics": {"simulated": False}},  # run them: their self-metrics count
             # A fixture PCI bus; one GPU vanished (9 expected): a health problem.
-            "collectors": {"nvml": {"sysfs_root": str(sysfs), "modules_root": str(modules), "expected_gpus": 9}}})
+            "collectors": {"nvml": {"sysfs_root": str(sysfs), "modules_root": str(modules), "expected_gpus": 9}},
+            **extra})
         config = replace(config, rules=replace(config.rules, paths=(*config.rules.paths, str(rules_path))))
         engine_log = base / "engine.log"
         engine_log.touch()
@@ -145,6 +198,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[frozense
         agent = Agent(config, clock=lambda: now[0], background_scrapes=False,
                       context=CollectorContext(nvml=gpus.nvml))
         agent.before_tick.append(gpus.advance)
+        if mode == "kubernetes-dcgm":
+            agent.before_tick.append(_pod_cgroups(base / "proc", base / "containers", agent.pods))
         agent.before_tick.append(_fail_once(at=SIM_START + 12))
         for step in range(TICKS):
             now[0] = SIM_START + step
@@ -186,7 +241,7 @@ def test_every_exported_series_is_catalogued(exported: dict[str, set[frozenset[s
     assert not missing, f"exported but not in catalogue.yaml: {missing}"
 
 
-def test_exported_labels_match_the_catalogue(exported: dict[str, set[frozenset[str]]]) -> None:
+def test_exported_labels_match_the_catalogue(exported: dict[str, set[frozenset[str]]], mode: str) -> None:
     catalogue = load_catalogue()
     optional = _optional_labels()
     wrong: list[str] = []
@@ -197,6 +252,8 @@ def test_exported_labels_match_the_catalogue(exported: dict[str, set[frozenset[s
         listed = set(spec.labels)
         for labels in label_sets:
             extra = set(labels) - listed - optional.get(name, set())
+            if mode == "kubernetes-dcgm" and ({"uuid", "job"} & set(labels)):
+                extra -= POD_LABELS  # pod_resources.pod_labels: the pod of the GPU or engine
             if extra and name not in OPEN_LABEL_SETS:
                 wrong.append(f"{name}: labels {sorted(extra)} not listed")
             if not listed <= set(labels) and name not in OPEN_LABEL_SETS:
@@ -209,9 +266,29 @@ def test_engine_and_prometheus_scrape_series_are_not_exported(exported: dict[str
     assert not sorted(name for name in exported if NOT_EXPORTED.match(name))
 
 
-def test_every_catalogue_entry_is_exported(exported: dict[str, set[frozenset[str]]]) -> None:
-    never = sorted(set(load_catalogue()) - set(exported))
-    assert not never, f"in catalogue.yaml but never exported by this pipeline: {never}"
+def test_every_catalogue_entry_is_exported(exported: dict[str, set[frozenset[str]]], mode: str) -> None:
+    sources = _sources()
+    expected = {name for name in load_catalogue()
+                if mode == "kubernetes-dcgm" or sources.get(name) not in OPTIONAL_MODE_SOURCES}
+    never = sorted(expected - set(exported))
+    assert not never, f"in catalogue.yaml but never exported by this pipeline ({mode}): {never}"
+    if mode == "default":
+        optional = sorted(name for name in exported if sources.get(name) in OPTIONAL_MODE_SOURCES)
+        assert not optional, f"exported although their mode is off: {optional}"
+
+
+def test_pod_labels_reach_gpu_and_engine_series(exported: dict[str, set[frozenset[str]]], mode: str) -> None:
+    with_pods = {name for name, label_sets in exported.items() if any(labels >= POD_LABELS for labels in label_sets)}
+    if mode == "default":
+        assert not with_pods
+    else:
+        assert {"watchdog_gpu_temperature_celsius", "watchdog_engine_process_up", "DCGM_FI_DEV_GPU_UTIL",
+                "watchdog_engine_up"} <= with_pods
+
+
+def _sources() -> dict[str, str]:
+    text = (resources.files("watchdog.exporter") / "catalogue.yaml").read_text(encoding="utf-8")
+    return {entry["name"]: entry.get("source", "") for entry in yaml.safe_load(text)}
 
 
 def test_catalogue_entries_are_well_formed() -> None:

@@ -47,6 +47,7 @@ from watchdog.kube.node import build_node_signaller, kube_node_name
 from watchdog.model import Alert, AlertState, Sample
 from watchdog.notify.decisions.incidents import incident_causes
 from watchdog.notify.dispatcher import dispatcher_for
+from watchdog.pods.directory import AlertPodLabels, PodDirectory
 from watchdog.rules.lanes import Lane
 from watchdog.rules.queries import engine_gpus_in
 from watchdog.rules.state_store import RuleStateStore
@@ -83,7 +84,11 @@ class Agent:
         self.store = build_store(settings)
         self.db = db if db is not None else StateDB.in_dir(settings.state_dir)
         given = context or CollectorContext()
-        self.context = dataclasses.replace(given, state_db=given.state_db or self.db, clock=given.clock or clock)
+        self.pods = given.pods or PodDirectory()
+        """Which pod holds each GPU and runs each engine (the pod_resources collector fills it)."""
+        self.context = dataclasses.replace(given, state_db=given.state_db or self.db, clock=given.clock or clock,
+                                           pods=self.pods)
+        self.pod_alert_labels = AlertPodLabels(self.pods)
         self.rule_state = RuleStateStore(self.db)
         self.gpu_flags = GpuFlagStore(self.db, self.context.boot_id or read_boot_id())
         self.gpu_flags.clear_rebooted(int(clock() * 1000))
@@ -178,6 +183,8 @@ class Agent:
     def _deliver(self, alerts: list[Alert], now_ms: int) -> list[Alert]:
         """Runbook links, runbooks, incident grouping and the notifier for ``alerts``; returns them linked."""
         alerts = self._stage("runbook_urls", lambda: self.links.link(alerts), alerts)
+        if self.settings.pod_resources.pod_labels:
+            alerts = self._stage("pod_labels", lambda: self.pod_alert_labels.label(alerts), alerts)
         if not self._reconciled:
             self._reconciled = True
             self._stage("reconcile", lambda: self.dispatcher.reconcile_on_start(alerts))

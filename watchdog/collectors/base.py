@@ -56,6 +56,7 @@ from typing import Any
 from watchdog.infra.state import StateDB
 from watchdog.infra.workers import DaemonPool
 from watchdog.model import Sample, cached_metric
+from watchdog.pods.directory import PodDirectory
 from watchdog.store import COLLECTOR_SOURCE_PREFIX, LabelValuesExceeded, SeriesQuotaExceeded, Store
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,7 @@ class CollectorContext:
     psutil: Any = None  # a psutil-compatible module
     sysfs_root: str | None = None  # replaces processes.sysfs_root (tests point it at a fixture tree)
     boot_id: str | None = None  # replaces the kernel's boot id (tests)
+    pods: PodDirectory | None = None  # the agent's pod mapping: the pod_resources collector fills it
 
     def db_for(self, state_dir: str) -> StateDB:
         """The shared state database, else one opened in ``state_dir``."""

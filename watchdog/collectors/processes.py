@@ -22,6 +22,8 @@ Contract:
   engine's are read again; an unreadable environment reads as empty.
 - Collected with the engine scrapes (``background``: every ``engine_scrape_interval_seconds``, off the
   fault path), since a process tree is only found by walking every process of the host.
+- Each engine's root pid is noted in the agent's pod directory (``context.pods``), where the
+  ``pod_resources`` collector resolves it to a pod through its cgroup.
 - psutil, NVML, the sysfs root and the state database are injected; a process vanishing mid-read is
   skipped, one engine failing does not hide the others.
 """
@@ -45,6 +47,7 @@ from watchdog.engines.engine_args import engine_arg_samples, parse_engine_args
 from watchdog.infra.state import StateDB
 from watchdog.kmsg.pci import GpuRef, InitialisedNvml, sysfs_pci_address
 from watchdog.model import Labels, Sample, cached_metric
+from watchdog.pods.directory import PodDirectory
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +156,7 @@ class ProcessCollector(Collector):
         self_pid: int | None = None,
         timeout_seconds: float = 5.0,
         name: str = "processes",
+        pods: PodDirectory | None = None,
     ) -> None:
         if ps is None:
             import psutil
@@ -166,6 +170,7 @@ class ProcessCollector(Collector):
         self.nvml = nvml
         self.sysfs_root = Path(sysfs_root)
         self.self_pid = os.getpid() if self_pid is None else self_pid
+        self.pods = pods
         self._nvml = InitialisedNvml(nvml)
         self._nvml_last_error = ""
         self._roots: dict[tuple[str, str], tuple[int, float, int]] = {}
@@ -377,6 +382,9 @@ class ProcessCollector(Collector):
         out: list[Sample] = []
         for target in self.targets:
             out.extend(self._engine_samples(target, roots[target], gpu_processes, cpu_nodes, children))
+            if self.pods is not None:  # the pod_resources collector finds each engine's pod from its root's cgroup
+                root = roots[target]
+                self.pods.note_engine_pid(target.job, target.instance, None if root is None else int(root.pid))
         return out
 
     def _engine_samples(self, target: EngineTarget, root: Any | None,
@@ -473,5 +481,5 @@ def process_collectors(settings: Settings, context: CollectorContext) -> list[An
     return [ProcessCollector(
         engine_targets(settings.engines), context.db_for(settings.state_dir), ps=context.psutil,
         nvml=context.nvml, sysfs_root=context.sysfs_root or section.sysfs_root,
-        timeout_seconds=section.timeout_seconds,
+        timeout_seconds=section.timeout_seconds, pods=context.pods,
     )]

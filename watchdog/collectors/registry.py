@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable
 
-from watchdog.collectors import engine_logs, engines, gpu_presence, host, kmsg, nvml, probe, processes
+from watchdog.collectors import engine_logs, engines, gpu_presence, host, kmsg, nvml, pod_resources, probe, processes
 from watchdog.collectors.base import Collector, CollectorContext, NoData
 from watchdog.config.settings import Settings
 
@@ -25,6 +25,7 @@ FACTORIES: dict[str, Factory] = {
     "host": host.host_collectors,
     "kmsg": kmsg.kmsg_collectors,
     "nvml": nvml.nvml_collectors,
+    "pod_resources": pod_resources.pod_resources_collectors,
     "probes": probe.probe_collectors,
     "processes": processes.process_collectors,
 }

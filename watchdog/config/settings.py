@@ -120,6 +120,20 @@ class ProcessesSettings:
 
 
 @dataclasses.dataclass(frozen=True)
+class PodResourcesSettings:
+    """``pod_resources``: which pod holds which GPU and runs which engine (docs/pod-resources.md)."""
+
+    enabled: bool
+    required: bool
+    pod_labels: bool
+    socket: str
+    refresh_seconds: float
+    timeout_seconds: float
+    proc_root: str
+    container_logs_dir: str
+
+
+@dataclasses.dataclass(frozen=True)
 class EngineProcessSettings:
     """``engines[].process``: how to find an engine's process."""
 
@@ -382,6 +396,7 @@ class ExporterSettings:
     max_series_per_metric: int
     max_series_per_job: int
     pass_through_engine_series: bool
+    dcgm_compatible: bool
 
 
 # -- kubernetes ---------------------------------------------------------------------------------------
@@ -431,6 +446,7 @@ class Settings:
     collectors: CollectorsSettings
     kmsg: KmsgSettings
     processes: ProcessesSettings
+    pod_resources: PodResourcesSettings
     engines: tuple[EngineSettings, ...]
     slo: SloSettings
     forecast: ForecastSettings

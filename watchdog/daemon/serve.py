@@ -56,7 +56,9 @@ def build_exporter(agent: Agent, listen: str) -> ExporterServer:
     """An exporter serving the agent's store and self-metrics on ``listen`` (TLS, auth and caps from the
     config's ``exporter`` section; raises ExporterConfigError when that section is unusable)."""
     exporter = exporter_for_store(agent.store, listen, ready=lambda: agent.ready and agent.watching(),
-                                  section=agent.settings.exporter, clock=agent.clock)
+                                  section=agent.settings.exporter, clock=agent.clock,
+                                  pods=agent.pods, pod_labels=lambda: agent.settings.pod_resources.pod_labels,
+                                  node=agent.node)
     exporter.api = QueryAPI(agent.store, engine=lambda: agent.rule_engine, clock=agent.clock,
                             subquery_step_ms=round(agent.settings.tick_interval_seconds * 1000),
                             sample_limit=agent.settings.rules.max_samples,

@@ -203,8 +203,13 @@ class StoreCollector(Collector):
         lookback_ms: int = 300_000,
         limiter: SeriesLimiter | None = None,
         selection: ExportSelection | None = None,
+        relabel: Callable[[list[Labels]], list[Labels]] | None = None,
     ) -> None:
+        """``relabel`` (the pod directory's :meth:`~watchdog.pods.directory.PodDirectory.relabel_keys`
+        with ``pod_resources.pod_labels``) maps each scrape's label sets to the ones exported, returning the
+        same list object for the same input while nothing changed."""
         self.store = store
+        self.relabel = relabel
         self.providers = list(providers)
         self.clock = clock
         self.lookback_ms = lookback_ms
@@ -258,7 +263,7 @@ class StoreCollector(Collector):
             values.extend([0.0] * (len(plan.keys) - len(values)))
             for slot, sample in zip(plan.provided_slots, provided, strict=True):
                 values[slot] = sample.value
-            return plan.keys, values
+            return (plan.keys if self.relabel is None else self.relabel(plan.keys)), values
 
     def samples(self) -> list[tuple[Labels, float]]:
         """:meth:`unsorted_samples` sorted by labels."""

@@ -45,11 +45,13 @@ from watchdog.exporter.collector import (
     SeriesLimiter,
     StoreCollector,
 )
+from watchdog.exporter.dcgm import DcgmProvider
 from watchdog.exporter.security import load_security
 from watchdog.exporter.selection import ExportSelection
 from watchdog.infra import httpdeadline as deadlines
 from watchdog.infra.httpdeadline import DeadlineHandle
-from watchdog.model import Sample, metric
+from watchdog.model import Labels, Sample, metric
+from watchdog.pods.directory import PodDirectory
 from watchdog.store import Store
 
 log = logging.getLogger(__name__)
@@ -396,17 +398,33 @@ def exporter_for_store(
     section: ExporterSettings | None = None,
     clock: Callable[[], float] = time.time,
     environ: Mapping[str, str] | None = None,
+    pods: PodDirectory | None = None,
+    node: str = "",
+    pod_labels: Callable[[], bool] = lambda: True,
 ) -> ExporterServer:
     """An exporter of ``store`` on ``listen`` configured by the ``exporter`` settings (None: the schema's
     defaults): TLS, basic auth and cardinality caps; its own request and drop counters are exported too.
-    Raises :class:`watchdog.exporter.access.ExporterConfigError` on a bad section."""
+    Raises :class:`watchdog.exporter.access.ExporterConfigError` on a bad section. ``pods`` adds namespace,
+    pod and container to the exported GPU and engine series while ``pod_labels()`` (the agent's
+    ``pod_resources.pod_labels``, so a reload applies) is true; ``exporter.dcgm_compatible`` adds the
+    ``DCGM_FI_*`` fields (``node`` is their ``Hostname``)."""
     prepared = prepare_exporter(section or section_settings(ExporterSettings, "exporter"), environ)
     limiter = SeriesLimiter(prepared.max_series_per_metric, prepared.max_series_per_job)
     selection = ExportSelection(prepared.pass_through_engine_series)
     stats = ExporterStats()
     registry = CollectorRegistry(auto_describe=False)
-    collector = StoreCollector(store, providers=[stats.self_samples], clock=clock, limiter=limiter,
-                               selection=selection)
+    section = section or section_settings(ExporterSettings, "exporter")
+    providers = [stats.self_samples]
+    if section.dcgm_compatible:
+        providers.append(DcgmProvider(store, node or socket.gethostname(), clock, pods, pod_labels).samples)
+    relabel: Callable[[list[Labels]], list[Labels]] | None = None
+    if pods is not None:
+        directory = pods
+
+        def relabel(keys: list[Labels]) -> list[Labels]:
+            return directory.relabel_keys(keys) if pod_labels() else keys
+    collector = StoreCollector(store, providers=providers, clock=clock, limiter=limiter, selection=selection,
+                               relabel=relabel)
     registry.register(collector)
     return ExporterServer(registry, listen, ready=ready, security=prepared.security, stats=stats, limiter=limiter,
                           selection=selection, page=collector.render)
