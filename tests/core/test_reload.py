@@ -123,6 +123,8 @@ SECTIONS: list[tuple[str, Callable[[Node], Callable[[dict[str, Any]], None]], Ca
      lambda n: n.agent.settings.engine_scrape_interval_seconds == 10.0),
     ("kubernetes", lambda n: _set("kubernetes", {"node_name": "gpu-node-9"}),
      lambda n: getattr(n.agent.node_signals, "node", None) == "gpu-node-9"),
+    ("serving", lambda n: _set("serving.drain_guard.max_drained_share", 0.25),
+     lambda n: n.agent.serving.settings.drain_guard.max_drained_share == 0.25),
 ]
 
 
