@@ -34,7 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "collectors": {"config", "engines", "exposition", "infra", "kmsg", "model", "pods", "store", "xid"},
     "exporter": {"config", "golang", "infra", "model", "pods", "promql", "rules", "store"},
     "serving": {"config", "infra", "model", "promql"},
-    "runbooks": {"config", "infra", "model", "promql"},
+    "runbooks": {"config", "infra", "model", "promql", "rules", "serving"},
     "kube": {"config", "infra", "model", "runbooks"},
     "promtool": {"golang", "infra", "model", "promql", "rules", "store"},
     "notify": {"config", "infra", "model", "runbooks"},
