@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -271,3 +272,16 @@ def test_an_alert_from_real_vllm_pages_fires_with_its_node_and_runbook_url(tmp_p
         {"eval_time": "2m15s", "alertname": "EnginePreemptionStorm", "exp_alerts": []},  # pending: for 30s
         {"eval_time": "1m45s", "alertname": "EngineKvCacheNearFull", "exp_alerts": []},
     ]}])
+
+
+def test_the_central_config_in_docs_fleet_loads_the_rendered_rules(tmp_path: Path) -> None:
+    """docs/fleet.md's Prometheus config, with the central rendering as its rule file, passes
+    ``promtool check config`` (which checks the rule file too)."""
+    text = (ROOT / "docs" / "fleet.md").read_text()
+    (snippet,) = re.findall(r"<!-- check: promtool-config -->\n```yaml\n(.*?)```", text, re.DOTALL)
+    rules = central_rules(tmp_path)
+    config = tmp_path / "prometheus.yml"
+    config.write_text(snippet.replace("/etc/prometheus/rules/inference-watchdog.rules.yaml", str(rules)))
+    result = subprocess.run([PROMTOOL, "check", "config", str(config)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 1 rule files found" in result.stdout + result.stderr
