@@ -35,9 +35,9 @@ from dataclasses import replace
 from typing import Any
 
 from watchdog.promql import nodes as n
-from watchdog.promql.unparse import to_promql
 from watchdog.rules.durations import format_duration
 from watchdog.rules.loader import AlertingRule, RecordingRule, RuleSet, rule_to_dict
+from watchdog.rules.unparse import to_promql
 
 DEFAULT_NODE_LABEL = "node"
 DEFAULT_SCRAPE_INTERVAL_MS = 15_000

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from watchdog.promql.parse import parse_expr
-from watchdog.promql.unparse import to_promql
 from watchdog.rules.loader import load_rule_files
+from watchdog.rules.unparse import to_promql
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = load_rule_files(sorted(str(p) for p in (ROOT / "rules").glob("*.yaml")))
