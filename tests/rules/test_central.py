@@ -34,6 +34,10 @@ groups:
   - alert: Surge
     expr: engine:surge > 1
     annotations: {runbook: surge}
+  - alert: Margin
+    expr: (min by (gpu, uuid) (limit_celsius) - on (gpu, uuid) temp_celsius) or 87 - temp_celsius
+  - alert: Missing
+    expr: expected - (max(devices) or vector(0)) > 0
 - name: slow
   interval: 1m
   rules:
@@ -63,6 +67,10 @@ def test_node_label_goes_into_groupings_and_joins_of_node_series(tmp_path: Path)
     assert rules["Down"]["expr"] == 'watchdog_engine_up{job="vllm"} == 0'
     assert rules["job:up"]["expr"] == "count by (job, node) (watchdog_engine_up)"
     assert any('"Busy": for: 10s lengthened to 30s' in line for line in changed)
+    # the agent's own series gain the agent's job/instance centrally: a match on all labels with an
+    # aggregation becomes a match on its grouping
+    assert rules["Margin"]["expr"] == ("(min by (gpu, node, uuid) (limit_celsius) - on (gpu, uuid) temp_celsius) "
+                                       "or on (gpu, node, uuid) 87 - temp_celsius")
 
 
 def test_runbook_url_is_static_and_a_rule_s_own_is_kept(tmp_path: Path) -> None:
@@ -79,9 +87,11 @@ def test_short_windows_and_what_reads_them_are_left_out(tmp_path: Path) -> None:
         'group "g", rule 7 "engine:surge": a 20s window holds fewer than 4 samples at a 15s scrape interval; '
         "the agent evaluates it on its 1 s samples",
         'group "g", rule 8 "Surge": reads engine:surge, whose recording is left out',
+        'group "g", rule 10 "Missing": falls back to vector() where a series is missing; centrally that '
+        "fallback carries no node, so which node lacks the series cannot be told",
     ]
-    kept, _, none_left = translate(tmp_path, scrape_interval_ms=5_000)
-    assert none_left == [] and "Surge" in kept
+    kept, _, fewer = translate(tmp_path, scrape_interval_ms=5_000)
+    assert [line.split('"')[3] for line in fewer] == ["Missing"] and "Surge" in kept
 
 
 def test_group_intervals_under_a_scrape_are_dropped(tmp_path: Path) -> None:

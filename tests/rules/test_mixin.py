@@ -120,7 +120,8 @@ def test_central_leaves_out_what_needs_one_second_samples_and_says_why(tmp_path:
     left_out = left_out_comments(result.stdout)
     assert any('"EngineQueueBuildup": a 30s window holds fewer than 4 samples at a 15s scrape interval' in line
                for line in left_out), left_out
-    assert any('"EngineKvExhaustionPredicted": reads engine:kv_exhaustion_eta_seconds' in line for line in left_out)
+    assert any('"engine:kv_exhaustion_eta_seconds": reads engine:kv_demand_growth_ratio' in line for line in left_out)
+    assert any('"GpuMissing": falls back to vector() where a series is missing' in line for line in left_out)
     assert {"EngineQueueBuildup", "EngineWedged", "EngineKvExhaustionPredicted"}.isdisjoint(names)
     assert {"GpuFallenOffBus", "EngineDown", "HostCpuContention", "EngineKvCacheNearFull"} <= names
     rules = {rule.get("alert") or rule.get("record"): rule for group in doc["groups"] for rule in group["rules"]}
@@ -130,9 +131,10 @@ def test_central_leaves_out_what_needs_one_second_samples_and_says_why(tmp_path:
     assert "watchdog_engine_up == 0" in down and "up == 0" not in down
     assert rules["EnginePreemptionStorm"]["for"] == "30s"
     assert "interval" not in next(g for g in doc["groups"] if g["name"] == "gpu-health")  # 5s < one scrape
-    # a 1 s scrape keeps every rule (nothing then needs the agent's sampling)
+    # a 1 s scrape keeps every rule but the two whose vector() fallback cannot name a node
     every = render(tmp_path, "--target", "central", "--runbook-url-base", BASE, "--scrape-interval", "1s")
-    assert left_out_comments(every.stdout) == [] and every.stderr == ""
+    assert [line.split('"')[3] for line in left_out_comments(every.stdout)] == [
+        "EngineKvExhaustionPredicted", "GpuMissing"]
 
 
 def test_instance_labelling_leaves_out_joins_of_agent_and_engine_series(tmp_path: Path) -> None:

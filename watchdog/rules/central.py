@@ -12,7 +12,10 @@ every node's series, read every scrape interval (15-30 s). So, rule by rule:
    ``job`` for the whole fleet) and are left alone, as is a join already on ``uuid`` (a GPU's UUID is
    unique in the world). With ``instance`` as the node label, a join between the agent's own series
    (``instance`` = the agent's address) and an engine's (``honor_labels: true`` keeps the engine's
-   ``instance``) cannot be made per node: such a rule is left out.
+   ``instance``) cannot be made per node: such a rule is left out. The agent's own series gain the
+   agent's ``job``/``instance`` at the central scrape, so a match on all labels between one of them and
+   an aggregation ``by (G)`` becomes ``on (G)``; a rule that falls back to ``vector()`` where a series
+   is missing is left out (centrally the fallback names no node).
 2. **The engines' ``up``.** The agent stores ``up`` for each engine it scrapes but never exports it
    (it would collide with Prometheus' own); centrally ``up`` is every target of every job, so
    ``EngineDown`` would page for any of them. It reads ``watchdog_engine_up``, the agent's export of
@@ -182,8 +185,27 @@ class _Translator:
                             "engine's), so the join cannot be made per node: give every target a node "
                             "label and render with --node-label node")
                     matching = replace(matching, labels=(*matching.labels, label))
+            if matching is not None and not matching.on and not matching.labels:
+                matching = self._implicit_match(lhs, rhs, matching)
             return replace(expr, lhs=lhs, rhs=rhs, matching=matching)
         return expr
+
+    def _implicit_match(self, lhs: n.Expr, rhs: n.Expr, matching: n.VectorMatching) -> n.VectorMatching:
+        """A match on all labels between rewritten sides (rule 1 of the module docstring, continued). The
+        agent's own series gain the agent's ``job`` and ``instance`` at the central scrape, so an
+        aggregation ``by (G)`` no longer matches them on all labels: the match becomes ``on (G)``. A side
+        that falls back to ``vector()`` where a series is missing cannot say which node lacks it."""
+        left, right = _shape(lhs), _shape(rhs)
+        if (CONSTANT in left or CONSTANT in right) and (self.scope(lhs) or self.scope(rhs)):
+            raise _Untranslatable(
+                "falls back to vector() where a series is missing; centrally that fallback carries no "
+                "node, so which node lacks the series cannot be told")
+        for grouped, other, raw in ((left, rhs, right), (right, lhs, left)):
+            if len(grouped) == 1 and isinstance(next(iter(grouped)), tuple) and raw == {RAW} \
+                    and AGENT in self.scope(other):
+                (grouping,) = grouped
+                return replace(matching, on=True, labels=tuple(grouping))  # type: ignore[arg-type]
+        return matching
 
     def short_window(self, expr: n.Expr) -> str:
         """Why ``expr`` needs the agent's sampling ("" when a central Prometheus samples often enough)."""
@@ -194,6 +216,28 @@ class _Translator:
                         f"samples at a {format_duration(self.options.scrape_interval_ms)} scrape interval; "
                         "the agent evaluates it on its 1 s samples")
         return ""
+
+
+CONSTANT, RAW = "constant", "raw"
+
+
+def _shape(expr: n.Expr) -> set[object]:
+    """What label sets a rewritten vector expression yields, as far as matching cares: the grouping of an
+    aggregation ``by``, :data:`CONSTANT` for ``vector()``/``absent()``, else :data:`RAW` (the series' own)."""
+    expr = n.unwrap_parens(expr)
+    if isinstance(expr, n.Aggregate) and not expr.without:
+        return {expr.grouping}
+    if isinstance(expr, n.Call) and expr.name in NO_NODE_FUNCTIONS:
+        return {CONSTANT}
+    if isinstance(expr, n.Binary):
+        if expr.op == "or":
+            return _shape(expr.lhs) | _shape(expr.rhs)
+        if expr.matching is None:  # vector and scalar
+            return _shape(expr.rhs if expr.lhs.type == n.SCALAR else expr.lhs)
+        if expr.op in ("and", "unless") or expr.matching.card != n.CARD_ONE_TO_MANY:
+            return _shape(expr.lhs)
+        return _shape(expr.rhs)
+    return {RAW}
 
 
 def _engine_up(vs: n.VectorSelector) -> n.VectorSelector:
