@@ -192,22 +192,25 @@ def series_text(labels: dict[str, str]) -> str:
     return f"{name}{{{rest}}}"
 
 
-def page_series(page: Path, instance: str, node: str) -> dict[str, float]:
-    """A captured page as the central Prometheus stores one scrape of it: series text -> value."""
+def page_series(page: Path, instance: str, node: str | None) -> dict[str, float]:
+    """A captured page as the central Prometheus stores one scrape of it (with a ``node`` target label
+    unless ``node`` is None): series text -> value."""
     samples = parse_payload(page.read_text(encoding="utf-8"), {"job": "engine", "instance": instance})
-    return {series_text({**dict(s.labels), "node": node}): s.value for s in samples}
+    extra = {"node": node} if node is not None else {}
+    return {series_text({**dict(s.labels), **extra}): s.value for s in samples}
 
 
-def central_rules(tmp_path: Path) -> Path:
-    result = render(tmp_path, "--target", "central", "--runbook-url-base", BASE, "--scrape-interval", SCRAPE)
+def central_rules(tmp_path: Path, node_label: str = "node") -> Path:
+    result = render(tmp_path, "--target", "central", "--runbook-url-base", BASE, "--scrape-interval", SCRAPE,
+                    "--node-label", node_label)
     assert result.returncode == 0, result.stderr
     path = tmp_path / "central.rules.yaml"
     path.write_text(result.stdout)
     return path
 
 
-def run_promtool_test(tmp_path: Path, tests: list[dict[str, Any]]) -> None:
-    rules = central_rules(tmp_path)
+def run_promtool_test(tmp_path: Path, tests: list[dict[str, Any]], node_label: str = "node") -> None:
+    rules = central_rules(tmp_path, node_label)
     # Groups in file order, as Prometheus runs them (promtool's own order is random without this).
     order = [group["name"] for group in yaml.safe_load(rules.read_text())["groups"]]
     path = tmp_path / "test.yaml"
@@ -218,18 +221,20 @@ def run_promtool_test(tmp_path: Path, tests: list[dict[str, Any]]) -> None:
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
 
 
-def test_canonical_signals_of_every_engine_version_per_node(tmp_path: Path) -> None:
-    """One promtool test per captured page (8+ vLLM/SGLang versions), two nodes each."""
+@pytest.mark.parametrize("node_label", ["node", "instance"])
+def test_canonical_signals_of_every_engine_version_per_node(tmp_path: Path, node_label: str) -> None:
+    """One promtool test per captured page (8+ vLLM/SGLang versions), two nodes each; the targets carry a
+    ``node`` label, or only their ``instance``."""
     tests = []
     for fixture in VERSIONS:
         series: dict[str, float] = {}
         for node in NODES:
-            series.update(page_series(FIXTURES / fixture, f"{node}:8000", node))
+            series.update(page_series(FIXTURES / fixture, f"{node}:8000", node if node_label == "node" else None))
         exp = []
         for entry in EXPECTED[fixture]["series"]:
             for node in NODES:
                 labels = {"__name__": entry["series"], **entry["labels"], "job": "engine",
-                          "instance": f"{node}:8000", "node": node}
+                          "instance": f"{node}:8000", **({"node": node} if node_label == "node" else {})}
                 exp.append({"expr": series_text(labels), "eval_time": "2m",
                             "exp_samples": [{"labels": series_text(labels), "value": entry["value"]}]})
         assert exp, fixture
@@ -240,7 +245,7 @@ def test_canonical_signals_of_every_engine_version_per_node(tmp_path: Path) -> N
             "promql_expr_test": exp,
         })
     assert len(tests) >= 8
-    run_promtool_test(tmp_path, tests)
+    run_promtool_test(tmp_path, tests, node_label)
 
 
 def test_an_alert_from_real_vllm_pages_fires_with_its_node_and_runbook_url(tmp_path: Path) -> None:
