@@ -16,6 +16,8 @@ Conventions:
   ``node`` is a target label the Prometheus scrape config sets (docs/operations.md); GPU series filter on
   ``node`` and ``gpu``, engine series on ``node`` and ``job`` and, where the series has it, ``model_name``.
 - Rates use ``$__rate_interval``; totals over the dashboard's time range use ``$__range``.
+- The fleet dashboard has no filters: its ``$by`` (``node`` or ``instance``) names the label that
+  identifies a node, and every ranking groups by it.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Panel:
     stack: bool = False
     bars: bool = False
     links: dict[str, tuple[str, str]] = field(default_factory=dict)  # column -> (title, URL) data link
+    ranked: bool = False  # table: keep the value column and sort by it, highest first
 
 
 @dataclass
@@ -139,6 +142,8 @@ def render_panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
                    "legend": {"displayMode": "list", "placement": "bottom", "showLegend": False}}
     elif panel.kind == "table":
         options = {"showHeader": True, "cellHeight": "sm"}
+        if panel.ranked:
+            options["sortBy"] = [{"displayName": "Value", "desc": True}]
     else:
         raise ValueError(f"unknown panel kind {panel.kind}")
     targets = []
@@ -160,8 +165,8 @@ def render_panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
             for column, (title, url) in panel.links.items()]}, "options": options,
     }
     if panel.kind == "table":
-        out["transformations"] = [{"id": "organize", "options": {
-            "excludeByName": {"Time": True, "Value": True, "__name__": True}}}]
+        hidden = {"Time": True, "__name__": True} if panel.ranked else {"Time": True, "Value": True, "__name__": True}
+        out["transformations"] = [{"id": "organize", "options": {"excludeByName": hidden}}]
     return out
 
 
@@ -174,8 +179,11 @@ ALERT_ANNOTATION: dict[str, Any] = {
 }
 
 
-def render_dashboard(uid: str, title: str, description: str, rows: list[Row]) -> dict[str, Any]:
-    """A whole dashboard: rows laid out left to right, top to bottom."""
+def render_dashboard(uid: str, title: str, description: str, rows: list[Row],
+                     templating: list[dict[str, Any]] | None = None,
+                     annotation: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A whole dashboard: rows laid out left to right, top to bottom (the shared variables and firing-alert
+    annotation unless others are given)."""
     panels: list[dict[str, Any]] = []
     panel_id = 1
     y = 0
@@ -200,11 +208,11 @@ def render_dashboard(uid: str, title: str, description: str, rows: list[Row]) ->
         "editable": True, "graphTooltip": 1, "schemaVersion": SCHEMA_VERSION, "version": 1,
         "timezone": "browser", "time": {"from": "now-1h", "to": "now"}, "refresh": "30s",
         "fiscalYearStartMonth": 0, "liveNow": False, "weekStart": "",
-        "timepicker": {}, "templating": {"list": TEMPLATING},
+        "timepicker": {}, "templating": {"list": TEMPLATING if templating is None else templating},
         "annotations": {"list": [{
             "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True,
             "hide": True, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts",
-            "type": "dashboard"}, ALERT_ANNOTATION]},
+            "type": "dashboard"}, ALERT_ANNOTATION if annotation is None else annotation]},
         "links": [{"title": "inference-watchdog", "type": "dashboards", "tags": [TAG], "asDropdown": True,
                    "includeVars": True, "keepTime": True, "icon": "external link"}],
         "panels": panels,
@@ -601,7 +609,105 @@ AGENT_ROWS = [
 ]
 
 
+# -- Fleet ---------------------------------------------------------------------------------------------
+#
+# Every node and engine of a central Prometheus, ranked by trouble. `$by` is the label that names a node:
+# `node` where the scrape config sets it (docs/operations.md), `instance` where targets carry only that
+# (the agent's series then carry the agent's address, engine series the engine's own host:port, which
+# names the engine as well). Tables list the top 20, highest first; "trouble" weighs firing alerts
+# 100 / 10 / 1 for critical / warning / info, so one critical outranks any handful of warnings.
+
+BY = "$by"
+TOP = 20
+
+
+def trouble(selector: str, by: str) -> str:
+    """The trouble score of the firing alerts ``selector`` matches, summed by ``by``."""
+    firing = f'ALERTS{{alertstate="firing"{", " + selector if selector else ""}'
+    return (f'sum by ({by}) (100 * {firing}, severity="critical"}} or 10 * {firing}, severity="warning"}} '
+            f'or {firing}, severity="info"}})')
+
+
+def ranked(expr: str) -> str:
+    """The top entries of ``expr``, highest first."""
+    return f"sort_desc(topk({TOP}, {expr}))"
+
+
+FLEET_TEMPLATING = [
+    TEMPLATING[0],
+    {"name": "by", "label": "node label", "type": "custom", "query": "node,instance",
+     "description": "The label that names a node: node where the Prometheus scrape config sets it, else instance.",
+     "current": {"selected": True, "text": "node", "value": "node"}, "hide": 0, "multi": False,
+     "includeAll": False, "options": [{"selected": True, "text": "node", "value": "node"},
+                                      {"selected": False, "text": "instance", "value": "instance"}]},
+]
+
+FLEET_ANNOTATION: dict[str, Any] = {
+    **ALERT_ANNOTATION, "name": "Critical alerts",
+    "expr": 'ALERTS{alertstate="firing", severity="critical"}', "textFormat": "on {{node}}{{instance}} {{gpu}} {{job}}",
+}
+
+FLEET_ROWS = [
+    Row("Nodes ranked by trouble", [
+        Panel("Nodes by trouble", "Firing alerts per node, weighted 100 per critical, 10 per warning, 1 per info "
+              "(top 20).",
+              [Target(ranked(trouble("", BY)), instant=True, table=True)], kind="table", width=8, ranked=True),
+        Panel("GPUs in trouble per node", "GPUs per node that are lost, failed a row remap, wait for a remap or "
+              "have an NVLink down (top 20).",
+              [Target(ranked(f"count by ({BY}) (max by ({BY}, uuid) (watchdog_gpu_lost == 1 or "
+                             "watchdog_gpu_row_remap_failed == 1 or watchdog_gpu_row_remap_pending == 1 or "
+                             "watchdog_gpu_nvlink_up == 0))"), instant=True, table=True)],
+              kind="table", width=8, ranked=True),
+        Panel("XID events per node (range)", "Xid errors in the kernel log over the dashboard's time range, per "
+              "node (top 20).",
+              [Target(ranked(f"sum by ({BY}) (increase(watchdog_gpu_xid_errors_total[$__range]))"), instant=True,
+                      table=True)], kind="table", width=8, ranked=True),
+        Panel("Failing collectors per node", "Collectors whose last run failed, per node (top 20): a node "
+              "whose agent cannot read NVML or its engines reports stale data.",
+              [Target(ranked(f"sum by ({BY}) (1 - watchdog_collector_success)"), instant=True, table=True)],
+              kind="table", width=8, ranked=True),
+        Panel("Hottest GPUs", "Least thermal margin per node (degrees to the first thermal limit), lowest first "
+              "(the GpuThermalMarginLow alert fires below 5).",
+              [Target(f"sort(bottomk({TOP}, min by ({BY}) (min by ({BY}, gpu, uuid) "
+                      '(watchdog_gpu_temperature_threshold_celsius{kind=~"slowdown|gpu_max"}) - on '
+                      f"({BY}, gpu, uuid) max by ({BY}, gpu, uuid) (watchdog_gpu_temperature_celsius))))",
+                      instant=True, table=True)], kind="table", width=8),
+        Panel("Firing alerts over time", "Firing alerts across the fleet by severity.",
+              [Target('sum by (severity) (ALERTS{alertstate="firing"})', "{{severity}}")], width=8,
+              stack=True, bars=True),
+    ]),
+    Row("Engines ranked by trouble", [
+        Panel("Engines by trouble", "Firing engine alerts (Engine*, Tp*) per engine, weighted as for nodes "
+              "(top 20).",
+              [Target(ranked(trouble('alertname=~"Engine.*|Tp.*"', f"{BY}, job")), instant=True, table=True)],
+              kind="table", width=8, ranked=True),
+        Panel("Engines by KV-cache usage", "Highest KV-cache usage per engine (near 1: preemptions start).",
+              [Target(ranked(f"max by ({BY}, job) (engine:kv_cache_usage_ratio)"), instant=True, table=True)],
+              kind="table", width=8, unit="percentunit", ranked=True),
+        Panel("Engines by queue", "Requests waiting for admission per engine.",
+              [Target(ranked(f"sum by ({BY}, job) (engine:requests_waiting)"), instant=True, table=True)],
+              kind="table", width=8, ranked=True),
+        Panel("Engines by SLO burn", "Error-budget burn rate over 1 h per engine and SLO (1 = on budget; the "
+              "fast-burn alert needs 14.4).",
+              [Target(ranked(f"max by ({BY}, job, slo) (engine:slo_error_budget_burn_rate:rate1h)"), instant=True,
+                      table=True)], kind="table", width=8, ranked=True),
+        Panel("Engines by preemptions", "Requests preempted per second per engine (5 m).",
+              [Target(ranked(f"sum by ({BY}, job) (engine:preemptions:rate5m)"), instant=True, table=True)],
+              kind="table", width=8, unit="ops", ranked=True),
+        Panel("Engines reachable", "Whether each engine answered the agent's last scrape (0: down), down first.",
+              [Target(f"sort(min by ({BY}, job) (watchdog_engine_up))", instant=True, table=True)],
+              kind="table", width=8),
+    ]),
+]
+
+
 DASHBOARDS: dict[str, dict[str, Any]] = {
+    "fleet.json": render_dashboard(
+        "iw-fleet", "inference-watchdog / Fleet",
+        "Every node and engine a central Prometheus scrapes, ranked by trouble: weighted firing alerts, GPUs in "
+        "trouble, Xid events, failing collectors, thermal margin; engines by alerts, KV cache, queue, SLO "
+        "burn and preemptions. Works with node or instance labelling (the node label variable).",
+        FLEET_ROWS, FLEET_TEMPLATING, FLEET_ANNOTATION),
     "gpu-health.json": render_dashboard(
         "iw-gpu-health", "inference-watchdog / GPU health",
         "Per-GPU health from the inference-watchdog agent: load, thermals, power, clocks and throttle reasons, "

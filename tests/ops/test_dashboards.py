@@ -28,8 +28,9 @@ from .conftest import REPO
 
 DASHBOARDS = sorted((REPO / "dashboards").glob("*.json"))
 VARIABLES = {"datasource", "node", "gpu", "job", "model"}
+FLEET_VARIABLES = {"datasource", "by"}  # the fleet view: no filters, the label that names a node
 SUBSTITUTE = {"$__rate_interval": "1m", "$__interval": "15s", "$__range": "1h",
-              "$node": ".*", "$gpu": ".*", "$job": ".*", "$model": ".*"}
+              "$node": ".*", "$gpu": ".*", "$job": ".*", "$model": ".*", "$by": "node"}
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -40,8 +41,8 @@ def panels(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
     return [p for p in dashboard["panels"] if p["type"] != "row"]
 
 
-def substituted(expr: str) -> str:
-    for name, value in sorted(SUBSTITUTE.items(), key=lambda kv: -len(kv[0])):
+def substituted(expr: str, by: str = "node") -> str:
+    for name, value in sorted({**SUBSTITUTE, "$by": by}.items(), key=lambda kv: -len(kv[0])):
         expr = expr.replace(name, value)
     return expr
 
@@ -63,8 +64,8 @@ def recorded_series(tmp_path: Path) -> set[str]:
     return {rule.record for group in ruleset.groups for rule in group.rules if isinstance(rule, RecordingRule)}
 
 
-def test_three_dashboards_are_generated_and_up_to_date() -> None:
-    assert [p.name for p in DASHBOARDS] == ["engine-slo.json", "gpu-health.json", "watchdog.json"]
+def test_four_dashboards_are_generated_and_up_to_date() -> None:
+    assert [p.name for p in DASHBOARDS] == ["engine-slo.json", "fleet.json", "gpu-health.json", "watchdog.json"]
     result = subprocess.run([sys.executable, str(REPO / "dashboards" / "generate.py"), "--check"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -78,13 +79,15 @@ def test_importable_shape(path: Path) -> None:
     assert "id" not in dashboard  # Grafana assigns ids on import
     assert isinstance(dashboard["schemaVersion"], int)
     names = {v["name"] for v in dashboard["templating"]["list"]}
-    assert names == VARIABLES
+    assert names == (FLEET_VARIABLES if path.name == "fleet.json" else VARIABLES)
     datasource = next(v for v in dashboard["templating"]["list"] if v["name"] == "datasource")
     assert datasource["type"] == "datasource" and datasource["query"] == "prometheus"
     for variable in dashboard["templating"]["list"]:
         if variable["type"] == "query":
             assert variable["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
             assert variable["includeAll"] and variable["multi"] and variable["allValue"] == ".*"
+        if variable["type"] == "custom":  # the fleet's node label: one of two label names, never "All"
+            assert variable["query"] == "node,instance" and not variable["multi"] and not variable["includeAll"]
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
     cells: set[tuple[int, int]] = set()
@@ -131,8 +134,8 @@ def test_queries_use_only_canonical_and_watchdog_series(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
 def test_prometheus_parses_every_query(tmp_path: Path) -> None:
-    rules = [{"record": f"dashboard:query_{i}", "expr": substituted(expr)}
-             for i, (_, _, expr) in enumerate(all_queries())]
+    rules = [{"record": f"dashboard:query_{i}_{by}", "expr": substituted(expr, by)}
+             for i, (_, _, expr) in enumerate(all_queries()) for by in ("node", "instance")]
     path = tmp_path / "dashboard-queries.yaml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
     result = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True, timeout=60)
@@ -152,6 +155,10 @@ def test_issue_panels_are_present() -> None:
                   "End-to-end latency", "SLO attainment (5m)", "Goodput vs raw throughput",
                   "Error-budget burn rate", "Predicted queue wait"):
         assert title in engine, title
+    fleet = titles["fleet.json"]
+    for title in ("Nodes by trouble", "GPUs in trouble per node", "Engines by trouble", "Engines by KV-cache usage",
+                  "Engines by SLO burn"):
+        assert title in fleet, title
     agent = titles["watchdog.json"]
     for title in ("Alerts by state", "Remediation decisions", "Notifier up", "Outbox pending",
                   "Collector success", "Tick duration"):

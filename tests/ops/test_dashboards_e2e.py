@@ -305,7 +305,7 @@ def substitute(expr: str, values: dict[str, str]) -> str:
     return expr
 
 
-ALL = {"node": ".*", "gpu": ".*", "job": ".*", "model": ".*"}
+ALL = {"node": ".*", "gpu": ".*", "job": ".*", "model": ".*", "by": "node"}
 
 
 def grafana_escape(value: str) -> str:
@@ -323,7 +323,7 @@ def concrete_values(server: Prometheus) -> dict[str, str]:
         options = sorted({s["metric"][label] for s in series if label in s["metric"]})
         assert options, f"variable {variable['name']} has no values"
         values[variable["name"]] = grafana_escape(options[-1])
-    return values
+    return {**values, "by": "node"}
 
 
 def empty_panels(server: Prometheus, values: dict[str, str]) -> list[str]:
@@ -349,6 +349,14 @@ def test_every_panel_returns_data_for_concrete_values(run: Run, deployment: str)
     missing = empty_panels(server, values)
     assert not missing, (f"{len(missing)} panel queries returned no data on {server.name} with {values}:\n"
                          + "\n".join(missing))
+
+
+@pytest.mark.parametrize("deployment", ["with_rules", "without_rules"])
+def test_the_fleet_view_works_with_instance_labelling(run: Run, deployment: str) -> None:
+    """With ``$by`` = ``instance`` (targets without a node label) every fleet panel still has data."""
+    server: Prometheus = getattr(run, deployment)
+    missing = [m for m in empty_panels(server, {**ALL, "by": "instance"}) if m.startswith("fleet.json")]
+    assert not missing, "\n".join(missing)
 
 
 # -- (c) variables ---------------------------------------------------------------------------------

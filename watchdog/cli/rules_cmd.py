@@ -8,8 +8,11 @@
 - ``rules eval --input F --at D [--rules PATH]... [--json]``: loads ``interval`` + ``input_series`` (and
   ``rule_files``, ``evaluation_interval``, ``external_labels``) from F, evaluates from 0 to D every
   evaluation interval as promtool does, and prints the alerts pending or firing at D.
-- ``rules render [--config PATH]``: the node's whole rule set (config rule paths plus generated SLO
-  groups) as one Prometheus rule file on stdout.
+- ``rules render [--config PATH] [--target node|central] [--format rules|prometheusrule] ...``: the
+  node's whole rule set (config rule paths plus generated SLO groups) as one Prometheus rule file or
+  ``PrometheusRule`` object on stdout, every alert with a static ``runbook_url``; ``--target central``
+  translates it for a central Prometheus (watchdog/rules/central.py), each left-out rule named on stderr
+  and in a comment of the output.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -59,6 +63,27 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     render = rules_sub.add_parser("render", help="print the node's full rule set as one rule file")
     render.add_argument("--config", default=None, metavar="PATH",
                         help="config file (default /etc/inference-watchdog/config.yaml when present)")
+    render.add_argument("--target", choices=("node", "central"), default="node",
+                        help="node: exactly what the agent evaluates; central: translated for a central "
+                             "Prometheus scraping many agents (node label added, up -> watchdog_engine_up, "
+                             "rules that need 1 s samples left out with the reason; docs/fleet.md)")
+    render.add_argument("--format", choices=("rules", "prometheusrule"), default="rules", dest="output_format",
+                        help="rules: a Prometheus rule file; prometheusrule: a monitoring.coreos.com/v1 "
+                             "PrometheusRule object for the prometheus-operator")
+    render.add_argument("--runbook-url-base", default=None, metavar="URL",
+                        help="every alert gets runbook_url = URL/<runbook id>.md (default: the config's "
+                             "runbooks.url_base; without either, the node target links the installed "
+                             "Markdown as file:// and the central target fails)")
+    render.add_argument("--node-label", default=None, metavar="LABEL",
+                        help="central: the label that names the node on every series (default node; "
+                             "instance when targets carry no node label)")
+    render.add_argument("--scrape-interval", default=None, metavar="DURATION",
+                        help="central: the central Prometheus' scrape interval of the agents (default 15s)")
+    render.add_argument("--name", default="inference-watchdog", help="prometheusrule: metadata.name")
+    render.add_argument("--namespace", default="", help="prometheusrule: metadata.namespace")
+    render.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                        help="prometheusrule: a metadata label (repeatable), e.g. release=kube-prometheus-stack "
+                             "for the Prometheus' ruleSelector")
     render.set_defaults(func=_render)
 
 
@@ -203,10 +228,60 @@ def _eval(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------------ render
 
 
+def _render_options(args: argparse.Namespace, url_base: str, runbook_url: Any) -> Any:
+    """The :class:`RenderOptions` the flags ask for; raises ValueError naming the flag that is wrong."""
+    from watchdog.rules.central import CentralOptions
+    from watchdog.rules.durations import DurationError, parse_duration
+    from watchdog.rules.render import PrometheusRuleMeta, RenderOptions
+
+    central = None
+    if args.target == "central":
+        if not url_base:
+            raise ValueError("--target central needs --runbook-url-base or runbooks.url_base in the config: "
+                             "a file:// link to the node's runbooks opens nowhere else")
+        interval_ms = 15_000
+        if args.scrape_interval is not None:
+            try:
+                interval_ms = parse_duration(args.scrape_interval)
+            except DurationError as exc:
+                raise ValueError(f"--scrape-interval: {exc}") from None
+            if interval_ms <= 0:
+                raise ValueError(f"--scrape-interval: must be more than 0: {args.scrape_interval!r}")
+        label = args.node_label or "node"
+        if not _LABEL_NAME.fullmatch(label):
+            raise ValueError(f"--node-label: not a label name: {label!r}")
+        central = CentralOptions(node_label=label, scrape_interval_ms=interval_ms)
+    elif args.node_label is not None or args.scrape_interval is not None:
+        raise ValueError("--node-label and --scrape-interval apply to --target central only")
+    kubernetes = None
+    if args.output_format == "prometheusrule":
+        labels = []
+        for item in args.label:
+            key, sep, value = item.partition("=")
+            if not sep or not _LABEL_NAME.fullmatch(key):
+                raise ValueError(f"--label: expected KEY=VALUE with KEY a label name: {item!r}")
+            labels.append((key, value))
+        if not _DNS_NAME.fullmatch(args.name):
+            raise ValueError(f"--name: not a Kubernetes object name (lower-case DNS subdomain): {args.name!r}")
+        if args.namespace and not _DNS_LABEL.fullmatch(args.namespace):
+            raise ValueError(f"--namespace: not a Kubernetes namespace name: {args.namespace!r}")
+        kubernetes = PrometheusRuleMeta(name=args.name, namespace=args.namespace, labels=tuple(labels))
+    elif args.label or args.namespace or args.name != "inference-watchdog":
+        raise ValueError("--name, --namespace and --label apply to --format prometheusrule only")
+    return RenderOptions(runbook_url=runbook_url, central=central, kubernetes=kubernetes)
+
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_NAME = re.compile(r"(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
 def _render(args: argparse.Namespace) -> int:
     from watchdog.config import ConfigError, load_settings
     from watchdog.rules.loader import RuleLoadError, load_ruleset
-    from watchdog.rules.render import render_ruleset
+    from watchdog.rules.render import render_rules
+    from watchdog.runbooks.catalogue import catalogue_from_settings
+    from watchdog.runbooks.links import RunbookLinks
 
     path = args.config
     if path is None:
@@ -214,17 +289,27 @@ def _render(args: argparse.Namespace) -> int:
 
         path = str(DEFAULT_CONFIG_PATH) if os.path.exists(DEFAULT_CONFIG_PATH) else None
     try:
-        ruleset = load_ruleset(load_settings(path))
+        settings = load_settings(path)
+        ruleset = load_ruleset(settings)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except RuleLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    text, renamed = render_ruleset(ruleset)
-    for old, new in renamed:
+    url_base = settings.runbooks.url_base if args.runbook_url_base is None else args.runbook_url_base
+    try:
+        links = RunbookLinks(catalogue_from_settings(settings.runbooks, path), url_base)
+        options = _render_options(args, url_base, links.url)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    rendered = render_rules(ruleset, options)
+    for old, new in rendered.renamed:
         print(f"warning: group {old!r} appears in several files; rendered as {new!r}", file=sys.stderr)
-    sys.stdout.write(text)
+    for note in rendered.left_out:
+        print(f"left out for a central Prometheus: {note.line()}", file=sys.stderr)
+    sys.stdout.write(rendered.text)
     return EXIT_OK
 
 

@@ -1,8 +1,14 @@
 """Prometheus' HTTP query API over the agent's own store, served on the exporter's port.
 
-Endpoints (GET, and POST with an ``application/x-www-form-urlencoded`` body, whose values come before
-the URL's as in Go's ``r.FormValue``): ``/api/v1/query``, ``/api/v1/query_range``, ``/api/v1/series``,
-``/api/v1/labels``, ``/api/v1/label/<name>/values``, ``/api/v1/rules``, ``/api/v1/alerts``.
+Endpoints (GET, and for those in :data:`POST_ENDPOINTS` POST with an
+``application/x-www-form-urlencoded`` body, whose values come before the URL's as in Go's
+``r.FormValue``): ``/api/v1/query``, ``/api/v1/query_range``, ``/api/v1/series``, ``/api/v1/labels``,
+``/api/v1/label/<name>/values``, ``/api/v1/rules``, ``/api/v1/alerts``, and what Grafana's Prometheus
+data source asks at connect and while a query is edited: ``/api/v1/status/buildinfo`` (the Prometheus
+API version followed, :data:`PROMETHEUS_API_VERSION`, with the agent's own version as ``revision``),
+``/api/v1/metadata`` (``metric``, ``limit``: type and help of every stored metric name as the
+``/metrics`` page declares them, ``unit`` empty as the text format has none) and
+``/api/v1/query_exemplars`` (always empty: the agent keeps no exemplars).
 
 Contract: every answer is Prometheus 2.42's JSON: ``{"status": "success", "data": ...}``, or
 ``{"status": "error", "errorType": ..., "error": ...}`` with its HTTP code: ``bad_data`` 400 (bad
@@ -30,7 +36,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from watchdog.golang.gomath import format_api_value
-from watchdog.model import Alert, AlertState, Labels
+from watchdog.model import Alert, AlertState, Labels, metric_name
 from watchdog.promql import EvalOptions, PromQLError, evaluate, parse_query
 from watchdog.promql import nodes as n
 from watchdog.promql.format import api_timestamp, to_api_json
@@ -38,6 +44,12 @@ from watchdog.promql.values import Scalar, VectorSample
 from watchdog.rules.durations import DurationError, parse_duration
 
 PREFIX = "/api/v1/"
+POST_ENDPOINTS = frozenset({"query", "query_range", "query_exemplars", "series", "labels"})
+"""The endpoints Prometheus 2.42 also answers by POST; the others (label values, metadata, rules, alerts,
+status) answer POST with 405, as its router does."""
+GET_ENDPOINTS = POST_ENDPOINTS | {"metadata", "rules", "alerts", "status/buildinfo"}
+PROMETHEUS_API_VERSION = "2.42.0"
+"""The Prometheus whose HTTP API and PromQL semantics the agent follows (docs/promql.md)."""
 DEFAULT_TIMEOUT_SECONDS = 10.0
 MAX_POINTS_PER_SERIES = 11_000
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -92,14 +104,15 @@ class QueryAPI:
     def handle(self, method: str, path: str, query_string: str, body: bytes = b"",
                content_type: str = "") -> Response:
         """One request to a path under ``/api/v1/``."""
-        if method not in ("GET", "POST"):
-            return Response(405, b"method not allowed\n", "text/plain")
+        endpoint = path[len(PREFIX):]
+        if method not in ("GET", "POST") or (method == "POST" and endpoint not in POST_ENDPOINTS
+                                             and self._known(endpoint)):
+            return Response(405, b"Method Not Allowed\n", "text/plain")
         form: dict[str, list[str]] = {}
         if method == "POST" and content_type.split(";")[0].strip() == "application/x-www-form-urlencoded":
             form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
         for key, values in parse_qs(query_string, keep_blank_values=True).items():
             form.setdefault(key, []).extend(values)
-        endpoint = path[len(PREFIX):]
         try:
             data = self._dispatch(endpoint, form)
         except APIError as exc:
@@ -108,6 +121,10 @@ class QueryAPI:
         if data is None:
             return Response(404, b"404 page not found\n", "text/plain")
         return _json(200, {"status": "success", "data": data})
+
+    @staticmethod
+    def _known(endpoint: str) -> bool:
+        return endpoint in GET_ENDPOINTS or re.fullmatch(r"label/[^/]+/values", endpoint) is not None
 
     def _dispatch(self, endpoint: str, form: Mapping[str, list[str]]) -> Any:
         if endpoint == "query":
@@ -125,6 +142,12 @@ class QueryAPI:
             return self._rules(form)
         if endpoint == "alerts":
             return self._alerts()
+        if endpoint == "status/buildinfo":
+            return _buildinfo()
+        if endpoint == "metadata":
+            return self._metadata(form)
+        if endpoint == "query_exemplars":
+            return self._query_exemplars(form)
         return None
 
     # ------------------------------------------------------------------------------- queries
@@ -236,6 +259,30 @@ class QueryAPI:
         values.discard("")
         return sorted(values)
 
+    def _metadata(self, form: Mapping[str, list[str]]) -> Any:
+        """Prometheus 2.42's ``metricMetadata``: ``limit`` metrics (negative: all), one metric with
+        ``metric`` (2.42 has no ``limit_per_metric``; one entry per metric here anyway)."""
+        limit = _int_param(form, "limit")
+        wanted = _value(form, "metric")
+        names = {metric_name(series.labels) for series in self.store.all_series()}
+        out: dict[str, list[dict[str, str]]] = {}
+        for name in sorted(names):
+            if limit >= 0 and len(out) >= limit:
+                break
+            key, entry = metadata_of(name)
+            if not key or (wanted and key != wanted):
+                continue
+            entries = out.setdefault(key, [])
+            if entry not in entries:
+                entries.append(entry)
+        return out
+
+    def _query_exemplars(self, form: Mapping[str, list[str]]) -> Any:
+        self._parse(form)  # a bad query is bad_data, as in Prometheus
+        _time_param(form, "start", _MIN_MS)
+        _time_param(form, "end", _MAX_MS)
+        return []
+
     # ------------------------------------------------------------------------------- rules
 
     def _rules(self, form: Mapping[str, list[str]]) -> Any:
@@ -281,6 +328,38 @@ class QueryAPI:
 
 def _json(code: int, document: Any) -> Response:
     return Response(code, json.dumps(document, separators=(",", ":")).encode("utf-8"))
+
+
+def _buildinfo() -> dict[str, str]:
+    from watchdog import __version__
+
+    return {"version": PROMETHEUS_API_VERSION, "revision": f"inference-watchdog {__version__}", "branch": "",
+            "buildUser": "inference-watchdog", "buildDate": "", "goVersion": ""}
+
+
+def metadata_of(name: str) -> tuple[str, dict[str, str]]:
+    """The metadata key and entry Prometheus records for series ``name`` from the ``/metrics`` page
+    (its ``# TYPE``/``# HELP``): ``("", {})`` for the series Prometheus writes itself (``up``...)."""
+    from watchdog.exporter.collector import family_of
+    from watchdog.exporter.page import family_header
+    from watchdog.exporter.selection import PROMETHEUS_SCRAPE_SERIES
+
+    if name in PROMETHEUS_SCRAPE_SERIES or not name:
+        return "", {}
+    family, typ, doc = family_of(name)
+    type_line = family_header(family, typ, doc).splitlines()[1]
+    key, _, declared = type_line[len("# TYPE "):].rpartition(" ")
+    return key, {"type": "unknown" if declared == "untyped" else declared, "help": doc, "unit": ""}
+
+
+def _int_param(form: Mapping[str, list[str]], key: str) -> int:
+    text = _value(form, key)
+    if not text:
+        return -1
+    try:
+        return int(text, 10)
+    except ValueError:
+        raise APIError("bad_data", f"{key} must be a number") from None
 
 
 def _value(form: Mapping[str, list[str]], key: str) -> str:
