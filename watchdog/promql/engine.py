@@ -377,15 +377,17 @@ class Evaluator:
         points = 0
         try:
             for ts in range(first, ref + 1, step):
-                for labels, value in self.eval(sq.expr, ts):
+                vector = self.eval(sq.expr, ts)
+                for labels, value in vector:
                     entry = collected.get(labels)
                     if entry is None:
                         entry = collected[labels] = ([], [])
                     entry[0].append(ts)
                     entry[1].append(value)
-                    points += 1
-                if promtool_limit is not None and points > promtool_limit:  # past it whatever comes next
-                    raise evaluation_error(_TOO_MANY_SAMPLES)
+                if promtool_limit is not None:
+                    points += len(vector)
+                    if points > promtool_limit:  # past it whatever comes next
+                        raise evaluation_error(_TOO_MANY_SAMPLES)
             # promtool 2.42 evaluates the inner expression as a range query (its peak, see _peak_samples),
             # keeps the whole result while the function over it walks the series, and holds each series'
             # points again as it does a range selector's (one series errs from 5000 steps, two from
