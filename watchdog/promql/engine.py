@@ -151,6 +151,33 @@ def _peak_samples(expr: n.Expr, counts: dict[int, int]) -> tuple[int, int]:
     return own, max(peak, running + own)
 
 
+_AT_UNSAFE_FUNCTIONS = frozenset((
+    "days_in_month", "day_of_month", "day_of_week", "day_of_year", "hour", "minute", "month", "year",
+    "predict_linear", "time"))
+"""Functions whose result depends on the evaluation time beyond their arguments' (2.42's
+``AtModifierUnsafeFunctions``): a call to one is never step-invariant."""
+
+
+def _step_invariant(expr: n.Expr) -> bool:
+    """Whether 2.42's ``PreprocessExpr`` would evaluate ``expr`` once for every step (``@``-pinned
+    selectors and literals, and what is built from them alone; an aggregation's parameter does not count)."""
+    if isinstance(expr, (n.NumberLiteral, n.StringLiteral)):
+        return True
+    if isinstance(expr, n.VectorSelector):
+        return expr.at is not None
+    if isinstance(expr, n.MatrixSelector):
+        return expr.selector.at is not None
+    if isinstance(expr, n.Subquery):
+        return expr.at is not None
+    if isinstance(expr, (n.Paren, n.Negate, n.Aggregate)):
+        return _step_invariant(expr.expr)
+    if isinstance(expr, n.Binary):
+        return _step_invariant(expr.lhs) and _step_invariant(expr.rhs)
+    if isinstance(expr, n.Call):
+        return expr.name not in _AT_UNSAFE_FUNCTIONS and all(_step_invariant(arg) for arg in expr.args)
+    return False
+
+
 class Evaluator:
     """Evaluates expression nodes against a store for one top-level query at ``query_ms``."""
 
@@ -376,6 +403,11 @@ class Evaluator:
         promtool_limit = self.max_samples
         points = 0
         try:
+            if first > ref and _step_invariant(sq.expr):
+                # No step falls in the window, but 2.42 evaluates a step-invariant inner expression once
+                # before it replicates it over the (zero) steps, so its errors surface:
+                # ``topk(NaN, x @ 0)[20s:]`` between two steps is "Scalar value NaN overflows int64".
+                self.eval(sq.expr, first)
             for ts in range(first, ref + 1, step):
                 vector = self.eval(sq.expr, ts)
                 for labels, value in vector:

@@ -179,6 +179,9 @@ def _with_position(text: str, message: str) -> str:
     return f"{line}:{column}: {message}"
 
 
+_OFFSET_KEYWORD = re.compile(r"\S.*?(?<![\w:])offset$", re.IGNORECASE | re.DOTALL)
+"""Text that ends with the keyword ``offset`` after an expression (not ``clock_offset``, not a lone metric
+named ``offset``)."""
 _DURATION_NUMBER = re.compile(r"(?<![\w.:])\d+(?:ms|[smhdwy])(?:\d+(?:ms|[smhdwy]))*(?![\w:])")
 
 
@@ -219,7 +222,7 @@ def _reject_newer_syntax(text: str) -> None:
     blanked = "".join(plain)
     for match in _DURATION_NUMBER.finditer(blanked):
         before = blanked[: match.start()].rstrip().rstrip("+-").rstrip()
-        if not before.lower().endswith("offset"):
+        if not _OFFSET_KEYWORD.search(before):
             raise PromQLError(
                 f"unsupported duration {match.group(0)!r} used as a number (Prometheus 3 only)"
             )
