@@ -244,53 +244,93 @@ def test_catalogue_entries_are_validated() -> None:
                                             "head_dim": 64}}})
 
 
-AGENT_PAGE = (FIXTURES / "agent-metrics.txt").read_text(encoding="utf-8")
+T_MS = 1_800_000_000_000
+BUCKETS = (10.0, 100.0, 1000.0, 10000.0, float("inf"))
 
 
-def test_live_figures_from_a_captured_agent_page() -> None:
-    """Captured from `inference-watchdog demo --scenario healthy` (engine series trimmed to the ones used)."""
-    from watchdog.capacity.live import parse_live
+def _agent_store() -> Any:
+    """An agent's store over 30 minutes: long requests (4,000 + 800 tokens) until 12 minutes ago, then short
+    ones (100 + 20); one finished request every 15 s; a 500,000-token pool; completions at 0.58/s."""
+    from watchdog.model import Sample, metric
+    from watchdog.store import Store
 
-    live = parse_live(AGENT_PAGE, "agent")
-    assert live.lengths is not None
-    assert live.lengths.prompt_mean == pytest.approx(267300 / 180)
-    assert live.kv_pool_tokens == 500_000
-    assert live.rate == pytest.approx(0.58)
-    # The agent's own engine:b_max_p90 (rules/engines.yaml, over 5 minutes) and the planner's (over the
-    # engine's life) agree here because the demo's lengths are steady.
-    assert live.b_max_p90 == 108
-    assert 500_000 // live.lengths.total_p90 == live.b_max_p90
+    store = Store(retention_ms=3_600_000)
+    counts = {"prompt": [0.0, 0.0], "generation": [0.0, 0.0]}  # count, sum
+    buckets = {"prompt": dict.fromkeys(BUCKETS, 0.0), "generation": dict.fromkeys(BUCKETS, 0.0)}
+    for t_ms in range(T_MS - 1_800_000, T_MS + 1, 15_000):
+        recent = t_ms > T_MS - 720_000
+        samples = [Sample(metric("engine:kv_cache_capacity_tokens:sum", engine="0"), 500_000.0),
+                   Sample(metric("engine:request_completions:rate5m", engine="0"), 0.58)]
+        for kind, tokens in (("prompt", 100.0 if recent else 4000.0), ("generation", 20.0 if recent else 800.0)):
+            counts[kind][0] += 1
+            counts[kind][1] += tokens
+            name = f"engine:request_{kind}_tokens"
+            for le in BUCKETS:
+                buckets[kind][le] += 1.0 if tokens <= le else 0.0
+                text = "+Inf" if le == float("inf") else f"{le:g}"
+                samples.append(Sample(metric(name + "_bucket", engine="0", le=text), buckets[kind][le]))
+            samples += [Sample(metric(name + "_count", engine="0"), counts[kind][0]),
+                        Sample(metric(name + "_sum", engine="0"), counts[kind][1])]
+        store.ingest("engines", samples, t_ms)
+    return store
 
 
-def test_plan_from_a_running_agent(capsys: pytest.CaptureFixture[str]) -> None:
+def _serving_agent() -> Any:
+    """The agent's real query API over :func:`_agent_store`, on loopback."""
     from http.server import BaseHTTPRequestHandler
 
     from tests.loopback import serving
+    from watchdog.exporter.api import QueryAPI
+
+    api = QueryAPI(_agent_store(), clock=lambda: T_MS / 1000)
 
     class Agent(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = AGENT_PAGE.encode()
-            self.send_response(200 if self.path == "/metrics" else 404)
-            self.send_header("Content-Length", str(len(body)))
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            path, _, query = self.path.partition("?")
+            answer = api.handle("POST", path, query, body, self.headers.get("Content-Type", ""))
+            self.send_response(answer.code)
+            self.send_header("Content-Length", str(len(answer.body)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(answer.body)
 
         def log_message(self, format: str, *args: object) -> None:
             return
 
-    with serving(Agent) as url:
-        doc = plan_json(["--model", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--from", url,
+    return serving(Agent)
+
+
+def test_live_lengths_come_from_the_recent_window_not_the_engines_life() -> None:
+    from watchdog.capacity.live import fetch_live
+
+    with _serving_agent() as url:
+        recent = fetch_live(url)
+        whole = fetch_live(url, window_seconds=1800)
+    assert recent.lengths is not None and whole.lengths is not None
+    assert recent.lengths.prompt_mean == pytest.approx(100) and recent.lengths.output_mean == pytest.approx(20)
+    assert recent.lengths.source == f"live:{url}, last 10m"
+    assert whole.lengths.prompt_mean > 2000  # the long requests of 30 minutes ago
+    assert recent.kv_pool_tokens == 500_000 and recent.rate == pytest.approx(0.58)
+
+
+def test_plan_from_a_running_agent_uses_one_pool_and_says_which(capsys: pytest.CaptureFixture[str]) -> None:
+    with _serving_agent() as url:
+        doc = plan_json(["--model", "llama-3.1-8b", "--gpu", "h100", "--from", url,
                          "--node-throughput", "1000"], capsys)
-        explicit = plan_json(["--model", "llama-3.1-70b", "--gpu", "h100", "--tp", "4", "--from", url,
+        assert main(["plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--from", url, "--window", "5m",
+                     "--node-throughput", "1000"]) == 0
+        text = capsys.readouterr().out
+        explicit = plan_json(["--model", "llama-3.1-8b", "--gpu", "h100", "--from", url,
                               "--modelled-pool", "--rate", "10", "--prompt-tokens", "100", "--output-tokens", "10",
                               "--node-throughput", "1000"], capsys)
-    assert doc["b_max"]["pool_source"] == f"live:{url}/metrics"
-    assert doc["b_max"]["p90"] == 108
-    assert doc["lengths"]["source"] == f"live:{url}/metrics"
+    assert doc["b_max"]["pool"] == "live" and doc["b_max"]["pool_source"] == f"live:{url}"
+    assert doc["b_max"]["p90"] == int(500_000 // doc["lengths"]["p90"]["total"])
+    assert doc["lengths"]["source"] == f"live:{url}, last 10m"
     assert doc["demand"]["rate_per_second"] == pytest.approx(0.58)
-    rows = {v["change"]: v for v in doc["sensitivity"]}
-    assert rows["FP8 KV cache"]["b_max_p90"] in (216, 217)  # the live pool, doubled
-    assert explicit["b_max"]["pool_source"] == "ledgers"
+    # the live pool alone: no line of the GPU's modelled memory beside it
+    assert "pool: live" in text and "4 KV pool" not in text and "MB per request" not in text
+    assert f"live:{url}, last 5m" in text
+    assert explicit["b_max"]["pool"] == "modelled" and explicit["b_max"]["pool_source"] == "ledgers"
     assert explicit["demand"]["rate_per_second"] == 10 and explicit["lengths"]["mean"]["prompt"] == 100
 
 
@@ -299,7 +339,7 @@ def test_from_an_unreachable_agent_is_a_clear_error(capsys: pytest.CaptureFixtur
 
     url = f"http://127.0.0.1:{free_port()}"
     assert main(["plan", "--model", "llama-3.1-8b", "--from", url]) == 2
-    assert f"--from {url}/metrics: cannot read the agent's metrics" in capsys.readouterr().err
+    assert f"--from {url}/api/v1/query: cannot read the agent's query API" in capsys.readouterr().err
 
 
 def test_warnings_for_impossible_tp_and_fp8_without_fp8_cores() -> None:

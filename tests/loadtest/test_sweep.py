@@ -38,7 +38,7 @@ def config(**kw: object) -> sweep.SweepConfig:
 @pytest.mark.parametrize(("kw", "interrupt_at", "loads", "stopped", "knee"), [
     ({}, None, [1.0, 2.0, 3.0], "collapsed", 2.0),
     ({"keep_going": True}, None, [1.0, 2.0, 3.0, 4.0], "complete", 2.0),
-    ({}, 2.0, [1.0], "interrupted", 1.0),
+    ({}, 2.0, [1.0], "interrupted", None),  # the one finished step was safe: the knee was not reached
     ({"max_total_seconds": -1.0}, None, [], "time budget", None),
 ])
 def test_sweep_control_flow(monkeypatch: pytest.MonkeyPatch, kw: dict[str, object], interrupt_at: float | None,

@@ -59,7 +59,9 @@ def plan_json(plan: Plan) -> dict[str, Any]:
             "p90": {"prompt": inp.lengths.prompt_p90, "output": inp.lengths.output_p90,
                     "total": inp.lengths.total_p90, "kv_bytes_per_gpu": plan.kv_bytes_per_request_p90},
         },
-        "b_max": {"mean": plan.b_max_mean, "p90": plan.b_max_p90, "pool_source": inp.kv_pool_source,
+        "b_max": {"mean": plan.b_max_mean, "p90": plan.b_max_p90,
+                  "pool": "modelled" if inp.kv_pool_tokens_override is None else "live",
+                  "pool_source": inp.kv_pool_source,
                   "pool_tokens": inp.kv_pool_tokens_override},
         "slo": {"ttft_seconds": inp.slo.ttft_seconds, "tpot_seconds": inp.slo.tpot_seconds,
                 "percentile": inp.slo.percentile},
@@ -113,22 +115,37 @@ def plan_text(plan: Plan) -> str:
         f"GPU     {inp.gpu.display}; TP={inp.par.tp} PP={inp.par.pp} ({inp.par.gpus} GPUs per node);"
         f" weights {inp.weight_dtype}, KV {inp.kv_dtype}",
         "",
-        "Memory per GPU (four ledgers)",
-        f"  usable                     {_gb(led.usable_bytes)}",
-        f"  {f'cap (alpha {led.alpha:g})':<27}{_gb(led.cap_bytes)}",
-        f"  1 weights                  {_gb(led.weights_bytes)}",
-        f"  2 runtime + activations    {_gb(led.runtime_bytes + led.activation_bytes)}",
-        f"  3 safety reserve (1-alpha) {_gb(led.reserve_bytes)}",
-        f"  4 KV pool                  {_gb(led.kv_pool_bytes)}",
-        f"  KV per token per GPU       {plan.kv_bytes_per_token:,.0f} B",
-        "",
-        "B_max per node (requests the KV pool holds at once)"
-        + ("" if inp.kv_pool_tokens_override is None
-           else f"; live pool {inp.kv_pool_tokens_override:,.0f} tokens from {inp.kv_pool_source}"),
-        f"  at mean length {inp.lengths.total_mean:>9,.0f} tokens  {plan.b_max_mean:>7,}"
-        f"   ({plan.kv_bytes_per_request_mean / 1e6:,.1f} MB per request per GPU)",
-        f"  at P90 length  {inp.lengths.total_p90:>9,.0f} tokens  {plan.b_max_p90:>7,}"
-        f"   ({plan.kv_bytes_per_request_p90 / 1e6:,.1f} MB per request per GPU)",
+    ]
+    live_pool = inp.kv_pool_tokens_override
+    if live_pool is None:
+        lines += [
+            "Memory per GPU (four ledgers)",
+            f"  usable                     {_gb(led.usable_bytes)}",
+            f"  {f'cap (alpha {led.alpha:g})':<27}{_gb(led.cap_bytes)}",
+            f"  1 weights                  {_gb(led.weights_bytes)}",
+            f"  2 runtime + activations    {_gb(led.runtime_bytes + led.activation_bytes)}",
+            f"  3 safety reserve (1-alpha) {_gb(led.reserve_bytes)}",
+            f"  4 KV pool                  {_gb(led.kv_pool_bytes)}",
+            f"  KV per token per GPU       {plan.kv_bytes_per_token:,.0f} B",
+            "",
+            "B_max per node (requests the KV pool holds at once; pool: modelled from the ledgers above)",
+            f"  at mean length {inp.lengths.total_mean:>9,.0f} tokens  {plan.b_max_mean:>7,}"
+            f"   ({plan.kv_bytes_per_request_mean / 1e6:,.1f} MB per request per GPU)",
+            f"  at P90 length  {inp.lengths.total_p90:>9,.0f} tokens  {plan.b_max_p90:>7,}"
+            f"   ({plan.kv_bytes_per_request_p90 / 1e6:,.1f} MB per request per GPU)",
+        ]
+    else:
+        # One source for the pool: the live engine's tokens, not the modelled memory of the GPU named.
+        lines += [
+            f"KV pool   the live engine's: {live_pool:,.0f} tokens (smallest engine, {inp.kv_pool_source}); "
+            "the GPU's modelled memory ledgers are not used (--modelled-pool uses them instead)",
+            "",
+            "B_max per node (requests the KV pool holds at once; pool: live)",
+            f"  at mean length {inp.lengths.total_mean:>9,.0f} tokens  {plan.b_max_mean:>7,}",
+            f"  at P90 length  {inp.lengths.total_p90:>9,.0f} tokens  {plan.b_max_p90:>7,}",
+        ]
+    lines += [
+        f"  request lengths            {inp.lengths.source}",
         f"  generation capacity        {_fmt(plan.generation_tps, 0)} tokens/s per node ({plan.generation_source})",
     ]
     demand, bounds = plan.demand, plan.bounds

@@ -47,6 +47,18 @@ def _size(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _duration(text: str) -> int:
+    from watchdog.rules.durations import DurationError, parse_duration
+
+    try:
+        ms = parse_duration(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    if ms < 1000:
+        raise argparse.ArgumentTypeError(f"must be at least 1s, got {text}")
+    return ms // 1000
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,unused-ignore]
     """Add the ``plan`` command."""
     p = sub.add_parser("plan", help="capacity plan: memory ledgers, B_max, dual bound, node count",
@@ -80,6 +92,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
                         "pool (explicit lengths, --rate/--concurrency and --modelled-pool take precedence)")
     t.add_argument("--modelled-pool", action="store_true",
                    help="with --from: size B_max from the ledgers, not the live KV pool")
+    t.add_argument("--window", type=_duration, default=None, metavar="DURATION",
+                   help="with --from: request lengths over this recent window (default 10m)")
     load = t.add_mutually_exclusive_group()
     load.add_argument("--rate", type=_positive, help="peak arrival rate, requests/s")
     load.add_argument("--concurrency", type=_positive, help="peak requests in flight (instead of --rate)")
@@ -118,9 +132,9 @@ def build_inputs(args: argparse.Namespace) -> PlanInputs:
         raise ValueError(f"--alpha must be in (0, 1], got {args.alpha}")
     live = None
     if args.from_url:
-        from watchdog.capacity.live import fetch_live
+        from watchdog.capacity.live import DEFAULT_WINDOW_SECONDS, fetch_live
 
-        live = fetch_live(args.from_url)
+        live = fetch_live(args.from_url, args.window or DEFAULT_WINDOW_SECONDS)
     if args.lengths is not None:
         lengths = lengths_from_pairs(read_length_pairs(args.lengths), source=str(args.lengths))
     elif args.prompt_tokens is not None and args.output_tokens is not None:
@@ -129,8 +143,9 @@ def build_inputs(args: argparse.Namespace) -> PlanInputs:
     elif live is not None and live.lengths is not None:
         lengths = live.lengths
     elif live is not None:
-        raise ValueError(f"{live.source} has no request-length histograms yet (engine:request_prompt_tokens_*); "
-                         "give --prompt-tokens and --output-tokens")
+        raise ValueError(f"{live.source} has no finished requests in the last {live.window_seconds:g} s "
+                         "(engine:request_prompt_tokens_*); give --prompt-tokens and --output-tokens, "
+                         "or a longer --window")
     else:
         raise ValueError("give --prompt-tokens and --output-tokens, or --lengths FILE, or --from URL")
     rate = args.rate

@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from watchdog.promql.limits import COMMAND_BUDGET, QueryBudget, stopped_because
+
 DEFAULT_URL = "http://127.0.0.1:9847"
 SCRAPE_TIMEOUT_SECONDS = 10.0
 SCRAPE_LIMIT_BYTES = 64 * 1024 * 1024
@@ -112,14 +114,17 @@ def run_query(
     documents: Sequence[MetricsText],
     rule_paths: Sequence[str],
     t_ms: int,
+    budget: QueryBudget = COMMAND_BUDGET,
 ) -> Any:
     """Load ``documents`` into a fresh store at ``t_ms``, apply ``rule_paths`` once, evaluate ``expr``.
 
-    Pure apart from reading rule files. Returns the evaluator's value; raises :class:`QueryCommandError`
-    (inputs) or :class:`watchdog.promql.PromQLError` (the query).
+    Pure apart from reading rule files. Each rule and the query run under ``budget`` (CPU seconds and
+    samples held at once). Returns the evaluator's value; raises :class:`QueryCommandError` (inputs, a
+    rule stopped by the budget) or :class:`watchdog.promql.PromQLError` (the query; past the budget its
+    message says which limit stopped it).
     """
     from watchdog.exposition import ExpositionError, parse_exposition
-    from watchdog.promql import evaluate, parse_query
+    from watchdog.promql import PromQLError, evaluate, parse_query
     from watchdog.store import Store
 
     query = parse_query(expr)  # fail fast on a bad query, before reading anything
@@ -131,11 +136,14 @@ def run_query(
         except ExpositionError as exc:
             raise QueryCommandError(f"{document.source}: {exc}") from None
     if rule_paths:
-        _apply_rules(rule_paths, store, t_ms)
-    return evaluate(query, store, t_ms)
+        _apply_rules(rule_paths, store, t_ms, budget)
+    try:
+        return evaluate(query, store, t_ms, budget.options())
+    except PromQLError as exc:
+        raise PromQLError(stopped_because(exc, budget), exc.kind) from None
 
 
-def _apply_rules(rule_paths: Sequence[str], store: Any, t_ms: int) -> None:
+def _apply_rules(rule_paths: Sequence[str], store: Any, t_ms: int, budget: QueryBudget) -> None:
     from watchdog.rules.engine import RuleEngine
     from watchdog.rules.loader import RuleLoadError, load_rule_files
 
@@ -143,7 +151,14 @@ def _apply_rules(rule_paths: Sequence[str], store: Any, t_ms: int) -> None:
         ruleset = load_rule_files(rule_paths)
     except RuleLoadError as exc:
         raise QueryCommandError(str(exc)) from None
-    RuleEngine(ruleset, store).evaluate(t_ms)
+    engine = RuleEngine(ruleset, store, rule_timeout_s=budget.cpu_seconds, sample_limit=budget.max_samples)
+    engine.evaluate(t_ms)
+    for failure in engine.failures_at(t_ms):
+        if failure.reason in ("timeout", "samples"):
+            # A rule the budget stopped leaves its series out: say so rather than answer without them.
+            limit = f": stopped at the sample limit of {budget.max_samples}" if failure.reason == "samples" else ""
+            raise QueryCommandError(f"rule {failure.rule!r} of group {failure.group!r}: {failure.error}{limit}",
+                                    "execution")
 
 
 def _read_documents(paths: Sequence[str]) -> list[MetricsText]:

@@ -178,8 +178,8 @@ def _fma(a: float, b: float, c: float) -> float:
     exact = Fraction(a) * Fraction(b) + Fraction(c)
     try:
         return float(exact)
-    except OverflowError:
-        return math.copysign(INF, exact)
+    except OverflowError:  # beyond float64: the infinity of its sign (copysign would convert it again)
+        return INF if exact > 0 else -INF
 
 
 _EXP_COEFFICIENTS = (  # Taylor coefficients of Go's amd64 Exp, highest order first

@@ -246,9 +246,10 @@ def sinh(x: float) -> float:
     if sign:
         x = -x
     if x > 21:
-        temp = exp(x) / 2
-    elif x > 0.5:
-        temp = (exp(x) - exp(-x)) / 2
+        temp = exp(x) * 0.5
+    elif x > 0.5:  # one exponential and its reciprocal, not exp(-x): the last bit differs
+        ex = exp(x)
+        temp = (ex - 1 / ex) * 0.5
     else:
         sq = x * x
         temp = (((p3 * sq + p2) * sq + p1) * sq + p0) * x
@@ -260,8 +261,9 @@ def cosh(x: float) -> float:
     """Go's ``math.Cosh``."""
     x = abs(x)
     if x > 21:
-        return exp(x) / 2
-    return (exp(x) + exp(-x)) / 2
+        return exp(x) * 0.5
+    ex = exp(x)  # one exponential and its reciprocal, not exp(-x): the last bit differs
+    return (ex + 1 / ex) * 0.5
 
 
 def tanh(x: float) -> float:

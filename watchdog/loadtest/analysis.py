@@ -12,7 +12,14 @@ objective and its TPOT (when it has one) within the TPOT objective. Per step:
 
 The knee is the highest load of the leading run of safe steps (loads in increasing order): the last
 load before the first step that misses the objective. A later step that passes again by luck does not
-move it.
+move it. When no step misses the objective the knee is "not reached": it lies above the highest load
+tried, and that load is no knee (:func:`knee_status`).
+
+Shortfall (open loop): a step's offered rate is what its send schedule asked for, its achieved rate what
+the client really sent (first to last send, without the requests its in-flight limit refused). A step
+whose achieved rate is more than :data:`SHORTFALL_TOLERANCE` below the offered one did not test its
+load: the client could not keep up (CPU, threads, its in-flight limit), and its figures belong to a lower
+rate than its label.
 """
 
 from __future__ import annotations
@@ -24,6 +31,10 @@ from enum import Enum
 from watchdog.loadtest.client import RequestResult, percentile
 
 PERCENTILES = (50.0, 90.0, 99.0)
+SHORTFALL_TOLERANCE = 0.05
+"""A step whose achieved send rate is more than this share below its offered rate is flagged."""
+NOT_SENT = "(not sent)"
+"""The end of the error of a request the client's in-flight limit refused (runner.py)."""
 
 
 class Zone(str, Enum):
@@ -79,15 +90,34 @@ class StepSummary:
     e2e: dict[str, float | None]
     zone: Zone
     error_examples: tuple[str, ...] = ()
+    offered_rate: float | None = None
+    """Requests/s the step's send schedule asked for (open loop); None for a closed loop."""
+    achieved_rate: float | None = None
+    """Requests/s the client really sent, first to last send (open loop)."""
+
+    @property
+    def shortfall(self) -> bool:
+        """Whether the client sent clearly fewer requests per second than the step offered."""
+        return (self.offered_rate is not None and self.achieved_rate is not None
+                and self.achieved_rate < self.offered_rate * (1 - SHORTFALL_TOLERANCE))
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float | None]:
     return {f"p{q:g}": percentile(values, q) for q in PERCENTILES}
 
 
+def _rate(times: Sequence[float]) -> float | None:
+    """Events per second from first to last of ``times``; None for fewer than two or no time between."""
+    if len(times) < 2:
+        return None
+    span = max(times) - min(times)
+    return (len(times) - 1) / span if span > 0 else None
+
+
 def summarize(load: float, results: Sequence[RequestResult], duration_seconds: float,
-              objectives: Objectives) -> StepSummary:
-    """The figures of one step from its request results."""
+              objectives: Objectives, scheduled: Sequence[float] | None = None) -> StepSummary:
+    """The figures of one step from its request results; ``scheduled`` (open loop) are the send offsets
+    the step's schedule asked for within its time, for the offered and achieved rates."""
     completed = [r for r in results if r.ok]
     good = [r for r in completed if objectives.met(r)]
     total = len(results)
@@ -105,14 +135,26 @@ def summarize(load: float, results: Sequence[RequestResult], duration_seconds: f
         e2e=_percentiles([r.e2e for r in completed]),
         zone=objectives.zone(attainment),
         error_examples=tuple(errors[:3]),
+        offered_rate=None if scheduled is None else _rate(scheduled),
+        achieved_rate=None if scheduled is None else _rate(
+            [r.sent_at for r in results if not (r.error or "").endswith(NOT_SENT)]),
     )
 
 
 def find_knee(steps: Sequence[StepSummary]) -> StepSummary | None:
-    """The last safe step before the first unsafe one (by increasing load); None if the first is unsafe."""
+    """The last safe step before the first unsafe one (by increasing load); None if the first is unsafe,
+    and None when no step is unsafe (the knee was not reached: see :func:`knee_status`)."""
     knee = None
     for step in sorted(steps, key=lambda s: s.load):
         if step.zone is not Zone.SAFE:
-            break
+            return knee
         knee = step
-    return knee
+    return None
+
+
+def knee_status(steps: Sequence[StepSummary]) -> str:
+    """``reached`` (a safe step, then one that missed the objective), ``not reached`` (every step met it:
+    the knee lies above the highest load tried) or ``none`` (the lowest load missed it, or no steps)."""
+    if steps and all(step.zone is Zone.SAFE for step in steps):
+        return "not reached"
+    return "none" if find_knee(steps) is None else "reached"

@@ -31,6 +31,7 @@ def step_json(step: StepSummary) -> dict[str, Any]:
         "goodput_tokens_per_second": step.goodput_tps, "zone": step.zone.value,
         "ttft_seconds": step.ttft, "tpot_seconds": step.tpot, "itl_seconds": step.itl, "e2e_seconds": step.e2e,
         "error_examples": list(step.error_examples),
+        "offered_rate": step.offered_rate, "achieved_rate": step.achieved_rate, "shortfall": step.shortfall,
     }
 
 
@@ -46,6 +47,7 @@ def result_json(result: SweepResult) -> dict[str, Any]:
                        "attainment": cfg.objectives.attainment, "collapse_below": cfg.objectives.collapse_below},
         "steps": [step_json(s) for s in result.steps],
         "knee": None if result.knee is None else step_json(result.knee),
+        "knee_status": result.knee_status,
         "stopped": result.stopped,
         "elapsed_seconds": result.elapsed_seconds,
     }
@@ -146,7 +148,15 @@ def result_text(result: SweepResult) -> str:
                      f"{_ms(s.itl['p99']):>6}ms  {s.zone.value}")
         for example in s.error_examples:
             lines.append(f"{'':>8} error: {example}")
-    if result.knee is None:
+        if s.shortfall:
+            lines.append(f"{'':>8} shortfall: sent {s.achieved_rate:.1f}/s of {s.offered_rate:.1f}/s offered: the "
+                         "client could not keep up, so this step did not test its load")
+    status = result.knee_status
+    if status == "not reached":
+        highest = max(s.load for s in result.steps)
+        lines.append(f"knee: not reached (every step met the attainment objective up to {highest:g} {unit}; "
+                     "the knee lies above it: sweep higher)")
+    elif result.knee is None:
         lines.append("knee: none (the lowest load already misses the objective)")
     else:
         lines.append(f"knee: {result.knee.load:g} {unit} (goodput {result.knee.goodput_tps:,.1f} tokens/s, "

@@ -14,6 +14,9 @@ def knee_throughput(path: Path) -> float:
         raise ValueError(f"{path}: cannot read a loadtest result: {exc}") from exc
     knee = doc.get("knee") if isinstance(doc, dict) else None
     if not isinstance(knee, dict):
+        if isinstance(doc, dict) and doc.get("knee_status") == "not reached":
+            raise ValueError(f"{path}: knee: not reached (every step met the attainment objective, so the "
+                             "highest load tried is a lower bound, not the knee): sweep higher")
         raise ValueError(f"{path}: knee: no knee in this result (no step met the attainment objective)")
     value = knee.get("goodput_tokens_per_second")
     if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from watchdog.loadtest.analysis import Objectives, StepSummary, Zone, find_knee, summarize
+from watchdog.loadtest.analysis import Objectives, StepSummary, Zone, find_knee, knee_status, summarize
 from watchdog.loadtest.client import Api, OpenAIClient, RequestResult
 from watchdog.loadtest.runner import run_closed_loop, run_open_loop
 from watchdog.loadtest.workload import Arrival, LengthSource, arrival_offsets, make_requests
@@ -57,9 +57,15 @@ class SweepResult:
     config: SweepConfig
     steps: tuple[StepSummary, ...]
     knee: StepSummary | None
+    """The knee's step; None when the lowest load missed the objective or none did (``knee_status``)."""
     stopped: str  # "complete", "collapsed", "time budget" or "interrupted"
     elapsed_seconds: float
     requests: tuple[tuple[float, RequestResult], ...] = ()  # (load, result) of every request, step by step
+
+    @property
+    def knee_status(self) -> str:
+        """``reached``, ``not reached`` (every step met the objective) or ``none``."""
+        return knee_status(self.steps)
 
 
 def run_sweep(config: SweepConfig, client: OpenAIClient,
@@ -79,16 +85,18 @@ def run_sweep(config: SweepConfig, client: OpenAIClient,
                                  first_index=index * config.requests, ignore_eos=config.ignore_eos)
         if on_step_start is not None:
             on_step_start(load, len(requests))
+        scheduled: list[float] | None = None  # the send offsets asked for within the step (open loop)
         try:
             if config.mode == "rate":
                 offsets = arrival_offsets(config.arrival, load, len(requests), rng)
+                scheduled = [o for o in offsets[:len(requests)] if o <= config.step_seconds]
                 run = run_open_loop(client, requests, offsets, config.step_seconds, config.max_in_flight, on_result)
             else:
                 run = run_closed_loop(client, requests, int(load), config.step_seconds, on_result)
         except KeyboardInterrupt:  # Ctrl-C: keep the finished steps, drop the one cut short
             stopped = "interrupted"
             break
-        steps.append(summarize(load, run.results, run.duration_seconds, config.objectives))
+        steps.append(summarize(load, run.results, run.duration_seconds, config.objectives, scheduled))
         measured.extend((load, r) for r in sorted(run.results, key=lambda r: r.sent_at))
         if steps[-1].zone is Zone.COLLAPSED and not config.keep_going and index < len(config.loads) - 1:
             stopped = "collapsed"

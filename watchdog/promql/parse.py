@@ -64,6 +64,7 @@ _AT_MARKERS: ContextVar[dict[int, int] | None] = ContextVar("_AT_MARKERS", defau
 """While a query is converted: marker ``@`` times (ms) -> the real times (see ``lex242.prepare``)."""
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _ONE_MS = dt.timedelta(milliseconds=1)
+_INT64_MAX = (1 << 63) - 1
 
 
 def _register_holt_winters() -> None:
@@ -154,6 +155,10 @@ def parse_expr(text: str) -> n.Expr:
             return _convert(root)
         except RecursionError:
             raise PromQLError("query is nested too deeply") from None
+        except (ValueError, OverflowError) as exc:  # the binding cannot hold a duration (x[100000000y])
+            if "too large" in str(exc) or isinstance(exc, OverflowError):
+                raise PromQLError("duration out of range") from None
+            raise PromQLError(f"cannot convert the query: {exc}") from None
         finally:
             _AT_MARKERS.reset(token)
     except PromQLError as exc:
@@ -174,6 +179,9 @@ def _with_position(text: str, message: str) -> str:
     return f"{line}:{column}: {message}"
 
 
+_OFFSET_KEYWORD = re.compile(r"\S.*?(?<![\w:])offset$", re.IGNORECASE | re.DOTALL)
+"""Text that ends with the keyword ``offset`` after an expression (not ``clock_offset``, not a lone metric
+named ``offset``)."""
 _DURATION_NUMBER = re.compile(r"(?<![\w.:])\d+(?:ms|[smhdwy])(?:\d+(?:ms|[smhdwy]))*(?![\w:])")
 
 
@@ -214,7 +222,7 @@ def _reject_newer_syntax(text: str) -> None:
     blanked = "".join(plain)
     for match in _DURATION_NUMBER.finditer(blanked):
         before = blanked[: match.start()].rstrip().rstrip("+-").rstrip()
-        if not before.lower().endswith("offset"):
+        if not _OFFSET_KEYWORD.search(before):
             raise PromQLError(
                 f"unsupported duration {match.group(0)!r} used as a number (Prometheus 3 only)"
             )
@@ -229,10 +237,14 @@ def _parser_message(message: str) -> str:
 
 
 def _ms(delta: dt.timedelta | None) -> int:
-    """A (possibly negative) timedelta as integer milliseconds, exactly."""
+    """A (possibly negative) timedelta as integer milliseconds, exactly; a duration beyond Go's
+    ``time.Duration`` (int64 nanoseconds, about 292 years) is 2.42's "duration out of range"."""
     if delta is None:
         return 0
-    return delta // _ONE_MS
+    ms = delta // _ONE_MS
+    if abs(ms) * 1_000_000 > _INT64_MAX:
+        raise PromQLError("duration out of range")
+    return ms
 
 
 def _at(modifier: pp.AtModifier | None) -> n.At | None:

@@ -18,6 +18,7 @@ import yaml
 
 from watchdog.infra.paths import asset_dir
 from watchdog.model import Alert
+from watchdog.promql.limits import COMMAND_BUDGET, QueryBudget
 from watchdog.promtool.runner import (
     DEFAULT_EVALUATION_INTERVAL_MS,
     QUIET_LOG,
@@ -112,8 +113,9 @@ def default_rule_files() -> list[str]:
 
 
 def evaluate_input(path: str, at: str, extra_rules: Sequence[str] = (),
-                   evaluation_interval: str | None = None) -> EvalResult:
-    """Evaluate the input file's rules (plus ``extra_rules``) up to time ``at``; see the module doc."""
+                   evaluation_interval: str | None = None, budget: QueryBudget = COMMAND_BUDGET) -> EvalResult:
+    """Evaluate the input file's rules (plus ``extra_rules``) up to time ``at``; see the module doc.
+    Each rule evaluation runs under ``budget``: a rule past it is one of the result's failures."""
     spec = read_eval_input(path)
     try:
         at_ms = parse_time_arg(at)
@@ -139,7 +141,7 @@ def evaluate_input(path: str, at: str, extra_rules: Sequence[str] = (),
     lazy = LazySeries(store, points)
     engine = RuleEngine(ruleset, store, spec.group.external_labels,
                         external_url=spec.group.external_url or None, subquery_step_ms=step_ms,
-                        logger=QUIET_LOG)
+                        logger=QUIET_LOG, rule_timeout_s=budget.cpu_seconds, sample_limit=budget.max_samples)
     ts = 0
     last = 0
     while ts <= at_ms:

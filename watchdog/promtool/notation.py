@@ -5,7 +5,8 @@ Contract (same as Prometheus 2.42's ``promtool test rules``):
 - ``a+bxn`` / ``a-bxn``: n+1 values a, a±b, ... (accumulated by repeated addition, as promtool does);
   ``axn``: a repeated n+1 times;
 - ``_xn``: n omitted samples; ``stalexn`` is not accepted (promtool rejects it too);
-- numbers accept ``Inf``/``+Inf``/``-Inf``/``NaN`` and exponents.
+- numbers accept ``Inf``/``+Inf``/``-Inf``/``NaN`` and exponents, not hexadecimal (``0x1F``); the step
+  of ``a+bxn`` has no sign of its own (``1+-1x2`` is rejected).
 Omitted samples are ``None``; the staleness marker is :data:`watchdog.model.STALE_NAN`.
 """
 
@@ -15,11 +16,13 @@ import re
 
 from watchdog.model import STALE_NAN
 
-_NUMBER = r"[-+]?(?:Inf|inf|NaN|nan|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|0x[0-9a-fA-F]+)"
+_UNSIGNED = r"(?:Inf|inf|NaN|nan|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+# promtool's series lexer reads ``0x1F`` as ``0`` then ``x``, so hexadecimal is not a number here, and the
+# step of ``a+bxn`` carries no sign of its own (``1+-1x2`` is rejected).
 _TOKEN = re.compile(
     rf"^(?:(?P<blank>_)(?:x(?P<blank_n>\d+))?"
     rf"|(?P<stale>stale)"
-    rf"|(?P<start>{_NUMBER})(?:(?P<sign>[-+])(?P<step>{_NUMBER}))?(?:x(?P<times>\d+))?)$"
+    rf"|(?P<start>[-+]?{_UNSIGNED})(?:(?P<sign>[-+])(?P<step>{_UNSIGNED}))?(?:x(?P<times>\d+))?)$"
 )
 
 
@@ -35,8 +38,6 @@ def _number(text: str) -> float:
         return float("-inf")
     if lowered.lstrip("-") == "nan":
         return float("nan")
-    if "0x" in lowered:
-        return float(int(text, 16))
     return float(text)
 
 

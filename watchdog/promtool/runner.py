@@ -34,6 +34,7 @@ import yaml
 from watchdog.golang.gostrconv import format_float, quote
 from watchdog.infra.yamllines import line_of
 from watchdog.model import AlertState, Labels, make_labels
+from watchdog.promql.limits import COMMAND_BUDGET, QueryBudget, stopped_because
 from watchdog.promtool.notation import SeriesNotationError, expand_values
 from watchdog.rules.durations import DurationError, format_duration, format_go_duration, parse_duration
 from watchdog.rules.engine import RuleEngine, RuleEvaluationError, vector_of
@@ -388,8 +389,10 @@ def _samples_string(samples: list[tuple[tuple[tuple[str, str], ...], float]]) ->
 
 
 def run_test_group(tg: TestGroup, rule_files: Sequence[str], evaluation_interval_ms: int,
-                   group_eval_order: Sequence[str]) -> list[str]:
-    """Run one test group; returns promtool-style error texts (empty when it passes)."""
+                   group_eval_order: Sequence[str], budget: QueryBudget = COMMAND_BUDGET) -> list[str]:
+    """Run one test group; returns promtool-style error texts (empty when it passes). Every rule
+    evaluation and every ``promql_expr_test`` runs under ``budget`` (besides promtool's own sample
+    accounting): a rule or query past it fails its test with the budget named, instead of running on."""
     try:
         points = load_input_series(tg.input_series, tg.interval_ms)
     except ValueError as exc:
@@ -402,7 +405,8 @@ def run_test_group(tg: TestGroup, rule_files: Sequence[str], evaluation_interval
     lazy = LazySeries(store, points)
     engine = RuleEngine(ruleset, store, tg.external_labels, external_url=tg.external_url or None,
                         subquery_step_ms=evaluation_interval_ms, logger=QUIET_LOG,
-                        max_samples=PROMTOOL_MAX_SAMPLES)
+                        max_samples=PROMTOOL_MAX_SAMPLES, rule_timeout_s=budget.cpu_seconds,
+                        sample_limit=budget.max_samples)
     group_label = f"    name: {tg.name},\n" if tg.name else ""
     for case in tg.alert_rule_tests:
         if case.alertname == "":
@@ -429,7 +433,7 @@ def run_test_group(tg: TestGroup, rule_files: Sequence[str], evaluation_interval
             curr += 1
         ts += evaluation_interval_ms
     for expr_case in tg.promql_expr_tests:
-        errors.extend(_check_expr(store, expr_case, evaluation_interval_ms))
+        errors.extend(_check_expr(store, expr_case, evaluation_interval_ms, budget))
     return errors
 
 
@@ -457,15 +461,20 @@ def _check_alerts(engine: RuleEngine, cases: list[AlertTestCase], group_label: s
     return errors
 
 
-def _check_expr(store: Store, case: PromqlTestCase, evaluation_interval_ms: int) -> list[str]:
+def _check_expr(store: Store, case: PromqlTestCase, evaluation_interval_ms: int,
+                budget: QueryBudget) -> list[str]:
     from watchdog.promql import EvalOptions, PromQLError, evaluate, parse_query
 
     when = format_duration(case.eval_time_ms)
     try:
-        options = EvalOptions(subquery_step_ms=evaluation_interval_ms, max_samples=PROMTOOL_MAX_SAMPLES)
-        value = evaluate(parse_query(case.expr), store, case.eval_time_ms, options)
+        query = parse_query(case.expr)
+        options = budget.options(EvalOptions(subquery_step_ms=evaluation_interval_ms,
+                                             max_samples=PROMTOOL_MAX_SAMPLES))
+        value = evaluate(query, store, case.eval_time_ms, options)
         vector = vector_of(value)
-    except (PromQLError, RuleEvaluationError) as exc:
+    except PromQLError as exc:
+        return [f"    expr: {quote(case.expr)}, time: {when}, err: {stopped_because(exc, budget)}"]
+    except RuleEvaluationError as exc:
         return [f"    expr: {quote(case.expr)}, time: {when}, err: {exc}"]
     except Exception as exc:  # an evaluator bug fails this case, not the whole run
         return [f"    expr: {quote(case.expr)}, time: {when}, err: internal error: "
@@ -489,8 +498,8 @@ def _check_expr(store: Store, case: PromqlTestCase, evaluation_interval_ms: int)
             f"        got: {_samples_string(got)}"]
 
 
-def run_test_file(path: str) -> TestFileResult:
-    """Run every test group of one promtool test file."""
+def run_test_file(path: str, budget: QueryBudget = COMMAND_BUDGET) -> TestFileResult:
+    """Run every test group of one promtool test file, each evaluation under ``budget``."""
     result = TestFileResult(path)
     try:
         with open(path, encoding="utf-8") as handle:
@@ -520,11 +529,12 @@ def run_test_file(path: str) -> TestFileResult:
                 return result
             seen.add(name)
     for group in spec.tests:
-        result.errors.extend(run_test_group(group, rule_files, interval, spec.group_eval_order))
+        result.errors.extend(run_test_group(group, rule_files, interval, spec.group_eval_order, budget))
     return result
 
 
-def run_test_files(paths: Sequence[str], out: TextIO | None = None, err: TextIO | None = None) -> int:
+def run_test_files(paths: Sequence[str], out: TextIO | None = None, err: TextIO | None = None,
+                   budget: QueryBudget = COMMAND_BUDGET) -> int:
     """Run test files, printing like promtool; returns 0 when all pass, else 1."""
     out = out or sys.stdout
     err = err or sys.stderr
@@ -532,7 +542,7 @@ def run_test_files(paths: Sequence[str], out: TextIO | None = None, err: TextIO 
     for path in paths:
         print("Unit Testing: ", path, file=out)
         out.flush()
-        result = run_test_file(path)
+        result = run_test_file(path, budget)
         for warning in result.warnings:
             print(warning, file=err)
         if result.errors:

@@ -81,6 +81,8 @@ class RuleFailure:
     index: int
     t_ms: int
     error: str
+    reason: str = "error"
+    """As in ``watchdog_rule_evaluation_failures_total``: ``timeout`` and ``samples`` are the budget's."""
 
 
 @dataclass(frozen=True)
@@ -375,11 +377,11 @@ class RuleEngine:
         stats = self.stats[runtime.key]
         stats.failures_total += 1
         stats.failures_by_reason[reason] = stats.failures_by_reason.get(reason, 0) + 1
-        self.last_failures[(runtime.key, index)] = RuleFailure(runtime.group.name, rule.name, index, t_ms,
-                                                               error)
-        if reason == "timeout":
+        if reason == "timeout":  # kept in the failure too: `rules eval` and `rules test` print it
             error = f"{error}: stopped after the rule time budget of {self.rule_timeout_s:g}s"
-        elif reason == "samples":
+        self.last_failures[(runtime.key, index)] = RuleFailure(runtime.group.name, rule.name, index, t_ms,
+                                                               error, reason)
+        if reason == "samples":
             error = f"{error}: stopped at the rule sample limit of {self.sample_limit}"
         self.log.warning("rule evaluation failed", extra={
             "file": runtime.group.file, "rule_group": runtime.group.name, "rule": rule.name, "index": index,
