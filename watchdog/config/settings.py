@@ -383,6 +383,26 @@ class ExporterSettings:
     pass_through_engine_series: bool
 
 
+# -- serving: the balancer interfaces (the verdict engine's keys are a block of their own) -------------
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentCheckSettings:
+    """``serving.agent_check``: HAProxy's agent-check port."""
+
+    enabled: bool
+    listen: str
+    max_connections: int
+    short_only_weight_percent: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingSettings:
+    """``serving``."""
+
+    agent_check: AgentCheckSettings
+
+
 # -- the whole file -----------------------------------------------------------------------------------
 
 
@@ -411,6 +431,7 @@ class Settings:
     remediation: RemediationSettings
     runbooks: RunbooksSettings
     exporter: ExporterSettings
+    serving: ServingSettings
 
 
 T = TypeVar("T")
