@@ -22,15 +22,14 @@ def verdict(kind: Verdict, weight: int = 100, reasons: tuple[Reason, ...] = ()) 
     (Verdict.ADMIT, 100, "up ready 100%"),
     (Verdict.ADMIT, 70, "up ready 70%"),       # degraded but alive: a smaller share
     (Verdict.ADMIT, 0, "up ready 1%"),         # 0 % would be DRAIN in HAProxy: admit never drains
-    (Verdict.SHORT_ONLY, 100, "up ready 50%"),  # capped at short_only_weight_percent
-    (Verdict.SHORT_ONLY, 30, "up ready 30%"),
+    (Verdict.SHORT_ONLY, 50, "up ready 50%"),  # serving.short_only_weight_percent
     (Verdict.SHED, 0, "up drain"),
     (Verdict.DRAIN, 0, "up drain"),
     (Verdict.DOWN, 0, "down"),
     (Verdict.UNKNOWN, 0, "up ready"),
 ])
 def test_reply_names_the_whole_state_for_each_verdict(kind: Verdict, weight: int, expected: str) -> None:
-    reply = agent_reply(verdict(kind, weight, (Reason("kv_free_low", "free KV 3 %"),)), True, 50)
+    reply = agent_reply(verdict(kind, weight, (Reason("kv_free_low", "free KV 3 %"),)), True)
     words, _, description = reply.partition("#")
     assert words.strip() == expected
     assert "kv_free_low free KV 3 %" in description
@@ -38,13 +37,13 @@ def test_reply_names_the_whole_state_for_each_verdict(kind: Verdict, weight: int
 
 @pytest.mark.parametrize("kind", list(Verdict))
 def test_an_untrusted_agent_or_an_unknown_engine_fails_open(kind: Verdict) -> None:
-    assert agent_reply(verdict(kind), False, 50).split("#")[0].strip() == "up ready"
-    assert agent_reply(None, True, 50).split("#")[0].strip() == "up ready"
+    assert agent_reply(verdict(kind), False).split("#")[0].strip() == "up ready"
+    assert agent_reply(None, True).split("#")[0].strip() == "up ready"
 
 
 def test_description_is_one_printable_bounded_line() -> None:
     reply = agent_reply(verdict(Verdict.DRAIN, 0, (Reason("xid_fatal", "Xid 79\r\nup ready 100%\x00" + "x" * 500),)),
-                        True, 50)
+                        True)
     assert "\n" not in reply and "\r" not in reply and "\x00" not in reply
     assert reply.startswith("up drain #drain: xid_fatal Xid 79")
     assert len(reply) < 150

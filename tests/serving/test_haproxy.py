@@ -126,7 +126,7 @@ def test_short_only_gets_a_smaller_share_through_agent_check(
         agent_check: AgentCheckServer) -> None:
     with balancer(tmp_path, engines, agent_check=agent_check) as haproxy, ClientLoad(haproxy.port) as load:
         wait_until_both_take_requests(haproxy)
-        source.set("vllm-a", Verdict.SHORT_ONLY, weight_percent=100)
+        source.set("vllm-a", Verdict.SHORT_ONLY, weight_percent=50)
         haproxy.wait_for(lambda s: s["vllm-a"].weight == 50, OBEY_WITHIN_SECONDS, "vllm-a at weight 50")
         before = {job: taken(haproxy, job) for job in JOBS}
         time.sleep(3)

@@ -393,7 +393,6 @@ class AgentCheckSettings:
     enabled: bool
     listen: str
     max_connections: int
-    short_only_weight_percent: int
 
 
 @dataclasses.dataclass(frozen=True)

@@ -84,8 +84,7 @@ def start_agent_check(agent: Agent) -> AgentCheckServer | None:
     try:
         host, port = parse_listen(section.listen)
         server = AgentCheckServer(lambda: verdict_source(agent), host, port,
-                                  max_connections=section.max_connections,
-                                  short_only_weight_percent=section.short_only_weight_percent)
+                                  max_connections=section.max_connections)
         server.start()
     except (OSError, ValueError) as exc:  # start-up boundary of the agent-check port: say why, go on
         log.error("cannot start the agent-check server", extra={"listen": section.listen, "error": str(exc)})

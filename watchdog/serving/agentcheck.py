@@ -11,9 +11,9 @@ state it wants (:func:`agent_reply`), whatever was said before:
 verdict         reply                         why
 ==============  ============================  =============================================================
 ``admit``       ``up ready W%``               W = the verdict's weight (100, or less for a degraded engine)
-``short-only``  ``up ready W%``               W = the verdict's weight, at most ``short_only_weight``:
-                                              HAProxy cannot route by prompt length, so a thin KV margin
-                                              gets a smaller share of new requests instead
+``short-only``  ``up ready W%``               W = the verdict's weight (``serving.short_only_weight_percent``,
+                                              50 by default): HAProxy cannot route by prompt length, so a
+                                              thin KV margin gets a smaller share of new requests instead
 ``shed``        ``up drain``                  no new requests (HAProxy's queue or other servers take
                                               them); in-flight ones finish; ``ready`` undoes it
 ``drain``       ``up drain``                  the same: out of rotation, in-flight requests finish
@@ -65,19 +65,16 @@ def _description(verdict: EngineVerdict | None, fallback: str) -> str:
     return printable[:MAX_DESCRIPTION]
 
 
-def agent_reply(verdict: EngineVerdict | None, trusted: bool, short_only_weight_percent: int) -> str:
+def agent_reply(verdict: EngineVerdict | None, trusted: bool) -> str:
     """The agent-check line (without its newline) for ``verdict`` (None: unknown job or none sent).
     ``trusted`` False (the agent is unhealthy) fails open whatever the verdict says."""
     if verdict is None:
         return "up ready #unknown: no such engine on this agent (failing open)"
     if not trusted:
         return "up ready #unknown: the agent is unhealthy (failing open)"
-    weight = max(1, min(100, verdict.weight_percent))
-    if verdict.verdict is Verdict.ADMIT:
-        return f"up ready {weight}% #{_description(verdict, 'admit')}"
-    if verdict.verdict is Verdict.SHORT_ONLY:
-        weight = max(1, min(weight, short_only_weight_percent))
-        return f"up ready {weight}% #{_description(verdict, 'short-only')}"
+    weight = max(1, min(100, verdict.weight_percent))  # 0 % would be HAProxy's DRAIN: these verdicts serve
+    if verdict.verdict in (Verdict.ADMIT, Verdict.SHORT_ONLY):
+        return f"up ready {weight}% #{_description(verdict, verdict.verdict.value)}"
     if verdict.verdict in (Verdict.SHED, Verdict.DRAIN):
         return f"up drain #{_description(verdict, verdict.verdict.value)}"
     if verdict.verdict is Verdict.DOWN:
@@ -122,11 +119,10 @@ class AgentCheckServer:
     which fails open). ``start()`` / ``stop()``; ``port`` after start."""
 
     def __init__(self, source: Callable[[], VerdictSource | None], host: str = "127.0.0.1", port: int = 0,
-                 max_connections: int = 64, short_only_weight_percent: int = 50) -> None:
+                 max_connections: int = 64) -> None:
         self.source = source
         self.host = host
         self.port = port
-        self.short_only_weight_percent = short_only_weight_percent
         self.slots = threading.BoundedSemaphore(max_connections)
         self.rejected = 0
         self._warned: set[str] = set()
@@ -143,7 +139,7 @@ class AgentCheckServer:
             self._warned.add(job)
             log.warning("agent-check for an engine this agent does not know: answering up (fail open); "
                         "check agent-send in the HAProxy config", extra={"job": job})
-        return agent_reply(verdict, source.trusted(), self.short_only_weight_percent)
+        return agent_reply(verdict, source.trusted())
 
     def _answer(self, connection: socket.socket) -> None:
         connection.settimeout(READ_TIMEOUT_SECONDS)
