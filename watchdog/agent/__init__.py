@@ -10,6 +10,10 @@ Contract:
   together; any error keeps every running setting and sets ``watchdog_config_reload_success`` to 0. The
   keys in :data:`RESTART_KEYS` keep their running value until a restart, and the reload log line names
   the ones that changed.
+- After both rule lanes, the ``serving`` stage computes every engine's serving verdict
+  (:mod:`watchdog.serving`), applies the operators' manual states from the state database (expiring and
+  logging the ones past their time) and stores the verdict series; :attr:`Agent.serving` is the
+  :class:`~watchdog.serving.model.VerdictSource` the load-balancer interfaces read. A reload keeps it.
 - Time comes from the injected ``clock`` (seconds); the demo and tests pass their own. Tick times never
   go back (:mod:`watchdog.agent.clock`); the loop's series are in :mod:`watchdog.agent.self_metrics`.
 """
@@ -37,6 +41,7 @@ from watchdog.agent.self_metrics import (
     loop_samples,
 )
 from watchdog.collectors.base import CollectorContext, CollectResult, ingest_results
+from watchdog.collectors.engines import scrape_instance
 from watchdog.collectors.gpu_flags import GpuFlagStore, read_boot_id
 from watchdog.collectors.health import Problem
 from watchdog.collectors.registry import build_collectors
@@ -50,6 +55,9 @@ from watchdog.rules.lanes import Lane
 from watchdog.rules.queries import engine_gpus_in
 from watchdog.rules.state_store import RuleStateStore
 from watchdog.runbooks.links import RunbookLinks
+from watchdog.serving.engine import VerdictEngine
+from watchdog.serving.manual import ManualStates
+from watchdog.serving.readings import read_engines
 
 __all__ = ["RESTART_KEYS", "TRIM_EVERY_TICKS", "Agent", "Preparer", "build_runner"]
 
@@ -106,6 +114,10 @@ class Agent:
         self._engines_scraped_ms: int | None = None  # tick time of the last engine scrape started
         self._engine_rules_ms: int | None = None  # tick time of the last engine-lane evaluation
         self._components_due = True  # component self-metrics at the next tick
+        self.manual_states = ManualStates(self.db)
+        self.serving = VerdictEngine(settings.serving, scrape_interval_seconds=settings.engine_scrape_interval_seconds,
+                                     tick_interval_seconds=settings.tick_interval_seconds, clock=clock)
+        """The serving verdicts (a :class:`~watchdog.serving.model.VerdictSource`) every interface reads."""
 
     def _stage(self, name: str, fn: Callable[[], Any], default: Any = None) -> Any:
         """Run one stage; a failure is logged, counted and replaced by ``default``."""
@@ -151,6 +163,7 @@ class Agent:
             else:
                 self.stats.count(self.stats.deferred, "engines")
             checkpoints.append(("engines", time.monotonic()))
+            self._stage("serving", functools.partial(self._serve, now_ms, alerts))
             if self._stage("persist", lambda: self._persist_alert_state(now_ms), False) is False:
                 self.db.note_error("write")
             self.stats.ticks_total += 1
@@ -205,6 +218,27 @@ class Agent:
         if self.rule_engine.pending(Lane.ENGINE):
             self.stats.count(self.stats.deferred, "engine_rules")
         return self._deliver(alerts, now_ms)
+
+    def _serve(self, now_ms: int, alerts: list[Alert]) -> None:
+        """This tick's serving verdicts, after both rule lanes: manual states (expired ones removed and
+        logged), readings, the verdict engine; their series go to the store. A verdict change is logged."""
+        now_s = now_ms / 1000
+        for expired in self.manual_states.expire(now_s):
+            log.info("manual serving state expired", extra={"job": expired.job, "verdict": expired.verdict.value,
+                                                            "reason": expired.reason, "set_by": expired.set_by})
+        engines = [(e.job, scrape_instance(e.url)) for e in self.settings.engines]
+        firing = [{**a.labels, "alertname": a.name} for a in alerts if a.state is AlertState.FIRING]
+        readings = read_engines(self.store, now_ms, engines, firing)
+        unwatched = [p.message for p in self.health if p.unwatched and not p.check.startswith("engine:")]
+        before = {v.job: v.verdict for v in self.serving.verdicts()}
+        verdicts = self.serving.update(now_ms, readings, self.manual_states.active(now_s), not unwatched,
+                                       "; ".join(unwatched))
+        for v in verdicts:
+            if before.get(v.job, v.verdict) is not v.verdict:
+                log.info("engine verdict changed", extra={"job": v.job, "from": before[v.job].value,
+                                                          "to": v.verdict.value, "weight_percent": v.weight_percent,
+                                                          "reasons": [f"{r.code}: {r.detail}" for r in v.reasons]})
+        self.store.ingest("self:serving", self.serving.samples(), now_ms)
 
     def _flag_gpus(self, results: list[CollectResult], now_ms: int) -> None:
         for flag in self.gpu_flags.observe((s for r in results if r.name == "nvml" for s in r.samples), now_ms):
@@ -271,6 +305,9 @@ class Agent:
             for apply in prepared.apply_steps:
                 apply()
             self.dispatcher.attach_runbooks(prepared.runbooks)
+            self.serving.reconfigure(self.settings.serving,
+                                     scrape_interval_seconds=self.settings.engine_scrape_interval_seconds,
+                                     tick_interval_seconds=self.settings.tick_interval_seconds)
             self.stats.reload_success = True
             self.stats.last_reload_seconds = self.clock()
             self._components_due = True

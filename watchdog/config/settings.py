@@ -383,7 +383,18 @@ class ExporterSettings:
     pass_through_engine_series: bool
 
 
-# -- serving: the balancer interfaces (the verdict engine's keys are a block of their own) -------------
+# -- serving verdicts ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class DrainGuardSettings:
+    """``serving.drain_guard``: what keeps non-fatal drains from taking out the node's capacity."""
+
+    max_drained_share: float
+    check_capacity: bool
+
+
+# -- serving: the balancer interfaces (keys of their own in schema/61-serving-balancer.json) ------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -397,9 +408,42 @@ class AgentCheckSettings:
 
 @dataclasses.dataclass(frozen=True)
 class ServingSettings:
-    """``serving``."""
+    """``serving``: the verdict engine's thresholds (docs/routing.md). Band edges are checked here: each
+    leave ratio above its enter ratio, the shed band below the short-only band."""
 
+    short_only_enter_free_ratio: float
+    short_only_leave_free_ratio: float
+    shed_enter_free_ratio: float
+    shed_leave_free_ratio: float
+    short_prompt_max_tokens: int
+    predicted_wait_enter_ratio: float
+    predicted_wait_leave_ratio: float
+    stale_after_intervals: float
+    readings_to_change: int
+    readings_window: int
+    min_seconds_in_state: float
+    short_only_weight_percent: int
+    degraded_weight_percent: int
+    degraded_min_burn_rate: float
+    drain_guard: DrainGuardSettings
     agent_check: AgentCheckSettings
+
+    def __post_init__(self) -> None:
+        pairs = (("shed_leave_free_ratio", self.shed_leave_free_ratio, "shed_enter_free_ratio",
+                  self.shed_enter_free_ratio),
+                 ("short_only_enter_free_ratio", self.short_only_enter_free_ratio, "shed_leave_free_ratio",
+                  self.shed_leave_free_ratio),
+                 ("short_only_leave_free_ratio", self.short_only_leave_free_ratio, "short_only_enter_free_ratio",
+                  self.short_only_enter_free_ratio),
+                 ("predicted_wait_enter_ratio", self.predicted_wait_enter_ratio, "predicted_wait_leave_ratio",
+                  self.predicted_wait_leave_ratio))
+        for high_key, high, low_key, low in pairs:
+            if high < low:
+                raise SettingsError(f"serving.{high_key}: {high} is below serving.{low_key} ({low}); the bands "
+                                    "need enter and leave thresholds apart in that order")
+        if self.readings_to_change > self.readings_window:
+            raise SettingsError(f"serving.readings_to_change: {self.readings_to_change} is more than "
+                                f"serving.readings_window ({self.readings_window})")
 
 
 # -- the whole file -----------------------------------------------------------------------------------
