@@ -26,7 +26,7 @@ def verdict(kind: Verdict, weight: int = 100, reasons: tuple[Reason, ...] = ()) 
     (Verdict.SHED, 0, "up drain"),
     (Verdict.DRAIN, 0, "up drain"),
     (Verdict.DOWN, 0, "down"),
-    (Verdict.UNKNOWN, 0, "up ready"),
+    (Verdict.UNKNOWN, 100, ""),  # no state word: HAProxy keeps what it has
 ])
 def test_reply_names_the_whole_state_for_each_verdict(kind: Verdict, weight: int, expected: str) -> None:
     reply = agent_reply(verdict(kind, weight, (Reason("kv_free_low", "free KV 3 %"),)), True)

@@ -163,7 +163,30 @@ def test_an_agent_check_port_that_goes_away_changes_nothing(
         wait_until_both_take_requests(haproxy)
         agent_check.stop()  # the agent died: HAProxy cannot reach it
         stopped = time.monotonic()
-        time.sleep(3 * INTER_SECONDS)
-        assert both_serving(haproxy.servers())
-        assert haproxy.servers()["vllm-a"].agent_status.startswith("L4")  # it tried and could not connect
+        haproxy.wait_for(lambda s: s["vllm-a"].agent_status.startswith("L4"), 5 * INTER_SECONDS,
+                         "an agent check that could not connect")
+        for _ in range(int(2 * INTER_SECONDS / 0.1)):
+            assert both_serving(haproxy.servers())
+            time.sleep(0.1)
         assert load.failed_since(stopped) == []
+
+
+def test_an_unknown_verdict_changes_nothing_in_either_direction(
+        tmp_path: Path, engines: dict[str, SimEngine], source: SettableVerdicts,
+        agent_check: AgentCheckServer) -> None:
+    with balancer(tmp_path, engines, agent_check=agent_check) as haproxy, ClientLoad(haproxy.port) as load:
+        wait_until_both_take_requests(haproxy)
+        source.set("vllm-a", Verdict.UNKNOWN)  # stale data about a serving engine: it keeps serving
+        time.sleep(2 * INTER_SECONDS + 0.5)
+        assert both_serving(haproxy.servers())
+        assert haproxy.servers()["vllm-a"].agent_status == "CHECKED"  # answered, without a state word
+        source.set("vllm-a", Verdict.DOWN)
+        haproxy.wait_for(lambda s: not s["vllm-a"].takes_new_requests, OBEY_WITHIN_SECONDS, "vllm-a down")
+        at_down = taken(haproxy, "vllm-a")
+        source.set("vllm-a", Verdict.UNKNOWN)  # stale data about a down engine: it stays out
+        time.sleep(2 * INTER_SECONDS + 0.5)
+        assert not haproxy.servers()["vllm-a"].takes_new_requests
+        assert taken(haproxy, "vllm-a") == at_down
+        source.set("vllm-a", Verdict.ADMIT)
+        haproxy.wait_for(lambda s: s["vllm-a"].takes_new_requests, OBEY_WITHIN_SECONDS, "vllm-a readmitted")
+        assert load.failed_since(0) == []

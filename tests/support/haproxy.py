@@ -44,7 +44,8 @@ class ServerState:
     """One server as HAProxy's stats show it."""
 
     status: str
-    """``UP``, ``DOWN``, ``DRAIN``, ``MAINT``, ``no check`` ... (``UP 1/2`` style transitions included)."""
+    """``UP``, ``DOWN``, ``DRAIN``, ``MAINT`` (``(agent)`` when the agent set it), ``no check`` (up, with no
+    health check of HAProxy's own) ..."""
     weight: int
     """The effective weight (0 while drained)."""
     sessions_total: int
@@ -57,7 +58,7 @@ class ServerState:
     @property
     def takes_new_requests(self) -> bool:
         """Whether HAProxy would send it a new request."""
-        return self.status.startswith("UP") and self.weight > 0
+        return (self.status.startswith("UP") or self.status == "no check") and self.weight > 0
 
 
 class HAProxy:
@@ -65,10 +66,13 @@ class HAProxy:
 
     ``agent_check_port``: the agent-check port the servers' agent checks use (None: no agent check).
     ``health_port``: the exporter port serving ``/api/v1/engines/<job>/health`` for ``option httpchk``
-    (None: a plain TCP check of the engine itself)."""
+    (None: a plain TCP check of the engine itself, unless ``own_check`` is False: then HAProxy runs no
+    check of its own and only the agent moves the servers, so a measurement sees the agent's effect
+    alone)."""
 
     def __init__(self, workdir: Path, engines: list[Engine], agent_check_port: int | None = None,
-                 health_port: int | None = None, inter: str = "1s", balance: str = "roundrobin") -> None:
+                 health_port: int | None = None, inter: str = "1s", balance: str = "roundrobin",
+                 own_check: bool = True) -> None:
         assert HAPROXY is not None, "haproxy is not installed"
         self.workdir = workdir
         self.engines = engines
@@ -76,6 +80,7 @@ class HAProxy:
         self.health_port = health_port
         self.inter = inter
         self.balance = balance
+        self.own_check = own_check or health_port is not None
         self.socket_path = workdir / "haproxy.sock"
         self.config_path = workdir / "haproxy.cfg"
         self.log_path = workdir / "haproxy.log"
@@ -108,8 +113,9 @@ class HAProxy:
             lines += ["    option httpchk",
                       "    http-check send meth GET uri-lf /api/v1/engines/%[srv_name]/health"]
         for engine in self.engines:
-            server = (f"    server {engine.job} 127.0.0.1:{engine.port} weight 100"
-                      f" check inter {self.inter} fall 1 rise 1")
+            server = f"    server {engine.job} 127.0.0.1:{engine.port} weight 100"
+            if self.own_check:
+                server += f" check inter {self.inter} fall 1 rise 1"
             if self.health_port is not None:
                 server += f" addr 127.0.0.1 port {self.health_port}"
             if self.agent_check_port is not None:

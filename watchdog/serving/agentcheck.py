@@ -18,9 +18,13 @@ verdict         reply                         why
                                               them); in-flight ones finish; ``ready`` undoes it
 ``drain``       ``up drain``                  the same: out of rotation, in-flight requests finish
 ``down``        ``down``                      not answering: HAProxy marks it down until ``up``
-``unknown``     ``up ready``                  fail open: no fresh data or the agent is unhealthy, so any
-                                              drain the agent set before is lifted and HAProxy's own
-                                              health check decides; the weight stays as it was
+``unknown``     ``#unknown ...`` (no words)   this engine's data is stale: nothing changes, HAProxy keeps
+                                              the state it has (stale data is never a reason to act, in
+                                              either direction: a wedged engine whose scrapes time out is
+                                              not readmitted between two ``down`` answers)
+(untrusted)     ``up ready``                  the agent itself is unhealthy (or not started): fail open,
+                                              every drain and down the agent set is lifted and HAProxy's
+                                              own health checks decide; the weight stays as it was
 ==============  ============================  =============================================================
 
 An engine the agent does not know, or a connection that sends no job, gets the fail-open reply too (a
@@ -67,7 +71,8 @@ def _description(verdict: EngineVerdict | None, fallback: str) -> str:
 
 def agent_reply(verdict: EngineVerdict | None, trusted: bool) -> str:
     """The agent-check line (without its newline) for ``verdict`` (None: unknown job or none sent).
-    ``trusted`` False (the agent is unhealthy) fails open whatever the verdict says."""
+    ``trusted`` False (the agent is unhealthy) fails open whatever the verdict says; an ``unknown``
+    verdict of a trusted agent changes nothing (a reply without state words)."""
     if verdict is None:
         return "up ready #unknown: no such engine on this agent (failing open)"
     if not trusted:
@@ -79,7 +84,7 @@ def agent_reply(verdict: EngineVerdict | None, trusted: bool) -> str:
         return f"up drain #{_description(verdict, verdict.verdict.value)}"
     if verdict.verdict is Verdict.DOWN:
         return f"down #{_description(verdict, 'down')}"
-    return f"up ready #{_description(verdict, 'unknown: no fresh data (failing open)')}"
+    return f"#{_description(verdict, 'unknown: no fresh data')} (no change)"
 
 
 def parse_job(raw: bytes) -> str:
@@ -135,7 +140,8 @@ class AgentCheckServer:
         if source is None:
             return "up ready #unknown: the agent has no verdicts yet (failing open)"
         verdict = source.verdict(job) if job else None
-        if verdict is None and job not in self._warned:
+        # Warned once per job, and only once the agent knows its engines (before its first tick it knows none).
+        if verdict is None and job not in self._warned and source.verdicts():
             self._warned.add(job)
             log.warning("agent-check for an engine this agent does not know: answering up (fail open); "
                         "check agent-send in the HAProxy config", extra={"job": job})
