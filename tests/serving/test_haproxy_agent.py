@@ -71,7 +71,7 @@ def test_a_wedged_engine_is_taken_out_and_readmitted_when_it_answers_again(tmp_p
         fault_at = time.monotonic()
         node.freeze("vllm-a")
         # The scrape times out (2 s), N-of-M (3 of 5 readings) confirms it, then HAProxy's next check.
-        seconds, after_verdict, most = out_of_rotation(node, fault_at, verdict_within=15)
+        seconds, after_verdict, _ = out_of_rotation(node, fault_at, verdict_within=15)
         assert seconds < 15
         assert after_verdict <= CLIENTS  # a frozen engine holds each client's request: one per client at most
         node.thaw("vllm-a")
