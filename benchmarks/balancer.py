@@ -80,7 +80,7 @@ def _measure(node: Node, load: ClientLoad, fault: str) -> Trial:
         node.agent.manual_states.set(ManualState(JOB, Verdict.DRAIN, "benchmark", "balancer.py", now))
     verdict_at = started + node.wait_verdict(JOB, OUT, 60)
     at_verdict = _taken(node)
-    out_after = node.haproxy.wait_for(lambda s: not s[JOB].takes_new_requests, 10, "out of rotation")
+    node.haproxy.wait_for(lambda s: not s[JOB].takes_new_requests, 10, "out of rotation")
     out_at = time.monotonic()
     sent_after = _taken(node) - at_verdict
     return Trial(verdict_at - started, out_at - verdict_at, out_at - started, sent_after,

@@ -472,6 +472,28 @@ ENGINE_ROWS = [
               [Target(f"rate(watchdog_engine_process_cpu_seconds_total{{{JOB}}}[$__rate_interval])", JOB_LEGEND)],
               unit="short", width=8),
     ]),
+    Row("Serving verdicts", [
+        # The state set watchdog_engine_verdict as one number per engine (docs/verdicts.md): -1 unknown,
+        # 0 admit, 1 short-only, 2 shed, 3 drain, 4 down.
+        Panel("Serving verdict", "What load balancers reading the agent do with each engine: -1 unknown (no "
+              "fresh data: the balancer keeps its own view), 0 admit, 1 short-only (short prompts only), 2 shed "
+              "(nothing new, 429), 3 drain (out of rotation), 4 down. Reasons: inference-watchdog engine list.",
+              [Target(f'sum by (node, job) (watchdog_engine_verdict{{{JOB}, verdict="short-only"}}'
+                      f' + ignoring (verdict) 2 * watchdog_engine_verdict{{{JOB}, verdict="shed"}}'
+                      f' + ignoring (verdict) 3 * watchdog_engine_verdict{{{JOB}, verdict="drain"}}'
+                      f' + ignoring (verdict) 4 * watchdog_engine_verdict{{{JOB}, verdict="down"}}'
+                      f' - ignoring (verdict) watchdog_engine_verdict{{{JOB}, verdict="unknown"}})', JOB_LEGEND)],
+              kind="state-timeline", width=12, minimum=-1, maximum=4,
+              thresholds=[(None, "blue"), (0, "green"), (1, "yellow"), (2, "orange"), (3, "red"), (4, "dark-red")]),
+        Panel("Verdict weight", "The weight a balancer gives each engine (reduced for short-only and for a "
+              "degraded engine whose latency objectives burn; 0 when shed, drained or down).",
+              [Target(f"watchdog_engine_verdict_weight_ratio{{{JOB}}}", JOB_LEGEND)],
+              unit="percentunit", width=8, minimum=0, maximum=1),
+        Panel("Verdicts trusted", "1 while the agent's verdicts can be trusted; 0 while it is unhealthy or "
+              "stalled and every interface fails open.",
+              [Target(f"min(watchdog_engine_verdicts_trusted{{{NODE}}})", instant=True)], kind="stat", width=4,
+              thresholds=[(None, "red"), (1, "green")]),
+    ]),
 ]
 
 

@@ -119,6 +119,8 @@ SECTIONS: list[tuple[str, Callable[[Node], Callable[[dict[str, Any]], None]], Ca
      lambda n: n.agent.store.quotas.label_values == 40),
     ("engine_scrape_interval_seconds", lambda n: _set("engine_scrape_interval_seconds", 10),
      lambda n: n.agent.settings.engine_scrape_interval_seconds == 10.0),
+    ("serving", lambda n: _set("serving.drain_guard.max_drained_share", 0.25),
+     lambda n: n.agent.serving.settings.drain_guard.max_drained_share == 0.25),
 ]
 
 

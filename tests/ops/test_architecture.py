@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "capacity": {"exposition", "loadtest", "model", "promql"},
     "rules": {"config", "engines", "golang", "infra", "model", "promql", "store"},
     "collectors": {"config", "engines", "exposition", "infra", "kmsg", "model", "store", "xid"},
-    "serving": {"config", "infra", "model", "rules"},
+    "serving": {"config", "infra", "model", "promql"},
     "exporter": {"config", "golang", "infra", "model", "promql", "rules", "serving", "store"},
     "runbooks": {"config", "infra", "model", "promql"},
     "promtool": {"golang", "infra", "model", "promql", "rules", "store"},
@@ -42,7 +42,8 @@ ALLOWED: dict[str, set[str]] = {
     "demo": {"agent", "collectors", "config", "daemon", "engines", "fakes", "infra", "model", "promtool",
              "rules", "store"},
     "cli": {"agent", "capacity", "check", "collectors", "config", "daemon", "demo", "engines", "exposition", "golang",
-            "infra", "kmsg", "loadtest", "model", "notify", "promql", "promtool", "rules", "runbooks", "store", "xid"},
+            "infra", "kmsg", "loadtest", "model", "notify", "promql", "promtool", "rules", "runbooks", "serving",
+            "store", "xid"},
     "__main__": {"cli"},
 }
 

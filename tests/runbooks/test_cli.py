@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.alert_names import GPU_PRESENCE_ALERTS, ISSUE_5_ALERTS, ISSUE_15_ALERTS
+from tests.support.alert_names import (
+    GPU_PRESENCE_ALERTS,
+    ISSUE_5_ALERTS,
+    ISSUE_15_ALERTS,
+    SERVING_VERDICT_ALERTS,
+)
 from watchdog.cli import main
 from watchdog.infra.state import StateDB
 from watchdog.runbooks.audit import AuditRecord, Decision, RunbookState
@@ -158,7 +163,8 @@ def test_show_unknown_id(capsys: pytest.CaptureFixture[str]) -> None:
 def test_check_accepts_the_shipped_catalogue(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "runbooks", "check", str(RUNBOOKS))
     runbooks = len(list(RUNBOOKS.glob("*.yaml")))
-    alerts = len(ISSUE_5_ALERTS) + len(GPU_PRESENCE_ALERTS) + len(ISSUE_15_ALERTS) + 1  # + WatchdogNotifierFailing
+    alerts = (len(ISSUE_5_ALERTS) + len(GPU_PRESENCE_ALERTS) + len(ISSUE_15_ALERTS) + len(SERVING_VERDICT_ALERTS)
+              + 1)  # + WatchdogNotifierFailing
     assert code == 0 and f"{runbooks} runbooks ok, serving {alerts} alerts" in out
 
 

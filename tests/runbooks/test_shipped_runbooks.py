@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.alert_names import GPU_PRESENCE_ALERTS, ISSUE_5_ALERTS, ISSUE_15_ALERTS
+from tests.support.alert_names import (
+    GPU_PRESENCE_ALERTS,
+    ISSUE_5_ALERTS,
+    ISSUE_15_ALERTS,
+    SERVING_VERDICT_ALERTS,
+)
 from watchdog.config import load_config_text
 from watchdog.config.settings import settings_from_config
 from watchdog.runbooks.catalogue import Catalogue, Runbook, load_catalogue
@@ -52,7 +57,7 @@ def test_every_alert_of_the_rule_pack_has_a_runbook(catalogue: Catalogue) -> Non
     assert missing == []
     # Plus the agent's own alert about a failing notifier (raised by the dispatcher, not a rule).
     assert set(catalogue.by_alert) == {*ISSUE_5_ALERTS, *GPU_PRESENCE_ALERTS, *ISSUE_15_ALERTS,
-                                       "WatchdogNotifierFailing"}
+                                       *SERVING_VERDICT_ALERTS, "WatchdogNotifierFailing"}
 
 
 @pytest.mark.parametrize("runbook", all_runbooks(), ids=lambda r: r.id)

@@ -18,3 +18,5 @@ ISSUE_15_ALERTS: tuple[str, ...] = (
     "EngineConfigMaxModelLenOversized", "EngineConfigPrefixCachingOff", "EngineConfigNcclTimeoutsUnset",
     "EngineNcclTimeout",
 )
+# Issue 26: serving verdicts (rules/serving-verdicts.yaml): the drain/readmit notification and the drain guard's page.
+SERVING_VERDICT_ALERTS: tuple[str, ...] = ("EngineDrained", "EngineDrainGuardHeld")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchdog.model import is_stale
-from watchdog.rules.queries import engine_gpus_in, instant_values
+from watchdog.promql import VectorSample, evaluate
 from watchdog.serving.faults import Fault, engine_faults
 
 
@@ -75,6 +75,23 @@ QUERIES: dict[str, str] = {
 """Each reading's instant query; one result per (job, instance)."""
 
 
+def instant_values(expr: str, store: Any, t_ms: int) -> list[tuple[dict[str, str], float]]:
+    """``(labels, value)`` of each sample of the instant query ``expr`` at ``t_ms``."""
+    result = evaluate(expr, store, t_ms)
+    samples = result if isinstance(result, list) else []
+    return [(dict(s.labels), s.value) for s in samples if isinstance(s, VectorSample)]
+
+
+def engine_gpus(store: Any, t_ms: int) -> dict[tuple[str, str], set[str]]:
+    """``(job, instance) -> GPU indexes`` of every engine's TP group seen in the last 15 minutes (a GPU that
+    fell off the bus leaves ``watchdog_engine_gpu_info`` but still belongs to its engine)."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for labels, _ in instant_values("max_over_time(watchdog_engine_gpu_info[15m])", store, t_ms):
+        if labels.get("job") and labels.get("gpu"):
+            out.setdefault((labels["job"], labels.get("instance", "")), set()).add(labels["gpu"])
+    return out
+
+
 def _finite(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) or math.isinf(value) else value
 
@@ -105,11 +122,11 @@ def read_engines(store: Any, now_ms: int, engines: Sequence[tuple[str, str]],
     for labels, _ in instant_values("count by (job, model_name) (engine:requests_running)", store, now_ms):
         if labels.get("job") and labels.get("model_name"):
             models.setdefault(labels["job"], set()).add(labels["model_name"])
-    engine_gpus = engine_gpus_in(store, now_ms)
-    faults = engine_faults(firing, engine_gpus, lost_gpus=_gpus("watchdog_gpu_lost == 1", store, now_ms),
+    tp_groups = engine_gpus(store, now_ms)
+    faults = engine_faults(firing, tp_groups, lost_gpus=_gpus("watchdog_gpu_lost == 1", store, now_ms),
                            reset_gpus=_gpus("watchdog_gpu_recovery_required == 1", store, now_ms))
     gpus_of: dict[str, set[str]] = {}
-    for (job, _instance), gpus in engine_gpus.items():
+    for (job, _instance), gpus in tp_groups.items():
         gpus_of.setdefault(job, set()).update(gpus)
     out: dict[str, EngineReadings] = {}
     for job, instance in engines:
