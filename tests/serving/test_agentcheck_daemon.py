@@ -68,10 +68,7 @@ def test_the_daemon_starts_the_port_for_a_real_agent_and_fails_open_until_it_has
             with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
                 conn.sendall(b"vllm-a\n")
                 reply = conn.recv(4096).decode()
-            if verdict_source(agent) is None:
-                assert reply.startswith("up ready #unknown")
-            else:
-                assert reply.split("#")[0].strip() in ("up ready", "up ready 100%")
+            assert reply.startswith("up ready #unknown: the agent has no verdicts yet")  # before its first tick
             # A port already taken: logged, the agent goes on without it.
             assert start_agent_check(agent) is None
         finally:

@@ -92,3 +92,25 @@ def test_list_is_the_shared_json_view() -> None:
 def test_handles_only_its_paths() -> None:
     assert handles("/api/v1/engines") and handles("/api/v1/engines/x/health")
     assert not handles("/api/v1/enginesx") and not handles("/api/v1/query")
+
+
+class NoVerdictsYet:
+    """A source before the agent's first tick: no verdicts, not trusted."""
+
+    def verdicts(self) -> list:  # type: ignore[type-arg]
+        return []
+
+    def verdict(self, job: str) -> None:
+        return None
+
+    def trusted(self) -> bool:
+        return False
+
+
+def test_before_the_first_tick_every_job_fails_open_not_404() -> None:
+    answer = respond(NoVerdictsYet(), "/api/v1/engines/vllm-a/health")
+    assert answer.code == 200
+    assert body(answer.body)["verdict"] == "unknown"
+    listing = respond(NoVerdictsYet(), "/api/v1/engines")
+    assert listing.code == 200
+    assert body(listing.body)["data"] == {"trusted": False, "engines": []}

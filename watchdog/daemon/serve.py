@@ -67,11 +67,10 @@ def build_exporter(agent: Agent, listen: str) -> ExporterServer:
     return exporter
 
 
-def verdict_source(agent: Agent) -> VerdictSource | None:
-    """The agent's serving verdicts (``agent.serving``), None while it has none: the interfaces then fail
-    open (docs/routing.md)."""
-    source: VerdictSource | None = getattr(agent, "serving", None)
-    return source
+def verdict_source(agent: Agent) -> VerdictSource:
+    """The agent's serving verdicts (``agent.serving``); before its first tick they are empty and not
+    trusted, and the interfaces fail open (docs/routing.md)."""
+    return agent.serving
 
 
 def start_agent_check(agent: Agent) -> AgentCheckServer | None:

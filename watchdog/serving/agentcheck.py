@@ -137,11 +137,10 @@ class AgentCheckServer:
     def reply_for(self, job: str) -> str:
         """The line for ``job`` now (also what a connection gets)."""
         source = self.source()
-        if source is None:
+        if source is None or not source.verdicts():  # not started, or no tick has computed verdicts yet
             return "up ready #unknown: the agent has no verdicts yet (failing open)"
         verdict = source.verdict(job) if job else None
-        # Warned once per job, and only once the agent knows its engines (before its first tick it knows none).
-        if verdict is None and job not in self._warned and source.verdicts():
+        if verdict is None and job not in self._warned:
             self._warned.add(job)
             log.warning("agent-check for an engine this agent does not know: answering up (fail open); "
                         "check agent-send in the HAProxy config", extra={"job": job})

@@ -23,8 +23,9 @@ Paths (documented in ``docs/routing.md``):
   ========================  ====  ====================================================================
 
   An engine the agent does not know is 404 (a typo in a balancer's config must be seen, not passed);
-  before the agent has a verdict source every job is 200 ``unknown`` (it cannot know the jobs yet, and
-  failing would drain the whole fleet at every agent restart).
+  before the agent has a verdict source, or before its first tick computed any verdict, every job is 200
+  ``unknown`` (it cannot know the jobs yet, and failing would drain the whole fleet at every agent
+  restart).
 
 Contract: :func:`respond` never raises for any path or source state; bodies are small JSON objects
 ``{"job", "verdict", "weight_percent", "reasons": [{"code", "detail"}], "since", "trusted"}``.
@@ -90,6 +91,9 @@ def health(source: VerdictSource | None, job: str) -> HealthResponse:
         return _json(200, {"job": job, "verdict": Verdict.UNKNOWN.value, "weight_percent": None,
                            "reasons": [NOT_READY_REASON], "since": None, "trusted": False})
     verdict = source.verdict(job)
+    if verdict is None and not source.verdicts():  # no tick has computed verdicts yet: it cannot tell
+        return _json(200, {"job": job, "verdict": Verdict.UNKNOWN.value, "weight_percent": None,
+                           "reasons": [NOT_READY_REASON], "since": None, "trusted": False})
     if verdict is None:
         return _json(404, {"job": job, "error": f"no engine with job {job!r} is configured on this agent"})
     trusted = source.trusted()
