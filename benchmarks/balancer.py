@@ -45,6 +45,8 @@ from watchdog.serving.model import ManualState, Verdict  # noqa: E402
 
 OUT = {Verdict.DRAIN, Verdict.DOWN, Verdict.SHED}
 JOB = "vllm-a"
+QUIET = {"notifiers": {"log": {"enabled": False}}}
+"""The demo config's log notifier would print every alert between the figures."""
 
 
 @dataclass(frozen=True)
@@ -103,12 +105,14 @@ def run_fault(fault: str, trials: int, clients: int) -> list[Trial]:
             for index in range(trials):
                 workdir = Path(tmp) / f"trial-{index}"
                 workdir.mkdir()
-                with node_behind_haproxy(workdir) as node, ClientLoad(node.haproxy.port, clients=clients) as load:
+                with node_behind_haproxy(workdir, extra=QUIET) as node, \
+                        ClientLoad(node.haproxy.port, clients=clients) as load:
                     _settle(node)
                     time.sleep(2)
                     out.append(_measure(node, load, fault))
             return out
-        with node_behind_haproxy(Path(tmp)) as node, ClientLoad(node.haproxy.port, clients=clients) as load:
+        with node_behind_haproxy(Path(tmp), extra=QUIET) as node, \
+                ClientLoad(node.haproxy.port, clients=clients) as load:
             _settle(node)
             for _ in range(trials):
                 time.sleep(2)
