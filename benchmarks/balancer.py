@@ -61,7 +61,7 @@ class Trial:
 
 
 def _taken(node: Node) -> int:
-    return node.haproxy.servers()[JOB].sessions_total
+    return node.haproxy.servers()[JOB].requests
 
 
 def _settle(node: Node) -> None:

@@ -70,13 +70,13 @@ def both_serving(servers: dict[str, ServerState]) -> bool:
 
 
 def taken(haproxy: HAProxy, job: str) -> int:
-    return haproxy.servers()[job].sessions_total
+    return haproxy.servers()[job].requests
 
 
 def wait_until_both_take_requests(haproxy: HAProxy) -> None:
     haproxy.wait_for(both_serving, 10, "both servers up")
     before = {job: taken(haproxy, job) for job in JOBS}
-    haproxy.wait_for(lambda s: all(s[job].sessions_total > before[job] for job in JOBS), 10,
+    haproxy.wait_for(lambda s: all(s[job].requests > before[job] for job in JOBS), 10,
                      "both servers taking requests")
 
 
@@ -97,7 +97,7 @@ def assert_drain_cycle(haproxy: HAProxy, source: SettableVerdicts, load: ClientL
     assert load.failed_since(said) == []
     source.set("vllm-a", Verdict.ADMIT)
     haproxy.wait_for(lambda s: s["vllm-a"].takes_new_requests, OBEY_WITHIN_SECONDS, "vllm-a readmitted")
-    haproxy.wait_for(lambda s: s["vllm-a"].sessions_total > at_obey, 5, "vllm-a taking requests again")
+    haproxy.wait_for(lambda s: s["vllm-a"].requests > at_obey, 5, "vllm-a taking requests again")
     assert load.failed_since(said) == []
 
 

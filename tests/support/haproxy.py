@@ -51,9 +51,18 @@ class ServerState:
     sessions_total: int
     """Requests (sessions) HAProxy has sent it since start."""
     sessions_now: int
+    retries: int
+    """Connection retries to it (``wretr``): a request whose connection attempt failed is retried, and
+    each attempt counts as a session, so a request sent before a server went out can still add to
+    ``sessions_total`` afterwards."""
     agent_status: str
     """The last agent check's result (``L7OK``, ``L4CON`` ...)."""
     check_status: str
+
+    @property
+    def requests(self) -> int:
+        """Requests HAProxy sent it: its sessions less the connection retries of earlier ones."""
+        return self.sessions_total - self.retries
 
     @property
     def takes_new_requests(self) -> bool:
@@ -108,6 +117,7 @@ class HAProxy:
             "",
             "backend engines",
             f"    balance {self.balance}",
+            "    option redispatch",  # a request whose connection to a server fails goes to another
         ]
         if self.health_port is not None:
             lines += ["    option httpchk",
@@ -180,7 +190,8 @@ class HAProxy:
                 continue
             out[row["svname"]] = ServerState(
                 status=row["status"], weight=int(row["weight"] or 0), sessions_total=int(row["stot"] or 0),
-                sessions_now=int(row["scur"] or 0), agent_status=row.get("agent_status", ""),
+                sessions_now=int(row["scur"] or 0), retries=int(row["wretr"] or 0),
+                agent_status=row.get("agent_status", ""),
                 check_status=row.get("check_status", ""))
         return out
 
