@@ -167,8 +167,9 @@ def test_gpu_fallen_off_bus_gives_one_slack_message_naming_gpu_5_with_symptoms_f
     assert "GPU 5" in message.text.splitlines()[0], message.text
     assert message.updates, "the symptom that fired later was folded in with chat.update"
     assert "EngineQueueBuildup" in message.text and "GpuRecoveryRequired" in message.text
+    assert "EngineDrained" in message.text  # the engine's drain (serving verdict) joins the GPU's incident
     shown = visible_text(message.blocks)
-    assert shown.index("GPU 5 fell off the bus") < shown.index("Symptoms (2 related alert(s))")
+    assert shown.index("GPU 5 fell off the bus") < shown.index("Symptoms (3 related alert(s))")
     assert all(":event:" in r.idem_key for r in bus.slack.replies(message.ts))  # runbook output only
     assert not message_problems(message)
 

@@ -27,15 +27,18 @@ SIM_START = 1_800_000_000.0
 TICKS = 30
 LOST_AT = 20
 DRAIN_AT, DRAIN_UNTIL = 5, 12
+FILL_AT = 15
 SCENARIO = {
     "name": "serving-verdicts",
-    "description": "Two engines; GPU 1 of the first falls off the bus.",
+    "description": "Three engines; GPU 1 of the first falls off the bus, the third fills its KV pool.",
     "profile": "h100-sxm-8",
     "interval": "1s",
     "duration": f"{TICKS}s",
     "engines": [
         {"job": "vllm-a", "model": "meta-llama/Llama-3.1-8B-Instruct", "gpus": [0, 1], "knobs": {"kv_usage": "0.3"}},
         {"job": "vllm-b", "model": "meta-llama/Llama-3.1-8B-Instruct", "gpus": [2, 3], "knobs": {"kv_usage": "0.3"}},
+        {"job": "vllm-c", "model": "meta-llama/Llama-3.1-8B-Instruct", "gpus": [4, 5],
+         "knobs": {"kv_usage": f"0.3x{FILL_AT - 1} 0.95"}},
     ],
     "faults": [{"at": f"{LOST_AT}s", "gpu": 1, "fault": "gpu_lost"}],
 }
@@ -110,6 +113,21 @@ def test_a_lost_gpu_drains_its_engine_at_once_and_only_it(run: Run) -> None:
     assert after["vllm-a"].verdict is Verdict.DRAIN and after["vllm-a"].weight_percent == 0
     assert "gpu_lost" in {r.code for r in after["vllm-a"].reasons}
     assert after["vllm-b"].verdict is Verdict.ADMIT
+
+
+def test_a_full_kv_pool_sheds_after_n_of_m_scrapes(run: Run) -> None:
+    verdicts = [tick["vllm-c"].verdict for tick in run.history]
+    assert verdicts[FILL_AT - 1] is Verdict.ADMIT
+    first_shed = verdicts.index(Verdict.SHED)
+    # 3 of the last 5 scrapes (one a tick here, unless a loaded machine defers one) must say so: never the
+    # first full reading, and soon after
+    assert FILL_AT + 1 <= first_shed <= FILL_AT + 8, verdicts
+    assert all(v is Verdict.SHED for v in verdicts[first_shed:])
+    held = next(tick["vllm-c"] for tick in run.history if tick["vllm-c"].proposed is Verdict.SHED)
+    assert (held.verdict, held.reasons[-1].code) == (Verdict.ADMIT, "hysteresis")
+    shed = run.history[-1]["vllm-c"]
+    assert shed.reasons[0].code == "kv_free_low" and shed.reasons[0].detail == "free KV 5 %, shed until above 15 %"
+    assert shed.scores.kv_free_ratio == pytest.approx(0.05)
 
 
 def test_manual_drain_applies_at_the_next_tick_and_expires(run: Run) -> None:

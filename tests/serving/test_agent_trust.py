@@ -17,6 +17,7 @@ from watchdog.fakes.pynvml import FakeNvml
 from watchdog.serving.model import Verdict
 
 NVML_ERROR_UNKNOWN = 999
+TICK_S = 10
 RULE = """
 groups:
   - name: test
@@ -41,6 +42,9 @@ def _agent(tmp_path: Path, clock: list[float], nvml: FakeNvml | None = None, **e
         "state_dir": str(tmp_path / "state"), "rules": {"paths": [str(tmp_path / "rules.yaml")]},
         "collectors": {"host": {"enabled": False}}, "kmsg": {"enabled": False},
         "notifiers": {"log": {"enabled": False}},
+        # Long ticks: engine work is deferred when the fault path takes half a tick, which a loaded test
+        # machine can make it do with 1-second ticks.
+        "tick_interval_seconds": TICK_S, "engine_scrape_interval_seconds": TICK_S,
         "engines": [{"job": "vllm-gone", "url": f"http://127.0.0.1:{_closed_port()}/metrics",
                      "scrape_timeout_seconds": 1}], **extra}))
     return Agent(load_settings(config_path), config_path=config_path, clock=lambda: clock[0],
@@ -51,11 +55,11 @@ def test_an_engine_that_does_not_answer_is_down_and_the_verdicts_stay_trusted(tm
     clock = [1_800_000_000.0]
     agent = _agent(tmp_path, clock)
     agent.tick()
-    clock[0] += 1
+    clock[0] += TICK_S
     agent.tick()  # the health watch assesses the previous tick's engine scrape
     (v,) = agent.serving.verdicts()
     assert (v.job, v.verdict, v.weight_percent, v.reasons[0].code) == ("vllm-gone", Verdict.DOWN, 0, "not_answering")
-    assert agent.watching() is False  # the health watch counts the unscrapeable engine ...
+    assert agent.watching() is False, agent.health  # the health watch counts the unscrapeable engine ...
     assert agent.serving.trusted() is True  # ... but it is that engine's verdict, not a blind agent
     agent.close()
 
@@ -84,7 +88,7 @@ def test_reload_keeps_the_verdict_state_and_applies_new_thresholds(tmp_path: Pat
     doc["serving"] = {"short_prompt_max_tokens": 512}
     config_path.write_text(yaml.safe_dump(doc))
     assert agent.reload() is True
-    clock[0] += 1
+    clock[0] += TICK_S
     agent.tick()
     assert agent.serving is serving and serving.settings.short_prompt_max_tokens == 512
     assert serving.verdicts()[0].since_seconds == since
