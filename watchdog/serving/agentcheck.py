@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import selectors
 import socket
 import socketserver
 import threading
@@ -97,6 +98,34 @@ class _Server(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     request_queue_size = 64
     owner: AgentCheckServer
+
+    def __init__(self, address: tuple[str, int], handler: type[socketserver.BaseRequestHandler]) -> None:
+        # Before the base class binds: a failed bind calls server_close(), which closes these too.
+        self._stopping = threading.Event()
+        self._wake_r, self._wake_w = socket.socketpair()
+        super().__init__(address, handler)
+
+    def serve_until_stopped(self) -> None:
+        """Accept until :meth:`stop_serving`, sleeping in ``select`` without a timeout (an idle port wakes
+        the agent for nothing)."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self, selectors.EVENT_READ)
+            selector.register(self._wake_r, selectors.EVENT_READ)
+            while not self._stopping.is_set():
+                for key, _ in selector.select():
+                    if key.fileobj is self and not self._stopping.is_set():
+                        self._handle_request_noblock()  # type: ignore[attr-defined]  # serve_forever's step
+
+    def stop_serving(self) -> None:
+        """Make :meth:`serve_until_stopped` return promptly (from any other thread)."""
+        self._stopping.set()
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._wake_r.close()
+        self._wake_w.close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.owner.slots.acquire(blocking=False):
@@ -172,16 +201,15 @@ class AgentCheckServer:
         self._server = server_class((self.host, self.port), Handler)
         self._server.owner = self
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.5},
-                                        name="agent-check", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_until_stopped, name="agent-check", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         """Stop accepting and close the socket; answers in progress finish in their own threads."""
         if self._server is not None:
-            self._server.shutdown()
+            self._server.stop_serving()
+            if self._thread is not None:
+                self._thread.join()
+                self._thread = None
             self._server.server_close()
             self._server = None
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
