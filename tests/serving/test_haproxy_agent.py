@@ -101,6 +101,20 @@ def test_a_lost_gpu_drains_its_engine_at_once(tmp_path: Path) -> None:
         assert node.verdict("vllm-b") is Verdict.ADMIT
 
 
+def test_a_lost_gpu_takes_the_engine_out_through_httpchk_too(tmp_path: Path) -> None:
+    with node_behind_haproxy(tmp_path, httpchk=True) as node, \
+            ClientLoad(node.haproxy.port, clients=CLIENTS) as load:
+        settle(node)
+        fault_at = time.monotonic()
+        node.lose_gpu(1)
+        seconds, after_verdict, most, _ = out_of_rotation(node, fault_at, verdict_within=5)
+        assert seconds < 1 + INTER_SECONDS + 2
+        assert after_verdict <= most
+        assert "engines/vllm-a is DOWN" in node.haproxy.log_path.read_text()
+        assert "code: 503" in node.haproxy.log_path.read_text()
+        assert load.failed_since(fault_at) == []
+
+
 def test_a_full_kv_pool_is_shed_and_readmitted_when_it_frees(tmp_path: Path) -> None:
     doc = scenario_doc(kv_usage_a="0.3x24 0.97x20 0.3x900")  # full from 25 s to 45 s after the start
     with node_behind_haproxy(tmp_path, doc) as node, ClientLoad(node.haproxy.port, clients=CLIENTS) as load:

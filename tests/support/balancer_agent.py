@@ -96,9 +96,11 @@ class Node:
 
 @contextlib.contextmanager
 def node_behind_haproxy(workdir: Path, doc: dict[str, Any] | None = None, inter: str = "1s",
-                        extra: dict[str, Any] | None = None, own_check: bool = False) -> Iterator[Node]:
+                        extra: dict[str, Any] | None = None, own_check: bool = False,
+                        httpchk: bool = False) -> Iterator[Node]:
     """Start everything (engines, agent, its ticks, exporter, agent-check port, HAProxy); stop it all after.
-    HAProxy runs no health check of its own unless ``own_check``: what it does is the agent's doing."""
+    HAProxy runs no health check of its own unless ``own_check``: what it does is the agent's doing. With
+    ``httpchk`` HAProxy reads the exporter's health endpoint instead of the agent-check port."""
     scenario_path = workdir / "scenario.yaml"
     scenario_path.write_text(yaml.safe_dump(doc or scenario_doc()))
     (workdir / "kmsg.log").touch()
@@ -123,8 +125,9 @@ def node_behind_haproxy(workdir: Path, doc: dict[str, Any] | None = None, inter:
         agent_check.start()
         scheduler = TickScheduler(agent, agent.settings.tick_interval_seconds)
         scheduler.start()
-        haproxy = HAProxy(workdir, [Engine(e.job, e.port) for e in engines], agent_check_port=agent_check.port,
-                          inter=inter, own_check=own_check).start()
+        haproxy = HAProxy(workdir, [Engine(e.job, e.port) for e in engines],
+                          agent_check_port=None if httpchk else agent_check.port,
+                          health_port=exporter.port if httpchk else None, inter=inter, own_check=own_check).start()
         yield Node(agent, gpus, {e.job: e for e in engines}, haproxy, exporter, agent_check, start)
     finally:
         for engine in engines:
