@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from tests.support.haproxy import Engine, HAProxy
+from tests.support.llm import FAST_KNOBS
 from watchdog.agent import Agent
 from watchdog.collectors.base import CollectorContext
 from watchdog.daemon.scheduler import TickScheduler
@@ -34,7 +35,6 @@ from watchdog.serving.agentcheck import AgentCheckServer
 from watchdog.serving.model import Verdict
 
 JOBS = ("vllm-a", "vllm-b")
-FAST_KNOBS = {"ttft": "0.02", "tpot": "0.005", "kv_usage": "0.3", "arrival_rate": "4", "running": "4"}
 
 
 def scenario_doc(kv_usage_a: str = "0.3", duration: str = "900s") -> dict[str, Any]:
