@@ -314,6 +314,9 @@ class ExporterServer:
                                {"WWW-Authenticate": 'Basic realm="inference-watchdog", charset="UTF-8"'})
                 elif is_engines and exporter.verdicts is not None:
                     if self.command != "GET":
+                        # Read what the client sends first: a body left unread makes the close a reset, and
+                        # the client would see no answer at all.
+                        self.rfile.read(min(int(self.headers.get("Content-Length") or 0), API_BODY_LIMIT_BYTES))
                         self._send(handler, 405, b"method not allowed\n", "text/plain")
                     else:
                         answer = serving_health.respond(exporter.verdicts(), path)
