@@ -44,12 +44,24 @@ def schema() -> dict[str, Any]:
         if not entry.name.endswith(".json"):
             continue
         fragment = json.loads(entry.read_text(encoding="utf-8"))
-        merged["properties"].update(fragment.get("properties", {}))
+        for key, section in fragment.get("properties", {}).items():
+            _merge_section(merged["properties"], key, section)
         merged["$defs"].update(fragment.get("$defs", {}))
         merged.setdefault("required", []).extend(fragment.get("required", []))
     if not merged.get("required"):
         merged.pop("required", None)
     return merged
+
+
+def _merge_section(properties: dict[str, Any], key: str, section: dict[str, Any]) -> None:
+    """Add one fragment's top-level ``key``. Two fragments may describe one object section (``serving``:
+    the verdict engine's keys and the balancer interfaces' keys): their ``properties`` are joined; the
+    first fragment's other attributes stay. Any other repeated key: the later fragment wins."""
+    known = properties.get(key)
+    if isinstance(known, dict) and "properties" in known and "properties" in section:
+        properties[key] = {**known, "properties": {**known["properties"], **section["properties"]}}
+    else:
+        properties[key] = section
 
 
 def _key_path(path: Any) -> str:

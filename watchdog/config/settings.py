@@ -436,6 +436,18 @@ class DrainGuardSettings:
     check_capacity: bool
 
 
+# -- serving: the balancer interfaces (keys of their own in schema/61-serving-balancer.json) ------------
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentCheckSettings:
+    """``serving.agent_check``: HAProxy's agent-check port."""
+
+    enabled: bool
+    listen: str
+    max_connections: int
+
+
 @dataclasses.dataclass(frozen=True)
 class ServingSettings:
     """``serving``: the verdict engine's thresholds (docs/routing.md). Band edges are checked here: each
@@ -456,6 +468,7 @@ class ServingSettings:
     degraded_weight_percent: int
     degraded_min_burn_rate: float
     drain_guard: DrainGuardSettings
+    agent_check: AgentCheckSettings
 
     def __post_init__(self) -> None:
         pairs = (("shed_leave_free_ratio", self.shed_leave_free_ratio, "shed_enter_free_ratio",

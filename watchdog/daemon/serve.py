@@ -22,8 +22,10 @@ from watchdog.config.settings import Settings
 from watchdog.daemon.scheduler import TickScheduler
 from watchdog.exporter.access import ExporterConfigError
 from watchdog.exporter.api import QueryAPI
-from watchdog.exporter.server import ExporterServer, exporter_for_store, prepare_exporter
+from watchdog.exporter.server import ExporterServer, exporter_for_store, parse_listen, prepare_exporter
 from watchdog.infra.heap import quiet_cyclic_gc
+from watchdog.serving.agentcheck import AgentCheckServer
+from watchdog.serving.model import VerdictSource
 
 log = logging.getLogger("watchdog.daemon")  # the logger name in the daemon's log lines (operators filter on it)
 
@@ -63,7 +65,33 @@ def build_exporter(agent: Agent, listen: str) -> ExporterServer:
                             subquery_step_ms=round(agent.settings.tick_interval_seconds * 1000),
                             sample_limit=agent.settings.rules.max_samples,
                             suppression=lambda alerts, now_ms: agent.dispatcher.muting.suppression(alerts, now_ms))
+    exporter.verdicts = lambda: verdict_source(agent)
     return exporter
+
+
+def verdict_source(agent: Agent) -> VerdictSource:
+    """The agent's serving verdicts (``agent.serving``); before its first tick they are empty and not
+    trusted, and the interfaces fail open (docs/routing.md)."""
+    return agent.serving
+
+
+def start_agent_check(agent: Agent) -> AgentCheckServer | None:
+    """The HAProxy agent-check server of ``serving.agent_check``, started; None when it is off or cannot
+    listen (logged: the rest of the agent goes on, and HAProxy keeps its servers' state when it cannot
+    reach the agent)."""
+    section = agent.settings.serving.agent_check
+    if not section.enabled:
+        return None
+    try:
+        host, port = parse_listen(section.listen)
+        server = AgentCheckServer(lambda: verdict_source(agent), host, port,
+                                  max_connections=section.max_connections)
+        server.start()
+    except (OSError, ValueError) as exc:  # start-up boundary of the agent-check port: say why, go on
+        log.error("cannot start the agent-check server", extra={"listen": section.listen, "error": str(exc)})
+        return None
+    log.info("agent-check listening", extra={"address": f"{server.host}:{server.port}"})
+    return server
 
 
 def reload_agent(agent: Agent, exporter: ExporterServer, scheduler: TickScheduler | None = None) -> bool:
@@ -99,6 +127,7 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
         return 2
     log.info("exporter listening", extra={"address": f"{exporter.host}:{exporter.port}", "url": exporter.url,
                                           "basic_auth": exporter.security.auth is not None})
+    agent_check = start_agent_check(agent)
     first_tick = threading.Event()
     wake = threading.Event()  # set with every event below: the loop sleeps until one comes
 
@@ -150,5 +179,7 @@ def serve(agent: Agent, listen: str, duration_seconds: float | None = None,
         log.info("stopping: finishing the current tick and flushing state")
         scheduler.stop(wait=True)
         agent.close()
+        if agent_check is not None:
+            agent_check.stop()
         exporter.stop()
     return 0

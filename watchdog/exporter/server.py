@@ -13,6 +13,9 @@ Contract:
 - Requests are counted in ``watchdog_exporter_requests_total{handler, code}`` (bounded label values).
 - With ``api`` set (:class:`watchdog.exporter.api.QueryAPI`), ``/api/v1/*`` (GET and POST) answers
   Prometheus' query API behind the same TLS and basic auth (handler label ``api``).
+- With ``verdicts`` set (a callable returning the agent's serving verdict source, or None while it has
+  none), ``GET /api/v1/engines`` and ``GET /api/v1/engines/<job>/health`` answer the load-balancer
+  views of :mod:`watchdog.serving.health` behind the same TLS and basic auth (handler label ``engines``).
 - The exporter cannot be used to exhaust the agent's file descriptors or threads: at most
   ``max_connections`` connections at once and ``max_connections_per_client`` from one address (more are
   closed at accept and counted in ``watchdog_exporter_connections_rejected_total``), and each request
@@ -52,6 +55,8 @@ from watchdog.infra import httpdeadline as deadlines
 from watchdog.infra.httpdeadline import DeadlineHandle
 from watchdog.model import Labels, Sample, metric
 from watchdog.pods.directory import PodDirectory
+from watchdog.serving import health as serving_health
+from watchdog.serving.model import VerdictSource
 from watchdog.store import Store
 
 log = logging.getLogger(__name__)
@@ -233,6 +238,7 @@ class ExporterServer:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.api: Any = None  # a watchdog.exporter.api.QueryAPI serving /api/v1/*, when set
+        self.verdicts: Callable[[], VerdictSource | None] | None = None  # serves /api/v1/engines*, when set
         self.max_connections = MAX_CONNECTIONS
         self.max_connections_per_client = MAX_CONNECTIONS_PER_CLIENT
         self.request_deadline_seconds = REQUEST_DEADLINE_SECONDS
@@ -301,12 +307,22 @@ class ExporterServer:
                 if self._deadline is not None:
                     deadlines.cancel(self._deadline)
                 path, _, query_string = self.path.partition("?")
-                is_api = exporter.api is not None and path.startswith("/api/v1/")
-                handler = "api" if is_api else HANDLERS.get(path, "other")
+                is_engines = exporter.verdicts is not None and serving_health.handles(path)
+                is_api = not is_engines and exporter.api is not None and path.startswith("/api/v1/")
+                handler = "engines" if is_engines else "api" if is_api else HANDLERS.get(path, "other")
                 auth = exporter.security.auth
                 if auth is not None and path not in OPEN_PATHS and not auth.check(self.headers.get("Authorization")):
                     self._send(handler, 401, b"unauthorized\n", "text/plain",
                                {"WWW-Authenticate": 'Basic realm="inference-watchdog", charset="UTF-8"'})
+                elif is_engines and exporter.verdicts is not None:
+                    if self.command != "GET":
+                        # Read what the client sends first: a body left unread makes the close a reset, and
+                        # the client would see no answer at all.
+                        self.rfile.read(min(int(self.headers.get("Content-Length") or 0), API_BODY_LIMIT_BYTES))
+                        self._send(handler, 405, b"method not allowed\n", "text/plain")
+                    else:
+                        answer = serving_health.respond(exporter.verdicts(), path)
+                        self._send(handler, answer.code, answer.body, answer.content_type)
                 elif is_api:
                     length = min(int(self.headers.get("Content-Length") or 0), API_BODY_LIMIT_BYTES)
                     body = self.rfile.read(length) if self.command == "POST" and length > 0 else b""
