@@ -1,6 +1,8 @@
 """One-shot health check: collect twice, evaluate the rule set, report active alerts.
 
-Contract: nothing is sent and nothing is remediated; the state database is not touched. Two collections
+Contract: nothing is sent and nothing is remediated; nothing is written under ``state_dir`` (a check is
+read-only: collectors that keep state get an in-memory database and a temporary directory, removed
+afterwards, so a check never creates ``/var/lib/inference-watchdog`` or changes the daemon's cursors). Two collections
 ``interval_seconds`` apart let ``rate()``-style rules see movement. An alert counts as active when its
 expression holds now (pending or firing): a one-shot check cannot wait out ``for``. The verdict is the
 worst of the active alerts' severities and the agent's own health problems (:mod:`watchdog.collectors.health`: no
@@ -10,6 +12,8 @@ Nagios/Icinga codes: 0 ok, 1 warning, 2 critical (3 unknown is the CLI's, for a 
 
 from __future__ import annotations
 
+import dataclasses
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +23,7 @@ from watchdog.collectors.base import CollectorContext, CollectorRunner, CollectR
 from watchdog.collectors.health import Problem, Severity, assess, worst
 from watchdog.collectors.registry import build_collectors
 from watchdog.config.settings import Settings
+from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState
 from watchdog.store import Store
 
@@ -74,11 +79,21 @@ def run_check(settings: Settings, context: CollectorContext | None = None,
               interval_seconds: float = 1.0, clock: Callable[[], float] = time.time,
               sleep: Callable[[float], None] = time.sleep) -> CheckReport:
     """Collect, wait, collect, evaluate; see the module docstring."""
+    with tempfile.TemporaryDirectory(prefix="inference-watchdog-check-") as scratch:
+        context = context or CollectorContext()
+        if context.state_db is None:
+            context = dataclasses.replace(context, state_db=StateDB(":memory:"))
+        return _run_check(dataclasses.replace(settings, state_dir=scratch), context, interval_seconds, clock,
+                          sleep)
+
+
+def _run_check(settings: Settings, context: CollectorContext, interval_seconds: float,
+               clock: Callable[[], float], sleep: Callable[[float], None]) -> CheckReport:
     from watchdog.rules.engine import RuleEngine
     from watchdog.rules.loader import load_ruleset
 
     store = Store()
-    collectors = build_collectors(settings, context or CollectorContext())
+    collectors = build_collectors(settings, context)
     runner = CollectorRunner(collectors, honour_intervals=False)  # every collector in both rounds
     engine = RuleEngine(load_ruleset(settings), store, sample_limit=settings.rules.max_samples)
     alerts: list[Alert] = []

@@ -105,7 +105,7 @@ def test_driver_installed_but_not_loaded_is_critical(tmp_path: Path) -> None:
 
 
 def test_no_rules_is_never_ok(tmp_path: Path) -> None:
-    config = _config(tmp_path, rules={"paths": []})
+    config = _config(tmp_path, rules={"paths": [str(tmp_path / "none-here-*.yaml")]})
     report = run_check(config, CollectorContext(nvml=_busy_fake()), interval_seconds=0,
                        sleep=lambda _: None)
     assert report.status == "critical"
@@ -118,3 +118,10 @@ def test_a_config_error_is_unknown(tmp_path: Path) -> None:
     proc = _cli("--config", str(config_path))
     assert proc.returncode == 3
     assert proc.stderr.startswith(f"UNKNOWN: config error: {config_path}:1: tick_interval_seconds")
+
+
+def test_a_check_writes_no_state(tmp_path: Path) -> None:
+    config = settings_of({"state_dir": str(tmp_path / "state"), "rules": {"paths": [RULES]},
+                          "processes": {"enabled": True}})
+    run_check(config, CollectorContext(nvml=_busy_fake()), interval_seconds=0, sleep=lambda _: None)
+    assert not (tmp_path / "state").exists()

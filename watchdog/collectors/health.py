@@ -128,12 +128,12 @@ def assess(rule_count: int, alerting_rule_count: int, results: Sequence[CollectR
     problems: list[Problem] = []
     if rule_count == 0:
         problems.append(Problem(Severity.CRITICAL, "rules", "no rules are loaded: nothing can alert",
-                                "install the rule pack (share/inference-watchdog/rules/*.yaml of the package) "
-                                "into /etc/inference-watchdog/rules/, or point rules.paths at it; check them "
-                                "with `inference-watchdog rules check`", unwatched=True))
+                                "leave rules.paths empty to load the rule pack shipped with the package (plus "
+                                "/etc/inference-watchdog/rules/*.yaml), or point it at rule files that exist; "
+                                "check them with `inference-watchdog rules check`", unwatched=True))
     elif alerting_rule_count == 0:
         problems.append(Problem(Severity.WARNING, "rules", "only recording rules are loaded: nothing can alert",
-                                "add alerting rules to rules.paths (the bundled rules/*.yaml have them)"))
+                                "add alerting rules to rules.paths, or leave it empty for the shipped rule pack"))
     if not results:
         problems.append(Problem(Severity.CRITICAL, "collectors", "every collector is disabled: nothing is "
                                 "collected", "enable collectors or add engines in the config", unwatched=True))
