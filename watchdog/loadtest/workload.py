@@ -1,7 +1,8 @@
 """What a load test sends: arrival times and request lengths.
 
-- Arrivals: ``poisson`` (exponential gaps, the lecture's model of real traffic) or ``constant`` (evenly
-  spaced) at a rate; offsets start at 0 and are seeded, so a run is reproducible.
+- Arrivals: ``poisson`` (exponential gaps: independent users arriving at a mean rate, which is how real
+  traffic bunches) or ``constant`` (evenly spaced) at a rate; offsets start at 0 and are seeded, so a
+  run is reproducible.
 - Lengths: fixed, drawn from a distribution around the means (``uniform`` within +/- spread, or
   ``lognormal`` with sigma = spread, mean preserved), or replayed in order from a JSONL file of
   ``{"prompt_tokens": N, "output_tokens": N}`` (see :func:`watchdog.capacity.units.read_length_pairs`).
