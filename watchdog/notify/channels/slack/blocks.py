@@ -80,6 +80,19 @@ def humanize(value: float) -> str:
     return f"{value:.4g}"
 
 
+def value_text(alert: Alert) -> str:
+    """The alert's value as its own text shows it: a ratio its summary or description gives as a
+    percentage (Prometheus' ``humanizePercentage``, ``49.09%``) is shown so, not as ``0.4909``; any other
+    value as :func:`humanize`."""
+    value = alert.value
+    if not (math.isnan(value) or math.isinf(value)):
+        percent = f"{value * 100:.4g}%"
+        text = " ".join((alert.annotations.get("summary", ""), alert.annotations.get("description", "")))
+        if percent in text:
+            return percent
+    return humanize(value)
+
+
 def slack_date(ms: int) -> str:
     """Slack's localised date token with an ISO fallback."""
     if not ms:
@@ -127,7 +140,7 @@ def _context_fields(alert: Alert, node: str, members: int) -> list[Block]:
     if labels.get("model_name"):
         fields.append(("Model", labels["model_name"]))
     if members <= 1:
-        fields.append(("Value", humanize(alert.value)))
+        fields.append(("Value", value_text(alert)))
     texts = [f"*{name}*\n{_cap(_mrkdwn_escape(value), 1900)}" for name, value in fields[:9]]
     texts.append(f"*Firing since*\n{slack_date(alert.fired_at_ms)}")
     return [{"type": "mrkdwn", "text": text} for text in texts]
