@@ -47,6 +47,19 @@ class CheckReport:
         """0 ok, 1 warning, 2 critical (Nagios plugin codes)."""
         return int(self.severity)
 
+    def collector_rows(self) -> list[dict[str, Any]]:
+        """One row per collector: ``status`` ``ok``, ``failed`` (``error`` says why) or ``no data`` (its
+        subject is absent here: no GPU, no kernel log; quiet, not an error; ``note`` says why), ``success``
+        false exactly when it failed, its own ``duration_seconds``. ``error`` is empty unless it failed."""
+        rows = []
+        for c in self.collectors:
+            status = "failed" if not c.success else ("no data" if c.error == "no data" else "ok")
+            rows.append({"name": c.name, "status": status, "success": c.success,
+                         "duration_seconds": round(c.duration_seconds, 4),
+                         "error": c.error if not c.success else "",
+                         "note": c.note if status == "no data" else ""})
+        return rows
+
     def to_json(self) -> dict[str, Any]:
         """The ``check --json`` document (docs/cli.md)."""
         return {
@@ -56,11 +69,7 @@ class CheckReport:
                  "annotations": a.annotations, "value": a.value}
                 for a in self.alerts
             ],
-            "collectors": [
-                {"name": c.name, "success": c.success, "duration_seconds": round(c.duration_seconds, 4),
-                 "error": c.error}
-                for c in self.collectors
-            ],
+            "collectors": self.collector_rows(),
             "problems": [p.to_json() for p in self.problems],
         }
 
