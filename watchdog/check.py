@@ -19,11 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from watchdog.collectors.base import CollectorContext, CollectorRunner, CollectResult, ingest_results
+from watchdog.collectors.base import (
+    CollectorContext,
+    CollectorRunner,
+    CollectResult,
+    ingest_results,
+    one_shot_context,
+)
 from watchdog.collectors.health import Problem, Severity, assess, worst
 from watchdog.collectors.registry import build_collectors
 from watchdog.config.settings import Settings
-from watchdog.infra.state import StateDB
 from watchdog.model import Alert, AlertState
 from watchdog.store import Store
 
@@ -89,11 +94,8 @@ def run_check(settings: Settings, context: CollectorContext | None = None,
               sleep: Callable[[float], None] = time.sleep) -> CheckReport:
     """Collect, wait, collect, evaluate; see the module docstring."""
     with tempfile.TemporaryDirectory(prefix="inference-watchdog-check-") as scratch:
-        context = context or CollectorContext()
-        if context.state_db is None:
-            context = dataclasses.replace(context, state_db=StateDB(":memory:"))
-        return _run_check(dataclasses.replace(settings, state_dir=scratch), context, interval_seconds, clock,
-                          sleep)
+        return _run_check(dataclasses.replace(settings, state_dir=scratch), one_shot_context(context),
+                          interval_seconds, clock, sleep)
 
 
 def _run_check(settings: Settings, context: CollectorContext, interval_seconds: float,

@@ -155,6 +155,13 @@ class CollectorContext:
         return self.state_db if self.state_db is not None else StateDB.in_dir(state_dir)
 
 
+def one_shot_context(context: CollectorContext | None) -> CollectorContext:
+    """``context`` with an in-memory state database when it has none: a one-shot read (``check``) keeps
+    what collectors remember (cursors, restart counts, baselines) in memory, never on disk."""
+    context = context or CollectorContext()
+    return context if context.state_db is not None else replace(context, state_db=StateDB(":memory:"))
+
+
 @dataclass(frozen=True)
 class CollectResult:
     """The outcome of one collector in one tick."""
