@@ -223,7 +223,7 @@ def test_text_output_reads_as_a_table(capsys: pytest.CaptureFixture[str]) -> Non
                  "--node-throughput", "1600"]) == 0
     out = capsys.readouterr().out
     assert "4 KV pool" in out and "50.00 GB" in out
-    assert "nodes                      15 = ceil(10.00 x headroom 1.25 x redundancy 1.15), 120 GPUs" in out
+    assert "replicas                   15 = ceil(10.00 x headroom 1.25 x redundancy 1.15), 120 GPUs" in out
 
 
 def test_sizes_are_decimal_unless_binary() -> None:
