@@ -82,7 +82,9 @@ class StepSummary:
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float | None]:
-    return {f"p{q:g}": percentile(values, q) for q in PERCENTILES}
+    """Mean, p50, p90 and p99 (``vllm bench serve`` reports the same); None without values."""
+    return {"mean": sum(values) / len(values) if values else None,
+            **{f"p{q:g}": percentile(values, q) for q in PERCENTILES}}
 
 
 def summarize(load: float, results: Sequence[RequestResult], duration_seconds: float,
