@@ -122,3 +122,14 @@ def test_the_value_field_reads_like_the_summary() -> None:
     body = render_alert_message([ratio], [], "gpu-node-1", LINKS)
     assert "0.4909" not in str(body.blocks)  # the Value field says 49.09%, as the summary does
     assert value_text(_alert("3")) == "125"  # a plain number stays a number
+
+
+def test_each_message_points_at_its_runbook_with_or_without_a_base_url() -> None:
+    path = "/usr/share/inference-watchdog/runbooks/gpu-thermal-margin.md"
+    alert = _alert("3")
+    alert = Alert(**{**alert.__dict__, "annotations": {**alert.annotations, "runbook_url": f"file://{path}"}})
+    local = str(render_alert_message([alert], [], "gpu-node-1", Links(), "GPU thermal margin").blocks)
+    assert f"*Runbook:* GPU thermal margin `{path}`" in local  # the default config: the file on the node
+    assert "<file://" not in local  # Slack cannot open it: shown as text, not as a dead link
+    linked = str(render_alert_message([alert], [], "gpu-node-1", LINKS, "GPU thermal margin").blocks)
+    assert "<https://runbooks.example/rb/gpu-thermal-margin.md|GPU thermal margin>" in linked

@@ -110,6 +110,13 @@ def duration(ms: int) -> str:
     return f"{h}h {m}m" if h else (f"{m}m {s}s" if m else f"{s}s")
 
 
+def runbook_file(url: str) -> str:
+    """The local path of a ``file://`` runbook URL (the node's installed Markdown), else ""."""
+    if not url.startswith("file://"):
+        return ""
+    return urllib.parse.unquote(urllib.parse.urlsplit(url).path)
+
+
 def runbook_url(runbook: str, links: Links) -> str:
     """The runbook's URL (``<base>/<id>.md``) or "" without a base URL."""
     return f"{links.runbook_base_url.rstrip('/')}/{runbook}.md" if runbook and links.runbook_base_url else ""
@@ -219,8 +226,13 @@ def render_alert_message(
     url = runbook_url(runbook, links) or _web_url(lead.annotations.get("runbook_url", ""))
     if runbook:
         label = runbook_title or runbook
-        link_parts.append(f"*Runbook:* <{url}|{_mrkdwn_escape(label)}>" if url
-                          else f"*Runbook:* {_mrkdwn_escape(label)}")
+        local = runbook_file(lead.annotations.get("runbook_url", "")) if not url else ""
+        if url:
+            link_parts.append(f"*Runbook:* <{url}|{_mrkdwn_escape(label)}>")
+        elif local:  # a file on the node: Slack cannot open file:// links, so show where it is
+            link_parts.append(f"*Runbook:* {_mrkdwn_escape(label)} `{_mrkdwn_escape(local).replace('`', '')}`")
+        else:
+            link_parts.append(f"*Runbook:* {_mrkdwn_escape(label)}")
     explore = grafana_explore_url(lead.generator, links)
     if explore:
         link_parts.append(f"<{explore}|Grafana>")
