@@ -351,9 +351,9 @@ def kmsg_access_problem(path: str = KMSG_PATH) -> str:
         return f"{path} does not exist here (a container without the host's kernel log?)"
     except PermissionError:
         return (f"{path} is not readable by uid {os.getuid()}: reading the kernel log needs read permission on "
-                f"{path} and, where kernel.dmesg_restrict=1, the CAP_SYSLOG capability (the shipped unit grants "
-                "it with AmbientCapabilities=CAP_SYSLOG); or read it through journald as a member of the "
-                "systemd-journal group (kmsg.source: journal)")
+                f"{path} and, where kernel.dmesg_restrict=1, the CAP_SYSLOG capability (a unit drop-in with "
+                "AmbientCapabilities=CAP_SYSLOG); or read it through journald as a member of the "
+                "systemd-journal group, which the shipped unit adds (kmsg.source: journal)")
     except OSError as exc:
         return f"{path} cannot be opened: {exc.strerror}"
     os.close(fd)
