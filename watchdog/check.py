@@ -1,6 +1,8 @@
 """One-shot health check: collect twice, evaluate the rule set, report active alerts.
 
-Contract: nothing is sent and nothing is remediated; the state database is not touched. Two collections
+Contract: nothing is sent and nothing is remediated; nothing is written under ``state_dir`` (a check is
+read-only: collectors that keep state get an in-memory database and a temporary directory, removed
+afterwards, so a check never creates ``/var/lib/inference-watchdog`` or changes the daemon's cursors). Two collections
 ``interval_seconds`` apart let ``rate()``-style rules see movement. An alert counts as active when its
 expression holds now (pending or firing): a one-shot check cannot wait out ``for``. The verdict is the
 worst of the active alerts' severities and the agent's own health problems (:mod:`watchdog.collectors.health`: no
@@ -10,12 +12,20 @@ Nagios/Icinga codes: 0 ok, 1 warning, 2 critical (3 unknown is the CLI's, for a 
 
 from __future__ import annotations
 
+import dataclasses
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from watchdog.collectors.base import CollectorContext, CollectorRunner, CollectResult, ingest_results
+from watchdog.collectors.base import (
+    CollectorContext,
+    CollectorRunner,
+    CollectResult,
+    ingest_results,
+    one_shot_context,
+)
 from watchdog.collectors.health import Problem, Severity, assess, worst
 from watchdog.collectors.registry import build_collectors
 from watchdog.config.settings import Settings
@@ -42,6 +52,19 @@ class CheckReport:
         """0 ok, 1 warning, 2 critical (Nagios plugin codes)."""
         return int(self.severity)
 
+    def collector_rows(self) -> list[dict[str, Any]]:
+        """One row per collector: ``status`` ``ok``, ``failed`` (``error`` says why) or ``no data`` (its
+        subject is absent here: no GPU, no kernel log; quiet, not an error; ``note`` says why), ``success``
+        false exactly when it failed, its own ``duration_seconds``. ``error`` is empty unless it failed."""
+        rows = []
+        for c in self.collectors:
+            status = "failed" if not c.success else ("no data" if c.error == "no data" else "ok")
+            rows.append({"name": c.name, "status": status, "success": c.success,
+                         "duration_seconds": round(c.duration_seconds, 4),
+                         "error": c.error if not c.success else "",
+                         "note": c.note if status == "no data" else ""})
+        return rows
+
     def to_json(self) -> dict[str, Any]:
         """The ``check --json`` document (docs/cli.md)."""
         return {
@@ -51,11 +74,7 @@ class CheckReport:
                  "annotations": a.annotations, "value": a.value}
                 for a in self.alerts
             ],
-            "collectors": [
-                {"name": c.name, "success": c.success, "duration_seconds": round(c.duration_seconds, 4),
-                 "error": c.error}
-                for c in self.collectors
-            ],
+            "collectors": self.collector_rows(),
             "problems": [p.to_json() for p in self.problems],
         }
 
@@ -74,11 +93,18 @@ def run_check(settings: Settings, context: CollectorContext | None = None,
               interval_seconds: float = 1.0, clock: Callable[[], float] = time.time,
               sleep: Callable[[float], None] = time.sleep) -> CheckReport:
     """Collect, wait, collect, evaluate; see the module docstring."""
+    with tempfile.TemporaryDirectory(prefix="inference-watchdog-check-") as scratch:
+        return _run_check(dataclasses.replace(settings, state_dir=scratch), one_shot_context(context),
+                          interval_seconds, clock, sleep)
+
+
+def _run_check(settings: Settings, context: CollectorContext, interval_seconds: float,
+               clock: Callable[[], float], sleep: Callable[[float], None]) -> CheckReport:
     from watchdog.rules.engine import RuleEngine
     from watchdog.rules.loader import load_ruleset
 
     store = Store()
-    collectors = build_collectors(settings, context or CollectorContext())
+    collectors = build_collectors(settings, context)
     runner = CollectorRunner(collectors, honour_intervals=False)  # every collector in both rounds
     engine = RuleEngine(load_ruleset(settings), store, sample_limit=settings.rules.max_samples)
     alerts: list[Alert] = []

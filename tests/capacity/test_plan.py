@@ -1,4 +1,4 @@
-"""The capacity planner: the lecture's worked examples as a table, ledgers, KV shapes, properties, the CLI."""
+"""The capacity planner: the worked examples of docs/capacity.md as a table, ledgers, KV shapes, properties, the CLI."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from watchdog.capacity.units import parse_size
 from watchdog.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
-# The lecture's rounded inputs (section 2.2): 80 GB per GPU, 18 GB of weights, "40 KB" per token taken as 40,000 B.
+# The rounded inputs of a back-of-envelope sizing: 80 GB per GPU, 18 GB of weights, "40 KB" per token taken as 40,000 B.
 SEED = ["--model", "qwen2.5-72b", "--gpu", "h800", "--tp", "8", "--gpu-memory", "80GB", "--weights", "18GB",
         "--runtime", "4GB", "--alpha", "0.9", "--kv-bytes-per-token", "40KB"]
 
@@ -84,7 +84,7 @@ def test_seed_appendix_memory_16_vs_compute_208(capsys: pytest.CaptureFixture[st
 
 def test_toy_transformer_of_section_2_2() -> None:
     """2 layers, 2 KV heads, head_dim 64, FP16: 1 KB per token; a 1 MiB pool holds two 512-token requests."""
-    toy = ModelSpec(name="toy", source="lecture", params=1.0, layers=2, kv_heads=2, head_dim=64)
+    toy = ModelSpec(name="toy", source="toy", params=1.0, layers=2, kv_heads=2, head_dim=64)
     assert kv_bytes_per_token(toy, 2.0, Parallelism()) == 1024
     assert b_max(1_048_576, kv_bytes_per_request(toy, 2.0, Parallelism(), 512)) == 2
     assert b_max(1_048_576, kv_bytes_per_request(toy, 2.0, Parallelism(), 513)) == 1
@@ -223,7 +223,7 @@ def test_text_output_reads_as_a_table(capsys: pytest.CaptureFixture[str]) -> Non
                  "--node-throughput", "1600"]) == 0
     out = capsys.readouterr().out
     assert "4 KV pool" in out and "50.00 GB" in out
-    assert "nodes                      15 = ceil(10.00 x headroom 1.25 x redundancy 1.15), 120 GPUs" in out
+    assert "replicas                   15 = ceil(10.00 x headroom 1.25 x redundancy 1.15), 120 GPUs" in out
 
 
 def test_sizes_are_decimal_unless_binary() -> None:

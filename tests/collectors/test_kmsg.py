@@ -393,3 +393,28 @@ def test_every_series_is_in_the_exporter_catalogue(tmp_path: Path, nvml: FakeNvm
         assert spec.type == ("counter" if name.endswith("_total") else "gauge")
         assert spec.help
     assert len(names) == 6
+
+
+def test_an_unreadable_kernel_log_names_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import watchdog.collectors.kmsg as kmsg_module
+    from watchdog.collectors.kmsg import kmsg_access_problem
+
+    device = tmp_path / "kmsg"
+    device.write_text("")
+    device.chmod(0)
+    if os.geteuid() == 0:  # root reads a mode-000 file: refuse the open as the kernel refuses a user
+        real_open = os.open
+
+        def refusing_open(path: str, flags: int, *args: Any) -> int:
+            if path == str(device):
+                raise PermissionError(13, "Permission denied", path)
+            return real_open(path, flags, *args)
+
+        monkeypatch.setattr(kmsg_module.os, "open", refusing_open)
+    problem = kmsg_access_problem(str(device))
+    assert f"{device} is not readable by uid {os.getuid()}" in problem
+    assert "CAP_SYSLOG" in problem and "systemd-journal group" in problem
+    assert "does not exist" in kmsg_access_problem(str(tmp_path / "absent"))
+    monkeypatch.undo()
+    device.chmod(0o600)
+    assert kmsg_access_problem(str(device)) == ""

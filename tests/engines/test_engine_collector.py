@@ -237,7 +237,12 @@ def test_one_bad_endpoint_does_not_affect_the_others(server: str) -> None:
     finally:
         runner.close()
     assert set(results) == {"engine:good", "engine:slow", "engine:down", "engine:garbage"}
-    assert all(r.success for r in results.values())  # failures are data (up 0), not collector errors
+    # A failed scrape is still data (up 0) and its call a failure with the reason: never success with an error.
+    assert {name for name, r in results.items() if r.success} == {"engine:good"}
+    assert results["engine:good"].error == ""
+    assert results["engine:slow"].error == "timed out after 0.3s"
+    assert results["engine:down"].error.startswith("connection refused: nothing listens on 127.0.0.1:")
+    assert results["engine:garbage"].error
     ups = {label_value(s.labels, "job"): s.value
            for r in results.values() for s in r.samples if metric_name(s.labels) == "up"}
     assert ups == {"good": 1.0, "slow": 0.0, "down": 0.0, "garbage": 0.0}

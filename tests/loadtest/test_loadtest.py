@@ -226,3 +226,65 @@ def test_progress_bar_draws_on_a_terminal() -> None:
     silent = io.StringIO()
     ProgressBar(silent).start_step(1.0, 1)
     assert silent.getvalue() == ""
+
+
+def test_a_dead_endpoint_fails_fast_with_the_preflight_error(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    assert main(["loadtest", f"http://127.0.0.1:{port}", "--rate", "5", "--requests", "50", "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert "the preflight request to" in captured.err and "Connection refused" in captured.err
+    assert captured.out == ""  # nothing was swept
+
+
+def test_latency_figures_are_mean_and_percentiles_like_vllm_bench(engine: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["loadtest", engine, "--concurrency", "1", "--requests", "4", "--prompt-tokens", "8",
+                 "--output-tokens", str(OUTPUT), "--ttft", "5", "--tpot", "5", "--timeout", "10", "--no-progress"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    header = next(line for line in text.splitlines() if line.startswith("latency (ms)"))
+    assert header.split()[-4:] == ["mean", "p50", "p90", "p99"]
+    rows = {line.split()[1]: [float(v) for v in line.split()[2:]] for line in text.splitlines()
+            if line.startswith(" " * 13) and len(line.split()) == 6}
+    assert set(rows) == {"TTFT", "TPOT", "ITL", "E2E"}
+    mean, p50, _p90, p99 = rows["TPOT"]
+    assert TPOT * 1000 * 0.8 <= p50 <= p99 and abs(mean - p50) < TPOT * 1000  # one request at a time: ~50 ms
+    assert rows["E2E"][0] > rows["TTFT"][0]
+
+
+def test_a_prompt_dataset_jsonl_or_sharegpt(tmp_path: Path) -> None:
+    from watchdog.loadtest.workload import DatasetError, make_requests, read_prompt_dataset
+
+    jsonl = tmp_path / "prompts.jsonl"
+    jsonl.write_text('{"prompt": "Summarise the attached log.", "output_tokens": 64}\n\n{"prompt": "Hello"}\n')
+    entries = read_prompt_dataset(jsonl)
+    assert [(e.prompt, e.output_tokens) for e in entries] == [("Summarise the attached log.", 64), ("Hello", None)]
+    requests = make_requests(LengthSource(output_tokens=32, prompts=entries), 3, random.Random(0), "m",
+                             Api.COMPLETIONS)
+    assert [(r.prompt, r.max_tokens) for r in requests] == [
+        ("Summarise the attached log.", 64), ("Hello", 32), ("Summarise the attached log.", 64)]
+    sharegpt = tmp_path / "sharegpt.json"
+    sharegpt.write_text(json.dumps([
+        {"id": "a", "conversations": [{"from": "human", "value": "What is KV cache?"},
+                                      {"from": "gpt", "value": "x" * 400}]},
+        {"id": "b", "conversations": [{"from": "gpt", "value": "no question"}]}]))
+    entries = read_prompt_dataset(sharegpt)
+    assert [(e.prompt, e.output_tokens) for e in entries] == [("What is KV cache?", 100)]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "ok"}\n{"text": "no prompt key"}\n')
+    with pytest.raises(DatasetError, match=r"bad.jsonl:2: expected"):
+        read_prompt_dataset(bad)
+
+
+def test_the_dataset_prompts_reach_the_server(engine: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    dataset = tmp_path / "prompts.jsonl"
+    dataset.write_text('{"prompt": "why is the sky blue", "output_tokens": 3}\n')
+    code = main(["loadtest", engine, "--concurrency", "1", "--requests", "2", "--dataset", str(dataset),
+                 "--ttft", "5", "--tpot", "5", "--timeout", "10", "--no-progress", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["steps"][0]["completed"] == 2

@@ -306,3 +306,32 @@ def test_alertmanager_inhibits_the_symptoms_of_a_cause(tmp_path: Path) -> None:
                          ("GpuFallenOffBus", "n1")]
     finally:
         am.stop()
+
+
+def test_merge_keeps_the_operators_comments_and_writes_no_anchors(tmp_path: Path) -> None:
+    import shutil
+
+    config = tmp_path / "alertmanager.yml"
+    config.write_text('# our alertmanager\nroute:\n  receiver: team  # the on-call rotation\nreceivers:\n'
+                      '  - name: team\ninhibit_rules:\n  # warnings under a critical are noise\n'
+                      '  - source_matchers: [severity="critical"]\n    target_matchers: [severity="warning"]\n'
+                      '    equal: [alertname]\n')
+    def merge(path: Path) -> str:
+        return subprocess.run([sys.executable, "-m", "watchdog", "alertmanager", "inhibit-rules", "--merge",
+                               str(path)], capture_output=True, text=True, check=True, timeout=60).stdout
+    merged = merge(config)
+    for kept in ("# our alertmanager", "receiver: team  # the on-call rotation",
+                 "# warnings under a critical are noise", 'target_matchers: [severity="warning"]'):
+        assert kept in merged
+    assert "&id" not in merged and "*id" not in merged
+    assert yaml.safe_load(merged)["inhibit_rules"][1:] == inhibit_rules()
+    again = tmp_path / "again.yml"
+    again.write_text(merged)
+    assert merge(again) == merged  # re-running after an upgrade changes nothing
+    plain = subprocess.run([sys.executable, "-m", "watchdog", "alertmanager", "inhibit-rules"],
+                           capture_output=True, text=True, check=True, timeout=60).stdout
+    assert "&id" not in plain and yaml.safe_load(plain)["inhibit_rules"] == inhibit_rules()
+    amtool = shutil.which("amtool")
+    if amtool:
+        check = subprocess.run([amtool, "check-config", str(again)], capture_output=True, text=True, timeout=60)
+        assert check.returncode == 0, check.stdout + check.stderr

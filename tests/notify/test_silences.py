@@ -98,6 +98,14 @@ def test_a_silence_added_by_command_stops_that_post_and_nothing_else(
     listed = json.loads(_cli(config_path, "list", "--json").stdout)
     assert [(s["id"], s["createdBy"], s["comment"], s["status"]["state"]) for s in listed] == [
         (silence_id, "alice", "replacing the fan", "active")]
+    # Alertmanager API v2's gettableSilence names, RFC 3339 times two hours apart.
+    assert {"id", "status", "updatedAt", "matchers", "startsAt", "endsAt", "createdBy", "comment"} <= set(listed[0])
+    starts, ends = (datetime.fromisoformat(listed[0][k].replace("Z", "+00:00")) for k in ("startsAt", "endsAt"))
+    assert listed[0]["endsAt"].endswith("Z") and ends - starts == timedelta(hours=2)
+    assert {"name": "gpu", "value": "3", "isRegex": False, "isEqual": True} in listed[0]["matchers"]
+    table = _cli(config_path, "list").stdout.splitlines()
+    assert table[0].split() == ["ID", "STATE", "ENDS", "AT", "CREATED", "BY", "MATCHERS", "COMMENT"]
+    assert table[1].startswith(silence_id[:12]) and table[1].endswith("replacing the fan")
 
     d = dispatchers(notify_config({"base_url": fake_slack.base_url}))
     now = int(datetime.now(timezone.utc).timestamp() * 1000)

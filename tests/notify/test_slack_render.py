@@ -14,6 +14,7 @@ from watchdog.notify.channels.slack.blocks import (
     render_event,
     render_resolved_reply,
     render_standalone_resolved,
+    value_text,
 )
 
 FIRED_MS = 1_800_000_000_000  # 2027-01-15 08:00:00Z
@@ -110,3 +111,25 @@ def test_the_checker_catches_what_slack_rejects_or_garbles() -> None:
     ]
     assert escaping_problems("<https://x|ok> <!date^1^{date}|d> <@U123> <!here> &amp;") == []
     assert escaping_problems("a <b> c") == ["unescaped '<' near 'a <b> c'", "unescaped '>' near 'a <b> c'"]
+
+
+def test_the_value_field_reads_like_the_summary() -> None:
+    ratio = Alert(state=AlertState.FIRING, active_at_ms=FIRED_MS, fingerprint="fp-ratio", name="EngineRetryStorm",
+                  labels={"alertname": "EngineRetryStorm", "severity": "warning", "job": "vllm"},
+                  annotations={"summary": "vllm: 49.09% of requests aborted while the queue grows"},
+                  value=0.49087, fired_at_ms=FIRED_MS)
+    assert value_text(ratio) == "49.09%"
+    body = render_alert_message([ratio], [], "gpu-node-1", LINKS)
+    assert "0.4909" not in str(body.blocks)  # the Value field says 49.09%, as the summary does
+    assert value_text(_alert("3")) == "125"  # a plain number stays a number
+
+
+def test_each_message_points_at_its_runbook_with_or_without_a_base_url() -> None:
+    path = "/usr/share/inference-watchdog/runbooks/gpu-thermal-margin.md"
+    alert = _alert("3")
+    alert = Alert(**{**alert.__dict__, "annotations": {**alert.annotations, "runbook_url": f"file://{path}"}})
+    local = str(render_alert_message([alert], [], "gpu-node-1", Links(), "GPU thermal margin").blocks)
+    assert f"*Runbook:* GPU thermal margin `{path}`" in local  # the default config: the file on the node
+    assert "<file://" not in local  # Slack cannot open it: shown as text, not as a dead link
+    linked = str(render_alert_message([alert], [], "gpu-node-1", LINKS, "GPU thermal margin").blocks)
+    assert "<https://runbooks.example/rb/gpu-thermal-margin.md|GPU thermal margin>" in linked

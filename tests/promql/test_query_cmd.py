@@ -156,3 +156,25 @@ def test_parse_time() -> None:
     assert query_cmd.parse_time(None, 12.5) == 12_500
     with pytest.raises(query_cmd.QueryCommandError):
         query_cmd.parse_time("2023-11-14T22:13:20", 0)
+
+
+def test_a_misspelt_series_name_gets_a_did_you_mean(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capture = tmp_path / "capture.txt"
+    capture.write_text('vllm:num_requests_running{model_name="m"} 3\nvllm:kv_cache_usage_perc{model_name="m"} 0.5\n')
+    code, out, err = run(["--metrics-file", str(capture), "vllm:num_request_running"], capsys)
+    assert code == 0 and out == ""
+    assert err.strip() == "no series named vllm:num_request_running; did you mean vllm:num_requests_running?"
+    code, out, err = run(["--metrics-file", str(capture), "engine:kv_cache_usage_ration"], capsys)
+    assert "did you mean engine:kv_cache_usage_ratio?" in err  # a name the shipped rules wrote
+    assert "supported engine" not in err
+
+
+def test_a_parse_error_shows_where_with_a_caret(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["--metrics-file", "/dev/null", "sum(rate(foo[5m]) by (job)"], capsys)
+    assert code == 1
+    lines = err.splitlines()
+    assert lines[0].startswith("error: ")
+    assert lines[1] == "  sum(rate(foo[5m]) by (job)"
+    assert lines[2] == "  " + " " * len("sum(rate(foo[5m]) ") + "^"  # under `by`, where it goes wrong
+    code, _, err = run(["--metrics-file", "/dev/null", "foo[5m] offest 1m"], capsys)
+    assert err.splitlines()[2] == "  " + " " * len("foo[5m] ") + "^"

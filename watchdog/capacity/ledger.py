@@ -1,6 +1,6 @@
 """The memory arithmetic of one model replica ("node"): four ledgers per GPU, KV bytes, B_max, a roofline.
 
-Pure functions over plain data (the lecture's section 2, in our own code):
+Pure functions over plain data:
 
 - four ledgers per GPU: weights (params x bytes / (TP x PP)), runtime (context, CUDA graphs) plus
   activations, the safety reserve outside the memory cap ``(1 - alpha) x usable``, and the paged KV pool
@@ -23,7 +23,7 @@ from watchdog.capacity.catalogue import DTYPE_BYTES, GpuSpec, ModelSpec
 
 @dataclass(frozen=True)
 class Parallelism:
-    """Tensor and pipeline parallel degrees of one replica; a replica is what the lecture calls a node."""
+    """Tensor and pipeline parallel degrees of one replica; a replica is what a plan counts as a "node"."""
 
     tp: int = 1
     pp: int = 1

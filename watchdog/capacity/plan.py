@@ -1,12 +1,12 @@
 """The capacity plan: per-replica memory figures, the dual bound, the node count and what moves it.
 
 :func:`make_plan` is pure: :class:`PlanInputs` in, :class:`Plan` out (``PlanError`` when the model does
-not fit at all). The dual bound, as in the lecture's section 2.3:
+not fit at all). The dual bound:
 
 - memory: requests in flight at peak, by Little's law ``rate x (TTFT + mean output x TPOT)`` (or a
   given concurrency), over B_max at the P90 request length;
 - compute: generation tokens per second at peak (``rate x mean output``; with a given concurrency, every
-  request in flight streaming at the TPOT target, as the lecture's appendix does) over one replica's safe
+  request in flight streaming at the TPOT target: a closed loop keeps every slot busy) over one replica's safe
   generation throughput (given, measured by ``loadtest``, or a roofline ceiling when neither);
 - nodes = ceil(max(memory, compute) x headroom x redundancy), GPUs = nodes x TP x PP.
 """
@@ -66,7 +66,8 @@ class Slo:
 
 @dataclass(frozen=True)
 class PlanInputs:
-    """Everything a plan depends on. ``*_override`` fields replace the computed figure (seed examples)."""
+    """Everything a plan depends on. ``*_override`` fields replace the computed figure (to reproduce a
+    sizing done with rounded inputs)."""
 
     model: ModelSpec
     gpu: GpuSpec

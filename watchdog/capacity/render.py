@@ -112,7 +112,7 @@ def plan_text(plan: Plan) -> str:
         kv_shape += f", {m.sliding_layers}/{m.layers} layers windowed at {m.sliding_window}"
     lines = [
         f"Model   {m.name}: {m.params / 1e9:.1f}B params, {m.layers} layers, {kv_shape}",
-        f"GPU     {inp.gpu.display}; TP={inp.par.tp} PP={inp.par.pp} ({inp.par.gpus} GPUs per node);"
+        f"GPU     {inp.gpu.display}; TP={inp.par.tp} PP={inp.par.pp} ({inp.par.gpus} GPUs per replica);"
         f" weights {inp.weight_dtype}, KV {inp.kv_dtype}",
         "",
     ]
@@ -128,7 +128,7 @@ def plan_text(plan: Plan) -> str:
             f"  4 KV pool                  {_gb(led.kv_pool_bytes)}",
             f"  KV per token per GPU       {plan.kv_bytes_per_token:,.0f} B",
             "",
-            "B_max per node (requests the KV pool holds at once; pool: modelled from the ledgers above)",
+            "B_max per replica (requests the KV pool holds at once; pool: modelled from the ledgers above)",
             f"  at mean length {inp.lengths.total_mean:>9,.0f} tokens  {plan.b_max_mean:>7,}"
             f"   ({plan.kv_bytes_per_request_mean / 1e6:,.1f} MB per request per GPU)",
             f"  at P90 length  {inp.lengths.total_p90:>9,.0f} tokens  {plan.b_max_p90:>7,}"
@@ -140,13 +140,13 @@ def plan_text(plan: Plan) -> str:
             f"KV pool   the live engine's: {live_pool:,.0f} tokens (smallest engine, {inp.kv_pool_source}); "
             "the GPU's modelled memory ledgers are not used (--modelled-pool uses them instead)",
             "",
-            "B_max per node (requests the KV pool holds at once; pool: live)",
+            "B_max per replica (requests the KV pool holds at once; pool: live)",
             f"  at mean length {inp.lengths.total_mean:>9,.0f} tokens  {plan.b_max_mean:>7,}",
             f"  at P90 length  {inp.lengths.total_p90:>9,.0f} tokens  {plan.b_max_p90:>7,}",
         ]
     lines += [
         f"  request lengths            {inp.lengths.source}",
-        f"  generation capacity        {_fmt(plan.generation_tps, 0)} tokens/s per node ({plan.generation_source})",
+        f"  generation capacity        {_fmt(plan.generation_tps, 0)} tokens/s per replica ({plan.generation_source})",
     ]
     demand, bounds = plan.demand, plan.bounds
     if demand is not None and bounds is not None:
@@ -158,22 +158,22 @@ def plan_text(plan: Plan) -> str:
             f"  request life               {demand.life_seconds:.2f} s"
             f" (TTFT {inp.slo.ttft_seconds:g} s + {inp.lengths.output_mean:g} x TPOT {inp.slo.tpot_seconds:g} s)",
             f"  in flight at peak          {demand.concurrency:,.1f} ({in_flight})",
-            f"  memory bound               {_fmt(bounds.memory_nodes, 2)} nodes"
+            f"  memory bound               {_fmt(bounds.memory_nodes, 2)} replicas"
             f" ({demand.concurrency:,.1f} / B_max@P90 {plan.b_max_p90:,})",
             f"  generation demand          {demand.generation_tps:,.0f} tokens/s",
-            f"  compute bound              {_fmt(bounds.compute_nodes, 2)} nodes"
+            f"  compute bound              {_fmt(bounds.compute_nodes, 2)} replicas"
             f" ({demand.generation_tps:,.0f} / {_fmt(plan.generation_tps, 0)})",
             f"  binding                    {bounds.binding}",
-            f"  nodes                      {bounds.nodes} = ceil({_fmt(worst, 2)}"
+            f"  replicas                   {bounds.nodes} = ceil({_fmt(worst, 2)}"
             f" x headroom {inp.headroom:g} x redundancy {inp.redundancy:g}), {bounds.gpus} GPUs",
         ]
     if plan.sensitivity:
         lines += ["", "What changes the answer most",
-                  f"  {'change':<22}{'B_max@P90':>10}{'memory':>10}{'compute':>10}{'nodes':>7}{'GPUs':>7}  note"]
+                  f"  {'change':<22}{'B_max@P90':>10}{'memory':>10}{'compute':>10}{'replicas':>9}{'GPUs':>7}  note"]
         for v in plan.sensitivity:
             nodes, gpus = ("-", "-") if v.nodes is None else (str(v.nodes), str(v.gpus))
             lines.append(f"  {v.change:<22}{v.b_max_p90:>10,}{_fmt(v.memory_nodes, 2):>10}"
-                         f"{_fmt(v.compute_nodes, 2):>10}{nodes:>7}{gpus:>7}  {v.note}")
+                         f"{_fmt(v.compute_nodes, 2):>10}{nodes:>9}{gpus:>7}  {v.note}")
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     return "\n".join(lines) + "\n"

@@ -1,7 +1,7 @@
 """Parsing the planner's inputs: byte sizes with explicit units, and request lengths from JSONL files.
 
 ``parse_size``: ``80GB`` is 80 x 10^9 bytes, ``80GiB`` 80 x 2^30, ``40KB`` 40,000 and ``40KiB`` 40,960;
-a bare number is bytes. Units are decimal unless they say ``i``, so the lecture's rounding is explicit.
+a bare number is bytes. Units are decimal unless they say ``i``, so rounding (80 GB for an 80 GiB card) is explicit.
 
 ``lengths_from_jsonl``: one JSON object per line with ``prompt_tokens`` and ``output_tokens`` (the
 format ``loadtest --lengths`` replays); returns means and P90s. Errors name the file and line.

@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "plan",
     "loadtest",
     "engine",
+    "notify",
 )
 
 
@@ -40,15 +41,36 @@ def build_parser() -> argparse.ArgumentParser:
         description="Per-node agent for GPU LLM inference hosts.",
     )
     parser.add_argument("--version", action="version", version=f"inference-watchdog {__version__}")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--log-format", default="auto", choices=["auto", "json", "text"],
-                        help="log and alert lines: aligned text on a terminal, JSON lines otherwise (auto, the "
-                             "default), or forced")
+    _add_global_flags(parser, default=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(f"watchdog.cli.{name}_cmd").register(sub)
+    for subparser in _subparsers(parser):
+        _add_global_flags(subparser, default=False)
     return parser
+
+
+def _add_global_flags(parser: argparse.ArgumentParser, *, default: bool) -> None:
+    """``--log-level`` and ``--log-format``: on the top parser with their defaults, and on every
+    subcommand without one (``argparse.SUPPRESS``), so ``inference-watchdog check --log-level debug``
+    works like ``inference-watchdog --log-level debug check`` and a flag after the command wins."""
+    parser.add_argument("--log-level", default="info" if default else argparse.SUPPRESS,
+                        choices=["debug", "info", "warning", "error"], help="log level (default info)")
+    parser.add_argument("--log-format", default="auto" if default else argparse.SUPPRESS,
+                        choices=["auto", "json", "text"],
+                        help="log and alert lines: aligned text on a terminal, JSON lines otherwise (auto, the "
+                             "default), or forced")
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every subcommand parser under ``parser``, nested ones (``rules check``) included."""
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found += [child, *_subparsers(child)]
+    return found
 
 
 def main(argv: Sequence[str] | None = None) -> int:

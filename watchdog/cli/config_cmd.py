@@ -28,27 +28,14 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    """Every problem in one pass (``watchdog.config.lint``), then what loading finds beyond the schema."""
-    from watchdog.config import ConfigError, load_settings
-    from watchdog.config.lint import config_problems
-    from watchdog.daemon.preflight import preflight
+    """Every problem in one pass (``watchdog.config.lint``), then what loading finds beyond the schema
+    (:func:`watchdog.cli.common.checked_settings`, which ``run`` and ``check`` share)."""
+    from watchdog.cli.common import checked_settings
 
-    try:
-        with open(args.path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        print(f"error: {args.path}: cannot read: {exc.strerror}", file=sys.stderr)
-        return 2
-    problems = config_problems(text, args.path)
-    for problem in problems:
-        print(f"error: {problem}", file=sys.stderr)
-    if problems:
-        print(f"{args.path}: {len(problems)} problem(s)", file=sys.stderr)
-        return 2
-    try:
-        preflight(load_settings(args.path), str(args.path))
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    settings, lines = checked_settings(args.path, daemon=True)
+    for line in lines:
+        print(line, file=sys.stderr)
+    if settings is None:
         return 2  # the exit code of `run` for the same error
     print(f"{args.path}: ok")
     return 0

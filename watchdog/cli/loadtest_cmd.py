@@ -71,6 +71,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,
     lengths.add_argument("--length-distribution", choices=["fixed", "uniform", "lognormal"], default="fixed")
     lengths.add_argument("--length-spread", type=float, default=0.5, help="uniform +/- share, or lognormal sigma")
     lengths.add_argument("--lengths", type=Path, help="replay JSONL of {prompt_tokens, output_tokens}, in order")
+    lengths.add_argument("--dataset", type=Path,
+                         help="real prompts, in order: JSONL of {prompt, output_tokens?} or ShareGPT JSON "
+                              "conversations (the first human turn; output length from the reply, else "
+                              "--output-tokens)")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="skip the one request sent first to fail fast on a dead endpoint")
     slo = p.add_argument_group("objectives")
     slo.add_argument("--ttft", type=float, default=1.0, help="TTFT objective per request, seconds (default 1.0)")
     slo.add_argument("--tpot", type=float, default=0.05, help="TPOT objective per request, seconds (default 0.05)")
@@ -98,7 +104,7 @@ def _fail(message: str) -> int:
 def _loadtest(args: argparse.Namespace) -> int:
     from watchdog.capacity.units import read_length_pairs
     from watchdog.loadtest.analysis import Objectives
-    from watchdog.loadtest.client import Api, OpenAIClient
+    from watchdog.loadtest.client import Api, CompletionRequest, OpenAIClient
     from watchdog.loadtest.report import (
         ChartUnavailable,
         ProgressBar,
@@ -110,7 +116,7 @@ def _loadtest(args: argparse.Namespace) -> int:
     )
     from watchdog.loadtest.sweep import SweepConfig, run_sweep
     from watchdog.loadtest.target import check_target
-    from watchdog.loadtest.workload import Arrival, Distribution, LengthSource
+    from watchdog.loadtest.workload import Arrival, Distribution, LengthSource, read_prompt_dataset
 
     try:
         check_target(args.url, args.allow_remote)
@@ -118,7 +124,10 @@ def _loadtest(args: argparse.Namespace) -> int:
             raise ValueError("--requests, --prompt-tokens, --output-tokens and --max-in-flight must be at least 1")
         if not 0 < args.attainment <= 1:
             raise ValueError("--attainment must be in (0, 1]")
+        if args.lengths and args.dataset:
+            raise ValueError("--lengths and --dataset both set the requests: give one")
         replay = tuple(read_length_pairs(args.lengths)) if args.lengths else ()
+        prompts = read_prompt_dataset(args.dataset) if args.dataset else ()
         api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
         if args.api_key_env and not api_key:
             raise ValueError(f"--api-key-env: environment variable {args.api_key_env} is not set")
@@ -126,13 +135,20 @@ def _loadtest(args: argparse.Namespace) -> int:
                               api_key=api_key)
     except ValueError as exc:  # boundary: every bad input becomes one message
         return _fail(str(exc))
+    if not args.no_preflight:
+        probe = CompletionRequest(prompt=prompts[0].prompt if prompts else "hi", max_tokens=2, model=args.model,
+                                  api=Api(args.api), ignore_eos=not args.no_ignore_eos)
+        answer = client.send(probe)
+        if answer.error is not None:
+            return _fail(f"the preflight request to {args.url} failed: {answer.error} (nothing was swept; "
+                         "--no-preflight skips this check)")
     rates = args.rate or args.sweep or ()
     config = SweepConfig(
         target=args.url, objectives=Objectives(args.ttft, args.tpot, args.attainment),
         rates=tuple(rates), concurrencies=tuple(int(c) for c in (args.concurrency or ())),
         arrival=Arrival(args.arrival),
         lengths=LengthSource(args.prompt_tokens, args.output_tokens, Distribution(args.length_distribution),
-                             args.length_spread, replay),
+                             args.length_spread, replay, prompts),
         requests=args.requests, step_seconds=args.step_seconds, max_total_seconds=args.max_seconds,
         max_in_flight=args.max_in_flight, model=args.model, api=Api(args.api), seed=args.seed,
         keep_going=args.keep_going, ignore_eos=not args.no_ignore_eos,

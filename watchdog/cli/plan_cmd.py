@@ -20,10 +20,10 @@ if TYPE_CHECKING:
 
 EXAMPLES = """\
 examples:
-  # the lecture's section 2.2: B_max 625 at 2,000 tokens (its rounded inputs: 80 GB, 18 GB weights, 40 KB/token)
+  # B_max 625 at 2,000 tokens on Qwen2.5-72B, TP=8, from rounded inputs (80 GB, 18 GB weights, 40 KB/token)
   inference-watchdog plan --model qwen2.5-72b --gpu h800 --tp 8 --gpu-memory 80GB --weights 18GB \\
       --kv-bytes-per-token 40KB --prompt-tokens 1500 --output-tokens 500
-  # its section 2.4: 40 req/s, 1,200/400 tokens, 1,600 tokens/s per node -> 15 nodes
+  # 40 req/s, 1,200/400 tokens, 1,600 tokens/s per replica -> 15 replicas
   inference-watchdog plan --model qwen2.5-72b --gpu h800 --tp 8 --prompt-tokens 1200 --output-tokens 400 \\
       --rate 40 --ttft 0.6 --tpot 0.03 --node-throughput 1600
   # this node's real traffic and measured knee

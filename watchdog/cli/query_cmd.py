@@ -123,11 +123,23 @@ def run_query(
     rule stopped by the budget) or :class:`watchdog.promql.PromQLError` (the query; past the budget its
     message says which limit stopped it).
     """
-    from watchdog.exposition import ExpositionError, parse_exposition
     from watchdog.promql import PromQLError, evaluate, parse_query
-    from watchdog.store import Store
 
     query = parse_query(expr)  # fail fast on a bad query, before reading anything
+    store = load_capture(documents, rule_paths, t_ms, budget)
+    try:
+        return evaluate(query, store, t_ms, budget.options())
+    except PromQLError as exc:
+        raise PromQLError(stopped_because(exc, budget), exc.kind) from None
+
+
+def load_capture(documents: Sequence[MetricsText], rule_paths: Sequence[str], t_ms: int,
+                 budget: QueryBudget = COMMAND_BUDGET) -> Any:
+    """A fresh store holding ``documents`` at ``t_ms`` with ``rule_paths`` applied once (each rule under
+    ``budget``)."""
+    from watchdog.exposition import ExpositionError, parse_exposition
+    from watchdog.store import Store
+
     store = Store(retention_ms=24 * 3600 * 1000, max_points=16, max_series=2_000_000)
     for document in documents:
         try:
@@ -137,10 +149,22 @@ def run_query(
             raise QueryCommandError(f"{document.source}: {exc}") from None
     if rule_paths:
         _apply_rules(rule_paths, store, t_ms, budget)
-    try:
-        return evaluate(query, store, t_ms, budget.options())
-    except PromQLError as exc:
-        raise PromQLError(stopped_because(exc, budget), exc.kind) from None
+    return store
+
+
+def unknown_names(expr: str, known: Sequence[str]) -> list[str]:
+    """``no series named X; did you mean Y?`` for each metric name the query selects that ``known`` (the
+    names in the store) lacks, nearest name first; [] when every name exists."""
+    from watchdog.infra.suggest import closest
+    from watchdog.promql import parse_query
+
+    notes = []
+    for selector in parse_query(expr).selectors():
+        name = selector.name
+        if name and name not in known:
+            match = closest(name, known)
+            notes.append(f"no series named {name}" + (f"; did you mean {match}?" if match else ""))
+    return list(dict.fromkeys(notes))
 
 
 def _apply_rules(rule_paths: Sequence[str], store: Any, t_ms: int, budget: QueryBudget) -> None:
@@ -228,8 +252,20 @@ def why_empty(expr: str, rules_applied: bool, live: bool) -> str | None:
             "supported engine (vLLM, SGLang) that the rules read")
 
 
+def _unparsable(expr: str) -> bool:
+    """Whether the parser itself rejects ``expr`` (then a caret can show where)."""
+    import promql_parser
+
+    try:
+        promql_parser.parse(expr)
+    except ValueError:
+        return True
+    return False
+
+
 def _query(args: argparse.Namespace) -> int:
-    from watchdog.promql import PromQLError, api_text_lines, to_api_json
+    from watchdog.promql import PromQLError, api_text_lines, evaluate, parse_query, to_api_json
+    from watchdog.promql.parse import caret_lines, error_offset
     from watchdog.promtool.eval_input import default_rule_files
 
     live = not args.metrics_file
@@ -246,7 +282,9 @@ def _query(args: argparse.Namespace) -> int:
             data = answer["data"]
         else:
             rule_paths = [] if args.no_rules else (args.rules or default_rule_files())
-            data = to_api_json(run_query(args.expr, _read_documents(args.metrics_file), rule_paths, t_ms))
+            query = parse_query(args.expr)  # fail fast on a bad query, before reading anything
+            store = load_capture(_read_documents(args.metrics_file), rule_paths, t_ms)
+            data = to_api_json(evaluate(query, store, t_ms))
     except (QueryCommandError, PromQLError) as exc:
         kind = exc.kind
         message = str(exc)
@@ -254,9 +292,14 @@ def _query(args: argparse.Namespace) -> int:
             _print_json({"status": "error", "errorType": kind, "error": message})
         else:
             print(f"error: {message}", file=sys.stderr)
+            if isinstance(exc, PromQLError) and kind == "bad_data" and _unparsable(args.expr):
+                for line in caret_lines(args.expr, error_offset(args.expr)):
+                    print(line, file=sys.stderr)
         return 1
     if data.get("resultType") in ("vector", "matrix") and not data.get("result"):
-        note = why_empty(args.expr, live or bool(rule_paths), live)
+        rules_note = why_empty(args.expr, live or bool(rule_paths), live)
+        names = [] if live or (rules_note and not rule_paths) else unknown_names(args.expr, store.names())
+        note = "; ".join(names) or rules_note  # a misspelt name first, unless no rules could write it
         if note:
             print(note, file=sys.stderr)
     if args.json:

@@ -23,20 +23,18 @@ def _run(args: argparse.Namespace) -> int:
 
     install_early_sighup()  # before anything slow: an early SIGHUP must not kill the daemon
     from watchdog.agent import Agent
-    from watchdog.cli.common import config_path
-    from watchdog.config import ConfigError, load_settings
+    from watchdog.cli.common import checked_settings, config_path
     from watchdog.config.settings import with_log_format
-    from watchdog.daemon.preflight import preflight
     from watchdog.daemon.serve import serve
     from watchdog.daemon.systemd_hooks import systemd_hooks
 
     path = config_path(args.config)
-    try:
-        settings = load_settings(path)
-        preflight(settings, path or "<defaults>")
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    checked, lines = checked_settings(path, daemon=True)
+    for line in lines:
+        print(line, file=sys.stderr)
+    if checked is None:
         return 2
+    settings = checked
     settings = with_log_format(settings, args.log_format)
     try:
         agent = Agent(settings, config_path=path)

@@ -181,7 +181,7 @@ def _suggestion(runbook: Any, labels: Mapping[str, str], fingerprint: str, sourc
                 settings: Settings, state: _ReadOnlyState, now_ms: int) -> dict[str, Any]:
     from watchdog.config.settings import settings_document
     from watchdog.infra.logs import redact
-    from watchdog.runbooks.planner import Policy, history_from, plan_step, render_step
+    from watchdog.runbooks.planner import Policy, guards_text, history_from, plan_step, render_step
     from watchdog.runbooks.templating import TemplateContext
 
     policy = Policy.from_settings(settings.remediation)
@@ -194,7 +194,8 @@ def _suggestion(runbook: Any, labels: Mapping[str, str], fingerprint: str, sourc
                              history_from(state.runs, now_ms), now_ms, escalated=escalated)
         steps.append({"step": step.name, "kind": step.kind, "verdict": decision.verdict.value,
                       "reason": redact(decision.reason),
-                      "action": redact(decision.action.display) if decision.action else ""})
+                      "action": redact(decision.action.display) if decision.action else "",
+                      "guards": redact(guards_text(step, decision.requires_expr, decision.verify_expr))})
     diagnose = []
     for step in runbook.diagnose:
         rendered = render_step(step, ctx)
@@ -221,20 +222,21 @@ def _step_json(step: Any) -> dict[str, Any]:
 
 
 def _template_text(action: Any) -> str:
+    """The action without an alert at hand, its placeholders in outline (``<labels.job>``)."""
     from watchdog.runbooks.steps import format_duration
 
     kind = action.kind
     if kind == "command":
-        return " ".join(t.source for t in action.argv)
+        return " ".join(t.outline for t in action.argv)
     if kind == "systemd":
-        return f"systemctl {action.verb} {action.unit.source}"
+        return f"systemctl {action.verb} {action.unit.outline}"
     if kind == "http":
-        return f"{action.method} {action.url.source}"
+        return f"{action.method} {action.url.outline}"
     if kind == "signal":
-        return f"{action.signal} -> MainPID of {action.unit.source}"
+        return f"{action.signal} -> MainPID of {action.unit.outline}"
     if kind in ("drain", "wait_idle", "canary", "readmit"):
         target = action.target
-        text = f"{kind} job={target.job.source}" if target.job is not None else f"{kind} gpu={target.gpu.source}"
+        text = f"{kind} job={target.job.outline}" if target.job is not None else f"{kind} gpu={target.gpu.outline}"
         if kind == "drain" and action.for_s:
             text += f" for {format_duration(action.for_s)}"
         if kind == "wait_idle":
@@ -242,7 +244,7 @@ def _template_text(action: Any) -> str:
         if kind == "canary":
             text += f" {action.passes} passes in a row within {format_duration(action.wait_s)}"
         return text
-    return str(action.text.source)
+    return str(action.text.outline)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -316,6 +318,7 @@ def _print_show(runbook: Any, suggestions: list[dict[str, Any]], no_markdown: bo
         for i, step in enumerate(s["steps"], 1):
             print(f"  {i}. {step['step']} [{step['kind']}] {step['action'] or '(not rendered)'}")
             print(f"     → {step['verdict']}: {step['reason']}")
+            print(f"     guards: {step['guards']}")
 
 
 # -- check ------------------------------------------------------------------------------------------

@@ -114,11 +114,14 @@ def _list(args: argparse.Namespace) -> int:
         return 0
     if not silences:
         print("no silences" if args.all else "no active silences")
+        return 0
+    rows = [("ID", "STATE", "ENDS AT", "CREATED BY", "MATCHERS", "COMMENT")]
     for s in silences:
         ends = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(s.ends_ms / 1000))
-        state = s.to_json(now)["status"]["state"]
-        matchers = " ".join(str(m) for m in s.matchers)
-        print(f"{s.id[:12]}  {state:<7}  until {ends}  by {s.created_by}  {matchers}  # {s.comment}")
+        rows.append((s.id[:12], s.state(now), ends, s.created_by, " ".join(str(m) for m in s.matchers), s.comment))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:  # like amtool silence query: a header, then one silence a line, the comment last
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1])
     return 0
 
 

@@ -25,6 +25,10 @@ the call reports it: in the rounds between, the part's series stay as they are (
 and a series that a reported part no longer contains goes stale. A failed call reports every declared part
 empty (its series go stale with the rest); a hung call holds each part's last report with its samples.
 
+A call that returns samples but reports a ``call_failure()`` (an engine's failed scrape: ``up 0`` is data)
+is a failure with that reason; a result is never a success with an error. Durations are each
+collector's own: from the moment its call began on its thread to the moment it returned.
+
 A failed call yields the collector's ``failure_samples()`` when they are not None (an engine's
 ``up 0``), so a failure is data rather than an absent series. A collector without them that *hangs*
 (timeout, previous call still running: NVML wedged in the driver) keeps reporting its last good
@@ -93,6 +97,12 @@ class Collector(ABC):
         """Read the subject once and return its samples (no timestamps: the runner stamps them); a
         collector with ``parts`` returns a :class:`Collected`."""
 
+    def call_failure(self) -> str:
+        """Why the last call failed though it returned samples ("" when it did not): an engine that
+        refused, timed out or answered HTTP 503 still reports ``up 0`` as data, and its call is a failure
+        with this reason (``watchdog_collector_success`` 0). Read by the runner after the call returned."""
+        return ""
+
     def failure_samples(self) -> list[Sample] | None:
         """What a failed call still reports (an engine's ``up 0``); None (the default) reports nothing and
         makes a hung call hold the last good samples."""
@@ -147,6 +157,13 @@ class CollectorContext:
         return self.state_db if self.state_db is not None else StateDB.in_dir(state_dir)
 
 
+def one_shot_context(context: CollectorContext | None) -> CollectorContext:
+    """``context`` with an in-memory state database when it has none: a one-shot read (``check``) keeps
+    what collectors remember (cursors, restart counts, baselines) in memory, never on disk."""
+    context = context or CollectorContext()
+    return context if context.state_db is not None else replace(context, state_db=StateDB(":memory:"))
+
+
 @dataclass(frozen=True)
 class CollectResult:
     """The outcome of one collector in one tick."""
@@ -160,6 +177,8 @@ class CollectResult:
     """What to store instead of ``samples`` if the store refuses them (the collector's failure samples)."""
     parts: dict[str, list[Sample]] = field(default_factory=dict)
     """The parts to store this round, each under :func:`part_source`; a part absent here stays as it is."""
+    note: str = ""
+    """Why there is nothing to collect (the :class:`NoData` message: no driver, no readable kernel log)."""
 
 
 def failure_samples(collector: Collector) -> list[Sample]:
@@ -182,6 +201,14 @@ class _Call:
     future: Future[Collected]
     started: float
     taken: bool = False
+    ran: list[float] = field(default_factory=list)  # [began, ended] of the collect() call, monotonic
+
+    def duration(self) -> float:
+        """Seconds the collector itself ran (not the time it waited behind other collectors)."""
+        now = time.monotonic()
+        began = self.ran[0] if self.ran else self.started
+        ended = self.ran[1] if len(self.ran) > 1 else now
+        return max(0.0, ended - began)
 
 
 class CollectorRunner:
@@ -238,7 +265,8 @@ class CollectorRunner:
                 continue
             if not start or not self._due(collector, now):
                 continue
-            call = _Call(self._start(collector), time.monotonic())
+            ran: list[float] = []
+            call = _Call(self._start(collector, ran), time.monotonic(), ran=ran)
             self._inflight[collector.name] = call
             started.append((collector, call))
         for collector, call in started:
@@ -252,7 +280,7 @@ class CollectorRunner:
                 if background and time.monotonic() - call.started <= collector.timeout_seconds:
                     continue  # taken by a later tick
                 call.taken = True
-                results.append(self._timed_out(collector, time.monotonic() - call.started))
+                results.append(self._timed_out(collector, call.duration()))
                 continue
             except Exception:  # classified by _outcome
                 pass
@@ -287,25 +315,35 @@ class CollectorRunner:
 
     def _outcome(self, collector: Collector, call: _Call) -> CollectResult:
         """The result of a completed call."""
-        duration = time.monotonic() - call.started
+        duration = call.duration()
         try:
             out = call.future.result(timeout=0)
-        except NoData:
-            return CollectResult(collector.name, [], True, duration, "no data", parts=emptied_parts(collector))
+        except NoData as exc:
+            return CollectResult(collector.name, [], True, duration, "no data", parts=emptied_parts(collector),
+                                 note=str(exc))
         except Exception as exc:  # the boundary that owns a collector: isolate and report
             log.warning("collector failed", extra={"collector": collector.name, "error": repr(exc)})
             return _failed(collector, duration, repr(exc))
         self._last_good[collector.name] = out.samples
         if out.parts:
             self._last_parts.setdefault(collector.name, {}).update(out.parts)
-        return CollectResult(collector.name, out.samples, True, duration, fallback=failure_samples(collector),
-                             parts=out.parts)
+        problem = collector.call_failure()
+        return CollectResult(collector.name, out.samples, not problem, duration, problem,
+                             fallback=failure_samples(collector), parts=out.parts)
 
-    def _start(self, collector: Collector) -> Future[Collected]:
+    def _start(self, collector: Collector, ran: list[float]) -> Future[Collected]:
         worker = self._workers.get(collector.name)
         if worker is None:
             worker = self._workers[collector.name] = DaemonPool(1, f"collector-{collector.name}")
-        return worker.submit(lambda: collected(collector.collect()))
+
+        def timed() -> Collected:
+            ran.append(time.monotonic())
+            try:
+                return collected(collector.collect())
+            finally:
+                ran.append(time.monotonic())
+
+        return worker.submit(timed)
 
     def close(self) -> None:
         """Stop starting calls; the workers end after their current call (hung ones are abandoned on their

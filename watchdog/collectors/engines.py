@@ -48,6 +48,9 @@ CACHE_SLACK = 1_000
 DEADLINE_CHECK_EVERY = 4096
 
 
+NO_ENGINE_METRICS = "answered, but no engine metrics"
+
+
 class ScrapeError(Exception):
     """A scrape that produced no usable payload (connection, HTTP status, timeout, size, encoding)."""
 
@@ -99,6 +102,8 @@ def fetch(url: str, timeout_seconds: float, max_bytes: int,
         except (OSError, http.client.HTTPException, ValueError) as exc:  # refused, reset, timeout, bad status
             if isinstance(exc, TimeoutError) or cutoff.expired:
                 raise ScrapeError(f"timed out after {timeout_seconds:g}s") from exc
+            if isinstance(exc, ConnectionRefusedError):
+                raise ScrapeError(f"connection refused: nothing listens on {scrape_instance(url)}") from exc
             raise ScrapeError(f"{type(exc).__name__}: {exc}") from exc
     try:
         return body.decode("utf-8")
@@ -303,14 +308,22 @@ class EngineCollector(Collector):
                                                     "error": self.last_error})
             return scrape_result_samples(self.targets, False, self._clock() - started, 0)
         self.last_error = ""
+        detected = detect_kind(metric_name(sample.labels) for sample in samples)
+        if detected == "unknown":
+            self.last_error = (f"{NO_ENGINE_METRICS} (no vllm:* or sglang:* series among {len(samples)} "
+                               "samples): is this the engine's own /metrics?")
         if self.endpoint.kind is EngineKind.AUTO:
-            self.kind = detect_kind(metric_name(sample.labels) for sample in samples)
+            self.kind = detected
         scraped = len(samples)
         samples.extend(config_series(samples, self.targets))
         samples.append(Sample(make_labels({**self.targets, METRIC_NAME: "watchdog_engine_info", "kind": self.kind}),
                               1.0))
         samples.extend(scrape_result_samples(self.targets, True, self._clock() - started, scraped))
         return samples
+
+    def call_failure(self) -> str:
+        """The last scrape's failure: refused, timed out, an HTTP error, or no engine metrics in the page."""
+        return self.last_error
 
     def failure_samples(self) -> list[Sample]:
         """What a scrape the runner gave up on (or the store refused) reports: ``up 0``."""

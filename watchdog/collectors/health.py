@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from watchdog.collectors.base import CollectResult
+from watchdog.collectors.engines import NO_ENGINE_METRICS
 from watchdog.model import Sample, metric, metric_name
 
 
@@ -71,6 +72,10 @@ def _engine_problems(result: CollectResult) -> list[Problem]:
         return []
     instance = dict(up.labels).get("instance", "") if up is not None else ""
     where = f" at {instance}" if instance else ""
+    if up is not None and up.value == 1.0 and result.error.startswith(NO_ENGINE_METRICS):
+        return [Problem(Severity.CRITICAL, result.name, f"engine {job}{where} {result.error}",
+                        f"point engines[].url for job {job!r} at the engine's own metrics page (vLLM serves "
+                        "/metrics on its API port; SGLang needs --enable-metrics)", unwatched=True)]
     if up is not None and up.value == 1.0:  # scraped and stored, less the series a store limit dropped
         return [Problem(Severity.WARNING, result.name, f"engine {job}{where} is scraped, but {result.error}",
                         f"stop the engine from putting per-request values in a label; raise "
@@ -128,12 +133,12 @@ def assess(rule_count: int, alerting_rule_count: int, results: Sequence[CollectR
     problems: list[Problem] = []
     if rule_count == 0:
         problems.append(Problem(Severity.CRITICAL, "rules", "no rules are loaded: nothing can alert",
-                                "install the rule pack (share/inference-watchdog/rules/*.yaml of the package) "
-                                "into /etc/inference-watchdog/rules/, or point rules.paths at it; check them "
-                                "with `inference-watchdog rules check`", unwatched=True))
+                                "leave rules.paths empty to load the rule pack shipped with the package (plus "
+                                "/etc/inference-watchdog/rules/*.yaml), or point it at rule files that exist; "
+                                "check them with `inference-watchdog rules check`", unwatched=True))
     elif alerting_rule_count == 0:
         problems.append(Problem(Severity.WARNING, "rules", "only recording rules are loaded: nothing can alert",
-                                "add alerting rules to rules.paths (the bundled rules/*.yaml have them)"))
+                                "add alerting rules to rules.paths, or leave it empty for the shipped rule pack"))
     if not results:
         problems.append(Problem(Severity.CRITICAL, "collectors", "every collector is disabled: nothing is "
                                 "collected", "enable collectors or add engines in the config", unwatched=True))

@@ -267,7 +267,10 @@ class KmsgCollector(Collector):
         try:
             source = self._source_now()
             lines = source.read()
-        except (FileNotFoundError, PermissionError) as exc:
+        except PermissionError as exc:
+            problem = kmsg_access_problem(exc.filename) if exc.filename else ""
+            raise NoData(f"kernel log not readable: {problem or exc}") from exc
+        except FileNotFoundError as exc:
             raise NoData(f"kernel log not readable: {exc}") from exc
         # Learn (and persist) which GPU sits at which PCI address while NVML can still tell: a GPU that
         # falls off the bus answers nothing afterwards, and its Xid line still needs its gpu and uuid.
@@ -340,13 +343,25 @@ class KmsgCollector(Collector):
             self._source.close()
 
 
-def _kmsg_readable(path: str = KMSG_PATH) -> bool:
+def kmsg_access_problem(path: str = KMSG_PATH) -> str:
+    """Why ``path`` cannot be read by this process ("" when it can), naming what is missing."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return False
+    except FileNotFoundError:
+        return f"{path} does not exist here (a container without the host's kernel log?)"
+    except PermissionError:
+        return (f"{path} is not readable by uid {os.getuid()}: reading the kernel log needs read permission on "
+                f"{path} and, where kernel.dmesg_restrict=1, the CAP_SYSLOG capability (a unit drop-in with "
+                "AmbientCapabilities=CAP_SYSLOG); or read it through journald as a member of the "
+                "systemd-journal group, which the shipped unit adds (kmsg.source: journal)")
+    except OSError as exc:
+        return f"{path} cannot be opened: {exc.strerror}"
     os.close(fd)
-    return True
+    return ""
+
+
+def _kmsg_readable(path: str = KMSG_PATH) -> bool:
+    return not kmsg_access_problem(path)
 
 
 def build_source_factory(source: str, state_dir: str | Path, boot_id: str
@@ -358,7 +373,7 @@ def build_source_factory(source: str, state_dir: str | Path, boot_id: str
         elif JournalReader.available():
             source = "journal"
         else:
-            raise NoData("neither /dev/kmsg nor journalctl is available")
+            raise NoData(f"no kernel log to read: {kmsg_access_problem()}; and journalctl is not installed")
     if source == "kmsg":
         return "kmsg", lambda cursor: KmsgReader(boot_id, cursor)
     if source == "journal":

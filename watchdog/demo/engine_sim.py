@@ -19,10 +19,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -186,6 +188,18 @@ class EngineModel:
         return generate_latest(self.registry)
 
 
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server that says nothing when a client goes away mid-answer (a load test cut at
+    its timeout, a scrape given up): that is the client's choice, not the simulator's fault. Any other
+    error keeps the standard report."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError, ConnectionAbortedError,
+                                          TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class EngineServer:
     """Serves one :class:`EngineModel` over HTTP, advancing it with wall-clock time since ``start``."""
 
@@ -200,7 +214,7 @@ class EngineServer:
         self.openai = SimulatedOpenAI(LoadModel(slots=max(1, int(self.model.knob("max_num_seqs"))),
                                                 prefill_seconds=self.model.knob("ttft"),
                                                 tpot_seconds=self.model.knob("tpot")))
-        self.httpd = ThreadingHTTPServer((host, port), self._handler())
+        self.httpd = QuietHTTPServer((host, port), self._handler())
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
 

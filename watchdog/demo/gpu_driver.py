@@ -20,6 +20,12 @@ NVML_FAULTS = {"xid", "gpu_lost", "pcie_downtrain", "nvlink_down", "nvlink_crc_b
                "row_remap_pending", "hw_slowdown", "thermal_throttle", "straggler", "clear"}
 
 
+def profile_nvml(profile: str) -> FakeNvml:
+    """A simulated node's NVML with the GPU profile ``profile`` (``h100-sxm-8``), at rest: what
+    ``gpu status --fake`` and ``gpu smoke --fake`` read; raises ValueError naming the known profiles."""
+    return FakeNvml.from_profile(profile)
+
+
 def oom_kill_line(pid: int, process: str) -> str:
     """The kernel's OOM-killer line for a killed process (as printed by Linux 5.x/6.x)."""
     return (f"Out of memory: Killed process {pid} ({process}) total-vm:104857600kB, "

@@ -3,9 +3,10 @@ each expected alert ticked off when it fires, and a last word on what did and di
 
 Contract: :class:`DemoProgress` is fed after every tick (``update(now, firing, pending)`` with alert
 names) and returns the lines to print (none most ticks): a waiting line every ``every_seconds`` until
-every expected alert has fired, one ``✓`` line per expected alert when it first fires, and one line per
-unexpected alert when it first fires. :meth:`summary` is the closing line. :class:`FiredHistory` keeps
-each alert that fired since the start, once, from the agent's alerts after every tick.
+every expected alert has fired, one ``✓`` line per expected alert when it first fires, one line per alert
+the scenario also causes (``also``, no time bound) and one per unexpected alert when it first fires.
+:meth:`summary` is the closing line. :class:`FiredHistory` keeps each alert that fired since the start,
+once, from the agent's alerts after every tick.
 """
 
 from __future__ import annotations
@@ -39,14 +40,16 @@ class DemoProgress:
     within_seconds: float
     start: float
     every_seconds: float = 5.0
+    also: tuple[str, ...] = ()
     fired_at: dict[str, float] = field(default_factory=dict)
     _last_note: float = 0.0
 
     def opening(self) -> str:
         """The line printed before the first tick."""
-        if not self.expected:
+        if not self.expected and not self.also:
             return "this scenario expects no alert: a quiet node"
-        return f"expecting within {self.within_seconds:.0f}s: {', '.join(self.expected)}"
+        text = f"expecting within {self.within_seconds:.0f}s: {', '.join(self.expected) or 'none'}"
+        return text + (f"; along the way: {', '.join(self.also)}" if self.also else "")
 
     def update(self, now: float, firing: Iterable[str], pending: Iterable[str] = ()) -> list[str]:
         """Lines to print after the tick at ``now``."""
@@ -59,6 +62,8 @@ class DemoProgress:
             if name in self.expected:
                 done = sum(1 for n in self.expected if n in self.fired_at)
                 lines.append(f"  ✓ {name} fired after {elapsed:.0f}s ({done}/{len(self.expected)} expected)")
+            elif name in self.also:
+                lines.append(f"  ✓ {name} fired after {elapsed:.0f}s (expected along the way)")
             else:
                 lines.append(f"  • {name} fired after {elapsed:.0f}s (not in the scenario's expectations)")
         waiting = [n for n in self.expected if n not in self.fired_at]
@@ -72,6 +77,8 @@ class DemoProgress:
     def summary(self) -> str:
         """The closing line: expected alerts ticked or crossed, and the others that fired."""
         marks = [f"✓ {n}" if n in self.fired_at else f"✗ {n} (did not fire)" for n in self.expected]
-        others = sorted(n for n in self.fired_at if n not in self.expected)
+        along = [f"✓ {n}" if n in self.fired_at else f"✗ {n} (not yet)" for n in self.also]
+        others = sorted(n for n in self.fired_at if n not in self.expected and n not in self.also)
         text = "demo finished: " + (", ".join(marks) if marks else "no alert expected")
-        return text + (f"; also fired: {', '.join(others)}" if others else "")
+        text += f"; along the way: {', '.join(along)}" if along else ""
+        return text + (f"; not expected: {', '.join(others)}" if others else "")

@@ -170,7 +170,11 @@ def run_demo(scenario: Scenario, listen: str, duration_seconds: float | None,
                 "scenario": scenario.name, "listen": listen, "duration_seconds": duration,
                 "engines": {e.job: f"http://127.0.0.1:{e.port}/metrics" for e in engines}})
             print(f"scenario {scenario.name}: {scenario.description}", file=sys.stderr, flush=True)
-            progress = DemoProgress(scenario.expect_alerts, scenario.expect_within_seconds, start)
+            for engine in engines:  # the ports are ephemeral: say where each simulated engine listens
+                print(f"engine {engine.job}: http://127.0.0.1:{engine.port} (OpenAI API /v1/completions and "
+                      f"/v1/chat/completions; metrics at /metrics)", file=sys.stderr, flush=True)
+            progress = DemoProgress(scenario.expect_alerts, scenario.expect_within_seconds, start,
+                                    also=scenario.also_alerts)
             print(progress.opening(), file=sys.stderr, flush=True)
             history = FiredHistory()
             agent.after_tick.append(lambda: _report(progress, history, agent))

@@ -22,6 +22,11 @@ A scenario (see ``scenarios/*.yaml`` and ``docs/demo.md``)::
     expect:                        # what the demo (and its test) must see fire within `within`
       within: 30s
       alerts: [EngineKvCacheNearFull]
+      also: [EnginePreemptionStorm]  # what else it causes at some point of its run (no time bound)
+      never: [GpuFallenOffBus]       # what must never fire
+
+Every alert a scenario fires is in ``alerts`` or ``also`` (its test checks this), so the demo calls an
+alert "not in the scenario's expectations" only when it is a real surprise.
 
 Contract: :func:`load_scenario` validates every key and notation string and raises
 :class:`ScenarioError` naming the file and key; :func:`knob_value` returns a knob's value at a step,
@@ -134,6 +139,7 @@ class Scenario:
     expect_alerts: tuple[str, ...] = ()
     expect_within_seconds: float = 30.0
     forbid_alerts: tuple[str, ...] = ()
+    also_alerts: tuple[str, ...] = ()
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -220,6 +226,7 @@ def parse_scenario(doc: Any, source: str) -> Scenario:
         expect_alerts=tuple(expect.get("alerts", [])),
         expect_within_seconds=parse_duration(expect.get("within", "30s"), f"{source}: expect.within"),
         forbid_alerts=tuple(expect.get("never", [])),
+        also_alerts=tuple(expect.get("also", [])),
         source=source,
     )
 

@@ -226,13 +226,15 @@ def forecast_rules() -> list[dict[str, Any]]:
                   "< on () group_left () (max(engine:kv_exhaustion_horizon_seconds) or vector(600))"),
          "labels": {"severity": "warning"},
          "annotations": {
-             "summary": "KV cache of {{ $labels.job }} predicted to run out in {{ $value | humanizeDuration }}",
+             "summary": ("KV cache of {{ $labels.job }} predicted to run out "
+                         "{{ if lt $value 1.0 }}now{{ else }}in {{ $value | humanizeDuration }}{{ end }}"),
              "description": (
                  "At the current growth of requests in flight, arrival rate and P90 request length, or because the "
                  "requests in flight jumped beyond what it holds (at the recent mean request length, or into a "
-                 "pool already 92 % full with requests waiting: then 0s), the "
-                 "paged KV pool of {{ $labels.job }} ({{ $labels.instance }}) is predicted to be full in "
-                 "{{ $value | humanizeDuration }}; then the scheduler preempts running requests and TTFT "
+                 "pool already 92 % full with requests waiting: then now), the "
+                 "paged KV pool of {{ $labels.job }} ({{ $labels.instance }}) is predicted to be full "
+                 "{{ if lt $value 1.0 }}now{{ else }}in {{ $value | humanizeDuration }}{{ end }}; "
+                 "then the scheduler preempts running requests and TTFT "
                  "explodes. Shed or reroute long-context traffic now, before the first preemption."),
              "runbook": "engine-kv-exhaustion-predicted"}},
     ]

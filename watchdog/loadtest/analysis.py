@@ -1,4 +1,4 @@
-"""From request results to per-step figures, the knee and the zones (the lecture's section 3.2-3.3).
+"""From request results to per-step figures, the knee and the zones (goodput against offered load).
 
 Pure functions. A request meets the SLO when it completed without error, its TTFT is within the TTFT
 objective and its TPOT (when it has one) within the TPOT objective. Per step:
@@ -6,7 +6,7 @@ objective and its TPOT (when it has one) within the TPOT objective. Per step:
 - attainment: the share of the step's requests that met the SLO (errors count against it; requests
   the step's time bound left unsent are not counted at all);
 - throughput: output tokens of completed requests per second of the step; goodput: output tokens of
-  requests that met the SLO per second (the lecture's goodput);
+  requests that met the SLO per second (what users got in time: the figure capacity is planned on);
 - zone: ``safe`` when attainment reaches the objective, ``collapsed`` below ``collapse_below`` (default
   0.5: most requests fail), ``degrading`` in between.
 
@@ -103,7 +103,9 @@ class StepSummary:
 
 
 def _percentiles(values: Sequence[float]) -> dict[str, float | None]:
-    return {f"p{q:g}": percentile(values, q) for q in PERCENTILES}
+    """Mean, p50, p90 and p99 (``vllm bench serve`` reports the same); None without values."""
+    return {"mean": sum(values) / len(values) if values else None,
+            **{f"p{q:g}": percentile(values, q) for q in PERCENTILES}}
 
 
 def _rate(times: Sequence[float]) -> float | None:

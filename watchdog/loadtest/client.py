@@ -7,7 +7,7 @@ latencies), time per output token, end-to-end time and output tokens. It never r
 server or network does: a refused connection, an HTTP error, a malformed event or a timeout become a
 result with ``error`` set, so a load test keeps counting.
 
-Definitions (the ones vLLM's ``bench serve`` and the lecture use):
+Definitions (the ones vLLM's ``bench serve`` uses, so figures compare with it):
 
 - TTFT: from just before the request is sent until the first event that carries output text.
 - ITL: the gaps between consecutive events that carry output text, after the first.

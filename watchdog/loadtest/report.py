@@ -151,6 +151,7 @@ def result_text(result: SweepResult) -> str:
         if s.shortfall:
             lines.append(f"{'':>8} shortfall: sent {s.achieved_rate:.1f}/s of {s.offered_rate:.1f}/s offered: the "
                          "client could not keep up, so this step did not test its load")
+    lines += latency_lines(result)
     status = result.knee_status
     if status == "not reached":
         highest = max(s.load for s in result.steps)
@@ -163,6 +164,22 @@ def result_text(result: SweepResult) -> str:
                      f"attainment {result.knee.attainment:.1%})")
     lines.append(f"stopped: {result.stopped} after {result.elapsed_seconds:.1f} s")
     return "\n".join(lines) + "\n"
+
+
+LATENCIES = (("TTFT", "ttft"), ("TPOT", "tpot"), ("ITL", "itl"), ("E2E", "e2e"))
+
+
+def latency_lines(result: SweepResult) -> list[str]:
+    """Per step, mean, p50, p90 and p99 of TTFT, TPOT, ITL and E2E in milliseconds, as ``vllm bench``."""
+    unit = "rate/s" if result.config.mode == "rate" else "conc"
+    lines = ["", f"latency (ms)  {unit:>8} {'':<5} {'mean':>8} {'p50':>8} {'p90':>8} {'p99':>8}"]
+    for s in result.steps:
+        for label, key in LATENCIES:
+            figures = getattr(s, key)
+            cells = " ".join(f"{'-' if figures.get(name) is None else f'{figures[name] * 1000:.1f}':>8}"
+                             for name in ("mean", "p50", "p90", "p99"))
+            lines.append(f"{'':<13} {s.load:>8g} {label:<5} {cells}")
+    return [*lines, ""]
 
 
 class ProgressBar:

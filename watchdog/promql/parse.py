@@ -373,3 +373,45 @@ def _binary(node: pp.BinaryExpr) -> n.Binary:
     elif modifier is not None and modifier.matching is not None and modifier.matching.labels:
         raise PromQLError("vector matching only allowed between instant vectors")
     return n.Binary(op, lhs, rhs, matching, return_bool, type=result_type)
+
+
+_ENDINGS = ("", "1", "x", "m", "1m", "m]", '"', '"x"', '="x"', "x[1m]", "[1m]", "(x)", " (x)", "1, x", "x, 1",
+            ") (x)", "(x) (x)", " (x) (x)", " 1", " x")
+_CLOSERS = ("", ")", "))", ")))", "]", "])", "]))", "}", "})", "}))", '"}', '"})')
+_COMPLETIONS = tuple(dict.fromkeys(ending + closer for ending in _ENDINGS for closer in _CLOSERS))
+
+
+def _completable(prefix: str) -> bool:
+    """Whether some short ending turns ``prefix`` into a query the parser accepts."""
+    for ending in _COMPLETIONS:
+        try:
+            pp.parse(prefix + ending)
+        except ValueError:
+            continue
+        return True
+    return False
+
+
+def error_offset(text: str) -> int:
+    """Where a query that does not parse goes wrong, as a 0-based offset into ``text``: the first
+    character after which no ending can make it valid, or ``len(text)`` when it is merely incomplete
+    (an unclosed bracket). For a caret under the query; the parser itself does not report positions."""
+    def word(char: str) -> bool:
+        return char.isalnum() or char in "_:."
+
+    for end in range(1, len(text) + 1):
+        inside_word = end < len(text) and word(text[end - 1]) and word(text[end])
+        if not inside_word and not text[end - 1].isspace() and not _completable(text[:end]):
+            start = end - 1
+            while start > 0 and word(text[start]) and word(text[start - 1]):
+                start -= 1  # the caret goes under the start of the word that went wrong
+            return start
+    return len(text)
+
+
+def caret_lines(text: str, offset: int) -> list[str]:
+    """The query's line holding ``offset`` and a caret under that column (one-line form for a terminal)."""
+    start = text.rfind("\n", 0, offset) + 1
+    stop = text.find("\n", offset)
+    line = text[start:stop if stop >= 0 else len(text)]
+    return [f"  {line}", "  " + " " * (offset - start) + "^"]

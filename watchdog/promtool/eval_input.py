@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from watchdog.infra.paths import asset_dir
 from watchdog.model import Alert
 from watchdog.promql.limits import COMMAND_BUDGET, QueryBudget
 from watchdog.promtool.runner import (
@@ -108,8 +107,9 @@ def read_eval_input(path: str) -> EvalInput:
 def default_rule_files() -> list[str]:
     """The shipped default rule pack (``rules/*.yaml`` of the first asset dir), used when the input
     names no rule files and no ``--rules`` is given."""
-    folder = asset_dir("rules")
-    return sorted(str(p) for p in folder.glob("*.yaml")) if folder else []
+    from watchdog.rules.loader import shipped_rule_files
+
+    return shipped_rule_files()
 
 
 def evaluate_input(path: str, at: str, extra_rules: Sequence[str] = (),

@@ -14,6 +14,9 @@ Contract:
   line, group, rule and what is wrong.
 - :func:`load_ruleset` combines the config's ``rules.paths`` with the groups generated from the config
   (SLOs, the KV forecast's horizon) by ``watchdog.engines.slo`` and ``watchdog.engines.forecast``.
+- An empty ``rules.paths`` (the default) means :func:`default_rule_paths`: the shipped rule pack, found
+  from the installed package wherever it is installed, then the site rules in
+  ``/etc/inference-watchdog/rules/*.yaml``; a site file with the name of a shipped one replaces it.
 """
 
 from __future__ import annotations
@@ -440,10 +443,34 @@ def _parse_expr(expr: str, line: int, name: str, problem: Any) -> Any:
         return None
 
 
+SITE_RULES_DIR = "/etc/inference-watchdog/rules"
+
+
+def shipped_rule_files() -> list[str]:
+    """The shipped rule pack (``rules/*.yaml`` of the first asset directory, sorted), or []."""
+    from watchdog.infra.paths import asset_dir
+
+    folder = asset_dir("rules")
+    return sorted(str(p) for p in folder.glob("*.yaml")) if folder else []
+
+
+def default_rule_paths(site_dir: str = SITE_RULES_DIR) -> list[str]:
+    """What an empty ``rules.paths`` loads: the shipped pack, then ``site_dir/*.yaml``; a site file named
+    like a shipped one replaces it (so a site can patch one file of the pack)."""
+    site = sorted(glob.glob(os.path.join(glob.escape(site_dir), "*.yaml")))
+    site_names = {os.path.basename(p) for p in site}
+    return [p for p in shipped_rule_files() if os.path.basename(p) not in site_names] + site
+
+
+def configured_rule_paths(settings: Settings) -> list[str]:
+    """``rules.paths``, or :func:`default_rule_paths` when it is empty."""
+    return list(settings.rules.paths) or default_rule_paths()
+
+
 def load_ruleset(settings: Settings, *, lint_duplicates: bool = True) -> RuleSet:
-    """The node's full rule set: ``rules.paths`` files, then groups generated from the config (SLOs, the
-    KV forecast's horizon)."""
-    files = load_rule_files(list(settings.rules.paths), lint_duplicates=lint_duplicates)
+    """The node's full rule set: ``rules.paths`` files (see :func:`configured_rule_paths`), then groups
+    generated from the config (SLOs, the KV forecast's horizon)."""
+    files = load_rule_files(configured_rule_paths(settings), lint_duplicates=lint_duplicates)
     generated = [*slo_rule_groups(settings), *forecast_rule_groups(settings)]
     if not generated:
         return files

@@ -25,7 +25,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from urllib.parse import urlsplit
 
@@ -39,7 +39,7 @@ from watchdog.runbooks.steps import (
     format_duration,
     render_action,
 )
-from watchdog.runbooks.templating import TemplateContext, TemplateMissing, TemplateRefused, render
+from watchdog.runbooks.templating import Template, TemplateContext, TemplateMissing, TemplateRefused, render
 
 DAY_MS = 86_400_000
 SYSTEMCTL_READ_ONLY = ("status", "show", "is-active", "is-failed", "is-enabled", "list-units", "cat")
@@ -218,6 +218,10 @@ class StepDecision:
     reason: str
     action: RenderedAction | None = None
     requires_not_met: bool = field(default=False)
+    requires_expr: str = ""
+    """The ``requires`` guard rendered with the alert's labels ("" when none, or not rendered)."""
+    verify_expr: str = ""
+    """The ``verify`` guard rendered with the alert's labels ("" when none, or not rendered)."""
 
 
 def decide_step(
@@ -311,12 +315,24 @@ def render_step(step: Step, ctx: TemplateContext, *, runbook: str = "",
     except TemplateRefused as exc:
         return RenderedStep(None, error=f"refused: {exc}", refused=True)
     except TemplateMissing as exc:
-        return RenderedStep(None, error=f"cannot render: {exc}")
+        return RenderedStep(None, _render_or_empty(step.guards.requires, ctx),
+                            _render_or_empty(step.guards.verify.expr if step.guards.verify else None, ctx),
+                            error=f"cannot render: {exc}")
     except StepError as exc:
         return RenderedStep(None, error=f"refused: {exc.problem}", refused=True)
     except NoEngine as exc:
         return RenderedStep(None, error=f"cannot render: {exc}")
     return RenderedStep(action, requires, verify)
+
+
+def _render_or_empty(template: Template | None, ctx: TemplateContext) -> str:
+    """``template`` rendered for display, or "" when it cannot be (the step is not rendered anyway)."""
+    if template is None:
+        return ""
+    try:
+        return render(template, ctx)
+    except (TemplateMissing, TemplateRefused):
+        return ""
 
 
 def plan_step(
@@ -335,20 +351,22 @@ def plan_step(
     history = history_for(rendered.action.key) if rendered.action is not None else TargetHistory()
     decision = decide_step(step, rendered.action, rendered.error, policy, history, now_ms,
                            approved=approved, escalated=escalated, refused=rendered.refused)
+    requires_expr, verify_expr = rendered.requires_expr, rendered.verify_expr
     if decision.verdict in (Verdict.RUN, Verdict.DRY_RUN) and rendered.requires_expr:
         if check is None:
             return StepDecision(step, decision.verdict,
                                 f"{decision.reason} (if requires holds: {rendered.requires_expr})",
-                                decision.action)
+                                decision.action, requires_expr=requires_expr, verify_expr=verify_expr)
         condition = check(rendered.requires_expr)
         decision = decide_step(step, rendered.action, rendered.error, policy, history, now_ms,
                                approved=approved, escalated=escalated, refused=rendered.refused,
                                requires=condition)
-    return decision
+    return replace(decision, requires_expr=requires_expr, verify_expr=verify_expr)
 
 
-def guards_text(step: Step) -> str:
-    """The step's guards in one line: ``auto, cooldown 30m, max 3/day, requires ..., verify ...``."""
+def guards_text(step: Step, requires_expr: str = "", verify_expr: str = "") -> str:
+    """The step's guards in one line: ``auto, cooldown 30m, max 3/day, requires ..., verify ...``, with
+    the expressions as rendered for an alert when given, else in outline (``<labels.job>``)."""
     g = step.guards
     parts = ["auto" if g.auto else "manual"]
     if g.cooldown_s:
@@ -356,9 +374,9 @@ def guards_text(step: Step) -> str:
     if g.max_per_day is not None:
         parts.append(f"max {g.max_per_day}/day")
     if g.requires is not None:
-        parts.append(f"requires {g.requires.source}")
+        parts.append(f"requires {requires_expr or g.requires.outline}")
     if g.verify is not None:
-        parts.append(f"verify within {format_duration(g.verify.timeout_s)}: {g.verify.expr.source}")
+        parts.append(f"verify within {format_duration(g.verify.timeout_s)}: {verify_expr or g.verify.expr.outline}")
     return ", ".join(parts)
 
 
@@ -369,7 +387,7 @@ def format_plan(decisions: Sequence[StepDecision], policy: Policy) -> str:
         what = d.action.display if d.action is not None else "(not rendered)"
         lines.append(f"{i}. {d.step.name} [{d.step.kind}] {what}")
         lines.append(f"   → {d.verdict.value}: {d.reason}")
-        lines.append(f"   guards: {guards_text(d.step)}")
+        lines.append(f"   guards: {guards_text(d.step, d.requires_expr, d.verify_expr)}")
         if d.step.description:
             lines.append(f"   {d.step.description}")
     return "\n".join(lines)

@@ -51,7 +51,7 @@ class TemplateMissing(LookupError):
 
     def __init__(self, ref: str) -> None:
         self.ref = ref
-        super().__init__(f"{{{{ {ref} }}}} has no value here")
+        super().__init__(f"<{ref}> has no value for this alert")
 
 
 class TemplateRefused(ValueError):
@@ -59,7 +59,7 @@ class TemplateRefused(ValueError):
 
     def __init__(self, ref: str, value: str, why: str) -> None:
         self.ref, self.value, self.why = ref, value, why
-        super().__init__(f"{{{{ {ref} }}}} = {value[:80]!r} refused: {why}")
+        super().__init__(f"<{ref}> = {value[:80]!r} refused: {why}")
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,13 @@ class Template:
     def placeholders(self) -> tuple[Placeholder, ...]:
         """The placeholders it uses."""
         return tuple(p for p in self.parts if isinstance(p, Placeholder))
+
+    @property
+    def outline(self) -> str:
+        """The template for a reader without an alert at hand: each placeholder as ``<labels.job>``
+        (never the raw ``{{ }}`` syntax, which is for runbook authors)."""
+        return "".join(p if isinstance(p, str) else f"<{p.text}>" for p in self.parts) if self.parts \
+            else self.source
 
     @property
     def is_literal(self) -> bool:

@@ -22,6 +22,7 @@ import json
 import logging
 import re
 import threading
+import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -129,12 +130,25 @@ class Silence:
         """Active and every matcher matches."""
         return self.active(now_ms) and matches_all(self.matchers, labels)
 
+    def state(self, now_ms: int) -> str:
+        """``active``, ``pending`` (starts later) or ``expired``, as Alertmanager says."""
+        return "active" if self.active(now_ms) else ("pending" if now_ms < self.starts_ms else "expired")
+
     def to_json(self, now_ms: int) -> dict[str, Any]:
-        """The ``silence list --json`` shape (close to Alertmanager's ``gettableSilence``)."""
-        state = "active" if self.active(now_ms) else ("pending" if now_ms < self.starts_ms else "expired")
-        return {"id": self.id, "matchers": [m.to_json() for m in self.matchers], "startsAt_ms": self.starts_ms,
-                "endsAt_ms": self.ends_ms, "createdBy": self.created_by, "comment": self.comment,
-                "status": {"state": state}, "source": self.source}
+        """The ``silence list --json`` shape: Alertmanager API v2's ``gettableSilence`` field names with
+        RFC 3339 times (``updatedAt`` is the start: a silence here is never edited, only expired, which
+        moves ``endsAt``), plus ``source`` (``local`` or ``alertmanager``)."""
+        return {"id": self.id, "status": {"state": self.state(now_ms)}, "updatedAt": rfc3339(self.starts_ms),
+                "matchers": [m.to_json() for m in self.matchers], "startsAt": rfc3339(self.starts_ms),
+                "endsAt": rfc3339(self.ends_ms), "createdBy": self.created_by, "comment": self.comment,
+                "source": self.source}
+
+
+def rfc3339(ms: int) -> str:
+    """``ms`` since the epoch as RFC 3339 UTC with milliseconds (``2027-01-15T08:00:00.000Z``), as
+    Alertmanager writes times."""
+    seconds, millis = divmod(ms, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
 
 
 class SilenceStore:

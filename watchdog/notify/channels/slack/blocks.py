@@ -80,6 +80,19 @@ def humanize(value: float) -> str:
     return f"{value:.4g}"
 
 
+def value_text(alert: Alert) -> str:
+    """The alert's value as its own text shows it: a ratio its summary or description gives as a
+    percentage (Prometheus' ``humanizePercentage``, ``49.09%``) is shown so, not as ``0.4909``; any other
+    value as :func:`humanize`."""
+    value = alert.value
+    if not (math.isnan(value) or math.isinf(value)):
+        percent = f"{value * 100:.4g}%"
+        text = " ".join((alert.annotations.get("summary", ""), alert.annotations.get("description", "")))
+        if percent in text:
+            return percent
+    return humanize(value)
+
+
 def slack_date(ms: int) -> str:
     """Slack's localised date token with an ISO fallback."""
     if not ms:
@@ -95,6 +108,13 @@ def duration(ms: int) -> str:
     h, rem = divmod(secs, 3600)
     m, s = divmod(rem, 60)
     return f"{h}h {m}m" if h else (f"{m}m {s}s" if m else f"{s}s")
+
+
+def runbook_file(url: str) -> str:
+    """The local path of a ``file://`` runbook URL (the node's installed Markdown), else ""."""
+    if not url.startswith("file://"):
+        return ""
+    return urllib.parse.unquote(urllib.parse.urlsplit(url).path)
 
 
 def runbook_url(runbook: str, links: Links) -> str:
@@ -127,7 +147,7 @@ def _context_fields(alert: Alert, node: str, members: int) -> list[Block]:
     if labels.get("model_name"):
         fields.append(("Model", labels["model_name"]))
     if members <= 1:
-        fields.append(("Value", humanize(alert.value)))
+        fields.append(("Value", value_text(alert)))
     texts = [f"*{name}*\n{_cap(_mrkdwn_escape(value), 1900)}" for name, value in fields[:9]]
     texts.append(f"*Firing since*\n{slack_date(alert.fired_at_ms)}")
     return [{"type": "mrkdwn", "text": text} for text in texts]
@@ -206,8 +226,13 @@ def render_alert_message(
     url = runbook_url(runbook, links) or _web_url(lead.annotations.get("runbook_url", ""))
     if runbook:
         label = runbook_title or runbook
-        link_parts.append(f"*Runbook:* <{url}|{_mrkdwn_escape(label)}>" if url
-                          else f"*Runbook:* {_mrkdwn_escape(label)}")
+        local = runbook_file(lead.annotations.get("runbook_url", "")) if not url else ""
+        if url:
+            link_parts.append(f"*Runbook:* <{url}|{_mrkdwn_escape(label)}>")
+        elif local:  # a file on the node: Slack cannot open file:// links, so show where it is
+            link_parts.append(f"*Runbook:* {_mrkdwn_escape(label)} `{_mrkdwn_escape(local).replace('`', '')}`")
+        else:
+            link_parts.append(f"*Runbook:* {_mrkdwn_escape(label)}")
     explore = grafana_explore_url(lead.generator, links)
     if explore:
         link_parts.append(f"<{explore}|Grafana>")
