@@ -33,6 +33,7 @@ import watchdog
 
 from .conftest import REPO
 
+pytestmark = pytest.mark.slow  # builds the sdist and the wheel (about 20 s)
 SHARE = "share/inference-watchdog"
 # Source directories whose files the agent reads at run time from <prefix>/share/inference-watchdog/.
 RUNTIME_ASSETS = {"rules": "*.yaml", "runbooks": "*.yaml", "dashboards": "*.json", "systemd": "*"}
