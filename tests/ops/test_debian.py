@@ -14,13 +14,13 @@ import shutil
 import stat
 import subprocess
 import sys
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import watchdog
+from tests.support.checkout import copy_checkout
 
 from .conftest import REPO
 
@@ -47,17 +47,7 @@ class Deb:
 @pytest.fixture(scope="module")
 def deb(tmp_path_factory: pytest.TempPathFactory) -> Deb:
     work = tmp_path_factory.mktemp("deb")
-    src = work / "inference-watchdog"
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, check=True).stdout.split(b"\0")
-    archive = work / "src.tar"
-    with tarfile.open(archive, "w") as tar:
-        for name in filter(None, (f.decode() for f in files)):
-            if not name.startswith(".venv") and (REPO / name).exists():
-                tar.add(REPO / name, arcname=name, recursive=False)
-    src.mkdir()
-    with tarfile.open(archive) as tar:
-        tar.extractall(src, filter="tar")
+    src = copy_checkout(REPO, work / "inference-watchdog")
     result = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=src, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -30,6 +30,7 @@ import pytest
 import tomllib
 
 import watchdog
+from tests.support.checkout import copy_checkout
 
 from .conftest import REPO
 
@@ -52,7 +53,8 @@ class Dists:
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
     out = tmp_path_factory.mktemp("dist")
-    result = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
+    src = copy_checkout(REPO, tmp_path_factory.mktemp("src") / "inference-watchdog")
+    result = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(src)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (sdist,) = out.glob("*.tar.gz")
