@@ -106,11 +106,32 @@ def test_config_reads_the_packaged_rule_pack(deb: Deb) -> None:
     assert f"/{SHARE}/rules/*.yaml" in config and f"/{SHARE}/runbooks" in config
 
 
-def test_postinst_creates_the_service_user(deb: Deb) -> None:
-    postinst = (deb.control / "postinst").read_text()
-    assert re.search(r"adduser --system --group .*inference-watchdog", postinst.replace("\\\n", " "))
+def run_maintainer_script(deb: Deb, script: str, args: list[str], tmp_path: Path) -> list[list[str]]:
+    """Run a maintainer script with adduser, deluser and systemctl replaced by recorders; their calls."""
+    fakes = tmp_path / "bin"
+    fakes.mkdir(exist_ok=True)
+    calls = tmp_path / "calls"
+    for tool in ("adduser", "deluser", "systemctl", "deb-systemd-helper", "deb-systemd-invoke"):
+        (fakes / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {calls}\n')
+        (fakes / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"}
+    result = subprocess.run(["sh", str(deb.control / script), *args], capture_output=True, text=True, env=env,
+                            timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return [line.split() for line in calls.read_text().splitlines()] if calls.exists() else []
+
+
+def test_postinst_creates_the_service_user(deb: Deb, tmp_path: Path) -> None:
+    calls = run_maintainer_script(deb, "postinst", ["configure", ""], tmp_path)
+    (adduser,) = [c for c in calls if c[0] == "adduser"]
+    assert {"--system", "--group", "--no-create-home"} <= set(adduser) and adduser[-1] == "inference-watchdog"
+    assert adduser[adduser.index("--home") + 1] == "/var/lib/inference-watchdog"
+    assert not [c for c in calls if c[:2] == ["systemctl", "enable"]], "the unit must not be enabled on install"
     unit = (deb.root / UNIT).read_text()
     assert "User=inference-watchdog" in unit and "Group=inference-watchdog" in unit
+    # On a systemd host: removal disables and stops the unit, an upgrade restarts a running agent.
+    assert "systemctl disable --now inference-watchdog.service" in (deb.control / "prerm").read_text()
+    assert "systemctl try-restart inference-watchdog.service" in (deb.control / "postinst").read_text()
 
 
 def test_packaged_agent_runs_from_its_private_tree(deb: Deb, tmp_path: Path) -> None:
