@@ -63,8 +63,23 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
+class Interconnect:
+    """How GPUs of one type reach each other: the fastest GPU-to-GPU link and how many GPUs it joins.
+
+    ``peer_group`` is the largest set of GPUs every pair of which talks over ``link`` (8 on an NVSwitch
+    baseboard, 2 for NVLink-bridged PCIe pairs, 1 where GPUs meet only over PCIe); beyond it traffic
+    crosses PCIe or the network. ``peer_bytes_per_second`` is the link's bandwidth per GPU as the vendor
+    states it (both directions together).
+    """
+
+    link: str
+    peer_bytes_per_second: float
+    peer_group: int
+
+
+@dataclass(frozen=True)
 class GpuSpec:
-    """One GPU type: memory, dense tensor throughput and memory bandwidth."""
+    """One GPU type: memory, dense tensor throughput, memory bandwidth and (where known) interconnect."""
 
     name: str
     display: str
@@ -74,6 +89,7 @@ class GpuSpec:
     bf16_tflops: float
     fp8_tflops: float | None
     hbm_bytes_per_second: float
+    interconnect: Interconnect | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +154,25 @@ def _gpu_entry(name: str, entry: dict[str, Any]) -> GpuSpec:
         bf16_tflops=float(_need(entry, "bf16_tflops", where, number)),
         fp8_tflops=None if fp8 is None else float(fp8),
         hbm_bytes_per_second=float(_need(entry, "hbm_bytes_per_second", where, number)),
+        interconnect=_interconnect(entry.get("interconnect"), where + ".interconnect"),
     )
+
+
+def _interconnect(raw: Any, where: str) -> Interconnect | None:
+    """The optional ``interconnect`` mapping of a GPU entry (link, peer_bytes_per_second, peer_group)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise CatalogueError(f"{where}: expected a mapping with link, peer_bytes_per_second, peer_group")
+    unknown = sorted(set(raw) - {"link", "peer_bytes_per_second", "peer_group"})
+    if unknown:
+        raise CatalogueError(f"{where}: unknown key {unknown[0]!r} (known: link, peer_bytes_per_second, peer_group)")
+    group = int(_need(raw, "peer_group", where, int))
+    if group < 1:
+        raise CatalogueError(f"{where}: peer_group: must be at least 1, got {group}")
+    return Interconnect(link=str(_need(raw, "link", where, str)),
+                        peer_bytes_per_second=float(_need(raw, "peer_bytes_per_second", where, (int, float))),
+                        peer_group=group)
 
 
 def parse_catalogue(doc: dict[str, Any]) -> Catalogue:

@@ -203,6 +203,12 @@ def _core(inp: PlanInputs) -> Plan:
     if inp.model.max_context and inp.lengths.total_p90 > inp.model.max_context:
         warnings.append(f"P90 request length {inp.lengths.total_p90:.0f} exceeds the model's context "
                         f"{inp.model.max_context}")
+    link = inp.gpu.interconnect
+    if link is not None and tp > link.peer_group:
+        where = (f"{inp.gpu.display} GPUs meet only over {link.link}" if link.peer_group == 1 else
+                 f"{link.link} joins only {link.peer_group} {inp.gpu.display} GPUs")
+        warnings.append(f"TP={tp}, but {where}: every layer's all-reduce crosses the slower link, so generation "
+                        f"falls below the roofline; keep TP within {link.peer_group} and add PP or replicas")
     roofline = None
     tps, source = inp.node_generation_tps, inp.node_generation_source
     if tps is None:
