@@ -214,6 +214,63 @@ SCHED = _without(RANK_LABELS)
 ENDPOINT_KEEP_ENGINE = _without(("model_name", *RANK_LABELS))
 
 
+# Windows of the departure rate, shortest first. The service rate is the rate over the shortest window that
+# saw at least MIN_DEPARTURES requests leave (enough that one more or less moves it by an eighth), so it
+# follows the engine within 15 s when it is busy and is never diluted by an idle period before a burst.
+DEPARTURE_WINDOWS = ("15s", "30s", "1m")
+MIN_DEPARTURES = 8
+
+
+def _seconds(window: str) -> int:
+    return int(window[:-1]) * (60 if window.endswith("m") else 1)
+
+
+def service_rate() -> str:
+    """``engine:request_service_rate``: the departure rate of the shortest window with evidence, else the
+    higher of the longest window's rate and what the running batch drains (a burst's first seconds, before
+    anything finished)."""
+    terms = [f"sum without (window) (engine:request_departures:rate{{window=\"{w}\"}}"
+             f" >= {MIN_DEPARTURES / _seconds(w):g})" for w in DEPARTURE_WINDOWS[:-1]]
+    longest = f"sum without (window) (engine:request_departures:rate{{window=\"{DEPARTURE_WINDOWS[-1]}\"}})"
+    fallback = ("max without (source) (\n"
+                f'  label_replace({longest}, "source", "departures", "", "")\n'
+                '  or label_replace(engine:request_service_rate:batch, "source", "batch", "", "")\n)')
+    return "\nor ".join([*terms, fallback])
+SCHED_REASON = _without(("finished_reason", *RANK_LABELS))
+COMPLETION_HANDLERS = "/v1/completions|/v1/chat/completions"
+
+
+def departures(window: str) -> str:
+    """Requests/s leaving the engine over ``window``: finished for any reason (vLLM's and SGLang's aborts
+    included where they count them) or completions (E2E observations), whichever is higher, plus the
+    completions vLLM's HTTP server answered beyond what its engine finished (client disconnects its stats
+    never see, as in ``engine:request_aborts:rate2m``)."""
+    by_reason = f"sum {SCHED_REASON} (rate(engine:requests_finished_total[{window}]))"
+    completions = f"sum {SCHED} (rate(engine:e2e_latency_seconds_count[{window}]))"
+    # The higher of the two counts (`(a >= b) or b or a`: an element-wise max that falls back to either).
+    finished = f"{by_reason} >= {completions}\n  or {completions}\n  or {by_reason}"
+    answered = f'http_requests_total{{handler=~"{COMPLETION_HANDLERS}", status="2xx"}}'
+    engine_finished = V("vllm:request_success_total")
+    http_aborts = (f"clamp_min(\n    sum by (job, instance) (rate({answered}[{window}]))\n"
+                   f"    - on (job, instance) sum by (job, instance) (rate({engine_finished}[{window}])),\n    0)")
+    return f"(\n  ({finished})\n  + on (job, instance) group_left ()\n  {http_aborts}\n)\nor ({finished})"
+
+
+def service_time(window: str) -> str:
+    """Mean seconds a request spends in the running batch (E2E minus queue time) over ``window``."""
+    e2e = f"sum {SCHED} (rate(engine:e2e_latency_seconds_sum[{window}]))"
+    queue = f"sum {SCHED} (rate(engine:queue_time_seconds_sum[{window}]))"
+    count = f"sum {SCHED} (rate(engine:e2e_latency_seconds_count[{window}]))"
+    return f"(({e2e} - ({queue} or 0 * {e2e})) / {count} > 0)"
+
+
+def batch_service_rate() -> str:
+    """Running requests / mean service time (the last minute's, else the last 5 minutes'), only while the
+    engine produced tokens in the last 30 s: a stuck batch drains nothing."""
+    return (f"sum {SCHED} (engine:requests_running)\n/ ({service_time('1m')}\n   or {service_time('5m')})\n"
+            f"and sum {SCHED} (rate(engine:generation_tokens_total[30s])) > 0")
+
+
 def derived_rules() -> list[dict[str, Any]]:
     """Rates, ratios and the predicted queue wait over the canonical series (``engines`` group, part 2)."""
     completions_1m = "rate(engine:e2e_latency_seconds_count[1m])"
@@ -243,11 +300,20 @@ def derived_rules() -> list[dict[str, Any]]:
                   "  0)")},
         {"record": "engine:request_completions:rate5m",
          "expr": "rate(engine:e2e_latency_seconds_count[5m])"},
+        # How many requests per second leave the engine, and so how fast its queue drains (docs/engines.md,
+        # "Predicted queue wait"): every way out counts (finished, aborted). A minute that still holds an idle
+        # period dilutes a 1-minute rate; the 15 s window does not.
+        *({"record": "engine:request_departures:rate", "expr": departures(w), "labels": {"window": w}}
+          for w in DEPARTURE_WINDOWS),
+        # What the running batch drains when the engine is producing tokens: running / mean service time.
+        {"record": "engine:request_service_rate:batch", "expr": batch_service_rate()},
+        # Requests/s the engine serves now (see service_rate).
+        {"record": "engine:request_service_rate", "expr": service_rate()},
         # Little's law on the queue: a request arriving now waits for the queue ahead of it to drain at the
-        # recent completion rate. clamp_min keeps an idle engine at 0 instead of 0/0.
+        # engine's service rate. clamp_min keeps an idle engine at 0 instead of 0/0; an engine that finishes
+        # nothing and produces no tokens reads waiting / 0.001.
         {"record": "engine:predicted_queue_wait_seconds",
-         "expr": (f"sum {SCHED} (engine:requests_waiting)\n/ clamp_min(sum {SCHED} ({completions_1m}), "
-                  "0.001)")},
+         "expr": f"sum {SCHED} (engine:requests_waiting)\n/ clamp_min(engine:request_service_rate, 0.001)"},
     ]
 
 
