@@ -124,6 +124,7 @@ def series(job: str, trace: Trace, missing: range = range(0), *, count_aborts: b
            http: bool = False) -> Iterator[tuple[str, str]]:
     """The input series of one engine ``job`` from ``trace``; engine scrapes in ``missing`` are lost."""
     lab = f'job="{job}",{LABELS}'
+    yield f'up{{job="{job}",instance="h:8000"}}', sampled([1] * len(trace.running), missing)
     yield f"vllm:num_requests_running{{{lab}}}", sampled(trace.running, missing)
     yield f"vllm:num_requests_waiting{{{lab}}}", sampled(trace.waiting, missing)
     yield f"vllm:generation_tokens_total{{{lab}}}", sampled(trace.generation_tokens, missing)
@@ -151,6 +152,16 @@ def within_factor_two(job: str, times: Sequence[int]) -> list[str]:
                 "        exp_samples:",
                 "          - labels: '{}'",
                 "            value: 1"]
+    return out
+
+
+def unknown(job: str, times: Sequence[int]) -> list[str]:
+    """promql_expr_test entries: the predicted wait is absent (unknown) at ``times``."""
+    out = []
+    for t in times:
+        out += [f'      - expr: engine:predicted_queue_wait_seconds{{job="{job}"}}',
+                f"        eval_time: {t}s",
+                "        exp_samples: []"]
     return out
 
 
@@ -225,6 +236,19 @@ def render() -> str:
         [("storm", storm, {}), ("storm-http", storm, {"count_aborts": False, "http": True})], 300,
         within_factor_two("storm", [STORM_START + s for s in (15, 30, 60, 120, 175)])
         + within_factor_two("storm-http", [STORM_START + s for s in (15, 30, 60, 120, 175)]))
+    lines.append("")
+    gap = range(BURST_START + 20, BURST_START + 45)
+    lines += test_block(
+        "missing samples in a burst",
+        ["The same burst with 25 s of engine scrapes lost from 20 s into it (a saturated host). While the",
+         "latest sample is over 2.5 scrape intervals old, and until the last minute again holds 3/4 of its",
+         "scrapes, the wait is unknown (absent): the recorded engine:* series hold their last value through",
+         "the gap, so a short window read across it is flat, and one that starts in it counts the whole gap's",
+         "departures as its own. Then it is within a factor of two again."],
+        [("gap", burst, {"missing": gap})], seconds,
+        within_factor_two("gap", [gap.start - 5])
+        + unknown("gap", [gap.start + 15, gap.stop - 5, gap.stop, gap.stop + 15, gap.stop + 40])
+        + within_factor_two("gap", [gap.stop + 45, gap.stop + 60, BURST_END]))
     return HEADER + "\n".join(lines) + "\n"
 
 

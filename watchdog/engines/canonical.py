@@ -271,6 +271,38 @@ def batch_service_rate() -> str:
             f"and sum {SCHED} (rate(engine:generation_tokens_total[30s])) > 0")
 
 
+# Below this share of the expected scrapes in the last minute, or with the latest scrape older than this many
+# scrape intervals, the rates of short windows are biased (docs/engines.md, "Honest about missing samples").
+MIN_SCRAPE_COVERAGE = 0.75
+MAX_SCRAPE_AGE_INTERVALS = 2.5
+ENGINE_TARGETS = "and on (job, instance) count by (job, instance) (engine:requests_waiting)"
+UNKNOWN_GATE = "unless on (job, instance) engine:signals_unknown"
+
+
+def coverage_rules() -> list[dict[str, Any]]:
+    """How complete each engine's recent samples are, and when its derived rates are unknown (``engines``
+    group, before the rates that are gated on it)."""
+    return [
+        # Scrapes tried in the last minute (up is written on every try, 0 when it failed); the best minute of
+        # the last 10 is what a complete minute holds, whatever the scrape interval.
+        {"record": "engine:scrape_samples:count1m", "expr": f"count_over_time(up[1m])\n{ENGINE_TARGETS}"},
+        {"record": "engine:scrape_interval_seconds:estimate",
+         "expr": "60 / max_over_time(engine:scrape_samples:count1m[10m])"},
+        {"record": "engine:scrape_coverage_ratio",
+         "expr": ("clamp_max(sum_over_time(up[1m]) / max_over_time(engine:scrape_samples:count1m[10m]), 1)"
+                  f"\n{ENGINE_TARGETS}")},
+        {"record": "engine:scrape_age_seconds", "expr": f"time() - timestamp(up)\n{ENGINE_TARGETS}"},
+        # 1 per reason the short-window rates of an endpoint are unknown right now; absent while they are known.
+        {"record": "engine:signals_unknown",
+         "expr": f"engine:scrape_coverage_ratio < bool {MIN_SCRAPE_COVERAGE} == 1",
+         "labels": {"reason": "coverage"}},
+        {"record": "engine:signals_unknown",
+         "expr": (f"engine:scrape_age_seconds > bool {MAX_SCRAPE_AGE_INTERVALS} * "
+                  "engine:scrape_interval_seconds:estimate == 1"),
+         "labels": {"reason": "stale"}},
+    ]
+
+
 def derived_rules() -> list[dict[str, Any]]:
     """Rates, ratios and the predicted queue wait over the canonical series (``engines`` group, part 2)."""
     completions_1m = "rate(engine:e2e_latency_seconds_count[1m])"
@@ -285,7 +317,7 @@ def derived_rules() -> list[dict[str, Any]]:
         {"record": "engine:prompt_tokens:rate1m", "expr": "rate(engine:prompt_tokens_total[1m])"},
         {"record": "engine:generation_tokens:rate1m", "expr": "rate(engine:generation_tokens_total[1m])"},
         {"record": "engine:generation_tokens:rate5m", "expr": "rate(engine:generation_tokens_total[5m])"},
-        {"record": "engine:request_completions:rate1m", "expr": completions_1m},
+        {"record": "engine:request_completions:rate1m", "expr": f"{completions_1m}\n{UNKNOWN_GATE}"},
         # Requests aborted per second (the client left), per endpoint. Engines that count aborts as finished
         # requests (SGLang) give them directly. vLLM 0.32 does not: its API server drops a request whose client
         # disconnected before the engine's stats see it, so request_success_total{finished_reason="abort"} stays
@@ -308,7 +340,7 @@ def derived_rules() -> list[dict[str, Any]]:
         # What the running batch drains when the engine is producing tokens: running / mean service time.
         {"record": "engine:request_service_rate:batch", "expr": batch_service_rate()},
         # Requests/s the engine serves now (see service_rate).
-        {"record": "engine:request_service_rate", "expr": service_rate()},
+        {"record": "engine:request_service_rate", "expr": f"(\n{service_rate()}\n)\n{UNKNOWN_GATE}"},
         # Little's law on the queue: a request arriving now waits for the queue ahead of it to drain at the
         # engine's service rate. clamp_min keeps an idle engine at 0 instead of 0/0; an engine that finishes
         # nothing and produces no tokens reads waiting / 0.001.
@@ -393,7 +425,7 @@ def render_rule_file() -> dict[str, Any]:
     """The whole ``rules/engines.yaml`` document."""
     # One group: Prometheus evaluates the rules of a group in order at the same timestamp, so derived
     # rules (and the forecast) see this evaluation's canonical series. (Groups run independently.)
-    rules = canonical_rules() + derived_rules() + capacity_rules() + plan_rules() + forecast_rules()
+    rules = canonical_rules() + coverage_rules() + derived_rules() + capacity_rules() + plan_rules() + forecast_rules()
     return {"groups": [{"name": "engines", "rules": rules}]}
 
 
