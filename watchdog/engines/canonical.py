@@ -214,6 +214,95 @@ SCHED = _without(RANK_LABELS)
 ENDPOINT_KEEP_ENGINE = _without(("model_name", *RANK_LABELS))
 
 
+# Windows of the departure rate, shortest first. The service rate is the rate over the shortest window that
+# saw at least MIN_DEPARTURES requests leave (enough that one more or less moves it by an eighth), so it
+# follows the engine within 15 s when it is busy and is never diluted by an idle period before a burst.
+DEPARTURE_WINDOWS = ("15s", "30s", "1m")
+MIN_DEPARTURES = 8
+
+
+def _seconds(window: str) -> int:
+    return int(window[:-1]) * (60 if window.endswith("m") else 1)
+
+
+def service_rate() -> str:
+    """``engine:request_service_rate``: the departure rate of the shortest window with evidence, else the
+    higher of the longest window's rate and what the running batch drains (a burst's first seconds, before
+    anything finished)."""
+    terms = [f"sum without (window) (engine:request_departures:rate{{window=\"{w}\"}}"
+             f" >= {MIN_DEPARTURES / _seconds(w):g})" for w in DEPARTURE_WINDOWS[:-1]]
+    longest = f"sum without (window) (engine:request_departures:rate{{window=\"{DEPARTURE_WINDOWS[-1]}\"}})"
+    fallback = ("max without (source) (\n"
+                f'  label_replace({longest}, "source", "departures", "", "")\n'
+                '  or label_replace(engine:request_service_rate:batch, "source", "batch", "", "")\n)')
+    return "\nor ".join([*terms, fallback])
+SCHED_REASON = _without(("finished_reason", *RANK_LABELS))
+COMPLETION_HANDLERS = "/v1/completions|/v1/chat/completions"
+
+
+def departures(window: str) -> str:
+    """Requests/s leaving the engine over ``window``: finished for any reason (vLLM's and SGLang's aborts
+    included where they count them) or completions (E2E observations), whichever is higher, plus the
+    completions vLLM's HTTP server answered beyond what its engine finished (client disconnects its stats
+    never see, as in ``engine:request_aborts:rate2m``)."""
+    by_reason = f"sum {SCHED_REASON} (rate(engine:requests_finished_total[{window}]))"
+    completions = f"sum {SCHED} (rate(engine:e2e_latency_seconds_count[{window}]))"
+    # The higher of the two counts (`(a >= b) or b or a`: an element-wise max that falls back to either).
+    finished = f"{by_reason} >= {completions}\n  or {completions}\n  or {by_reason}"
+    answered = f'http_requests_total{{handler=~"{COMPLETION_HANDLERS}", status="2xx"}}'
+    engine_finished = V("vllm:request_success_total")
+    http_aborts = (f"clamp_min(\n    sum by (job, instance) (rate({answered}[{window}]))\n"
+                   f"    - on (job, instance) sum by (job, instance) (rate({engine_finished}[{window}])),\n    0)")
+    return f"(\n  ({finished})\n  + on (job, instance) group_left ()\n  {http_aborts}\n)\nor ({finished})"
+
+
+def service_time(window: str) -> str:
+    """Mean seconds a request spends in the running batch (E2E minus queue time) over ``window``."""
+    e2e = f"sum {SCHED} (rate(engine:e2e_latency_seconds_sum[{window}]))"
+    queue = f"sum {SCHED} (rate(engine:queue_time_seconds_sum[{window}]))"
+    count = f"sum {SCHED} (rate(engine:e2e_latency_seconds_count[{window}]))"
+    return f"(({e2e} - ({queue} or 0 * {e2e})) / {count} > 0)"
+
+
+def batch_service_rate() -> str:
+    """Running requests / mean service time (the last minute's, else the last 5 minutes'), only while the
+    engine produced tokens in the last 30 s: a stuck batch drains nothing."""
+    return (f"sum {SCHED} (engine:requests_running)\n/ ({service_time('1m')}\n   or {service_time('5m')})\n"
+            f"and sum {SCHED} (rate(engine:generation_tokens_total[30s])) > 0")
+
+
+# Below this share of the expected scrapes in the last minute, or with the latest scrape older than this many
+# scrape intervals, the rates of short windows are biased (docs/engines.md, "Honest about missing samples").
+MIN_SCRAPE_COVERAGE = 0.75
+MAX_SCRAPE_AGE_INTERVALS = 2.5
+ENGINE_TARGETS = "and on (job, instance) count by (job, instance) (engine:requests_waiting)"
+UNKNOWN_GATE = "unless on (job, instance) engine:signals_unknown"
+
+
+def coverage_rules() -> list[dict[str, Any]]:
+    """How complete each engine's recent samples are, and when its derived rates are unknown (``engines``
+    group, before the rates that are gated on it)."""
+    return [
+        # Scrapes tried in the last minute (up is written on every try, 0 when it failed); the best minute of
+        # the last 10 is what a complete minute holds, whatever the scrape interval.
+        {"record": "engine:scrape_samples:count1m", "expr": f"count_over_time(up[1m])\n{ENGINE_TARGETS}"},
+        {"record": "engine:scrape_interval_seconds:estimate",
+         "expr": "60 / max_over_time(engine:scrape_samples:count1m[10m])"},
+        {"record": "engine:scrape_coverage_ratio",
+         "expr": ("clamp_max(sum_over_time(up[1m]) / max_over_time(engine:scrape_samples:count1m[10m]), 1)"
+                  f"\n{ENGINE_TARGETS}")},
+        {"record": "engine:scrape_age_seconds", "expr": f"time() - timestamp(up)\n{ENGINE_TARGETS}"},
+        # 1 per reason the short-window rates of an endpoint are unknown right now; absent while they are known.
+        {"record": "engine:signals_unknown",
+         "expr": f"engine:scrape_coverage_ratio < bool {MIN_SCRAPE_COVERAGE} == 1",
+         "labels": {"reason": "coverage"}},
+        {"record": "engine:signals_unknown",
+         "expr": (f"engine:scrape_age_seconds > bool {MAX_SCRAPE_AGE_INTERVALS} * "
+                  "engine:scrape_interval_seconds:estimate == 1"),
+         "labels": {"reason": "stale"}},
+    ]
+
+
 def derived_rules() -> list[dict[str, Any]]:
     """Rates, ratios and the predicted queue wait over the canonical series (``engines`` group, part 2)."""
     completions_1m = "rate(engine:e2e_latency_seconds_count[1m])"
@@ -228,7 +317,7 @@ def derived_rules() -> list[dict[str, Any]]:
         {"record": "engine:prompt_tokens:rate1m", "expr": "rate(engine:prompt_tokens_total[1m])"},
         {"record": "engine:generation_tokens:rate1m", "expr": "rate(engine:generation_tokens_total[1m])"},
         {"record": "engine:generation_tokens:rate5m", "expr": "rate(engine:generation_tokens_total[5m])"},
-        {"record": "engine:request_completions:rate1m", "expr": completions_1m},
+        {"record": "engine:request_completions:rate1m", "expr": f"{completions_1m}\n{UNKNOWN_GATE}"},
         # Requests aborted per second (the client left), per endpoint. Engines that count aborts as finished
         # requests (SGLang) give them directly. vLLM 0.32 does not: its API server drops a request whose client
         # disconnected before the engine's stats see it, so request_success_total{finished_reason="abort"} stays
@@ -243,11 +332,20 @@ def derived_rules() -> list[dict[str, Any]]:
                   "  0)")},
         {"record": "engine:request_completions:rate5m",
          "expr": "rate(engine:e2e_latency_seconds_count[5m])"},
+        # How many requests per second leave the engine, and so how fast its queue drains (docs/engines.md,
+        # "Predicted queue wait"): every way out counts (finished, aborted). A minute that still holds an idle
+        # period dilutes a 1-minute rate; the 15 s window does not.
+        *({"record": "engine:request_departures:rate", "expr": departures(w), "labels": {"window": w}}
+          for w in DEPARTURE_WINDOWS),
+        # What the running batch drains when the engine is producing tokens: running / mean service time.
+        {"record": "engine:request_service_rate:batch", "expr": batch_service_rate()},
+        # Requests/s the engine serves now (see service_rate).
+        {"record": "engine:request_service_rate", "expr": f"(\n{service_rate()}\n)\n{UNKNOWN_GATE}"},
         # Little's law on the queue: a request arriving now waits for the queue ahead of it to drain at the
-        # recent completion rate. clamp_min keeps an idle engine at 0 instead of 0/0.
+        # engine's service rate. clamp_min keeps an idle engine at 0 instead of 0/0; an engine that finishes
+        # nothing and produces no tokens reads waiting / 0.001.
         {"record": "engine:predicted_queue_wait_seconds",
-         "expr": (f"sum {SCHED} (engine:requests_waiting)\n/ clamp_min(sum {SCHED} ({completions_1m}), "
-                  "0.001)")},
+         "expr": f"sum {SCHED} (engine:requests_waiting)\n/ clamp_min(engine:request_service_rate, 0.001)"},
     ]
 
 
@@ -327,7 +425,7 @@ def render_rule_file() -> dict[str, Any]:
     """The whole ``rules/engines.yaml`` document."""
     # One group: Prometheus evaluates the rules of a group in order at the same timestamp, so derived
     # rules (and the forecast) see this evaluation's canonical series. (Groups run independently.)
-    rules = canonical_rules() + derived_rules() + capacity_rules() + plan_rules() + forecast_rules()
+    rules = canonical_rules() + coverage_rules() + derived_rules() + capacity_rules() + plan_rules() + forecast_rules()
     return {"groups": [{"name": "engines", "rules": rules}]}
 
 

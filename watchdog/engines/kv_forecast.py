@@ -39,6 +39,18 @@ JUMP_FACTOR = 2
 # ...or, after such a jump, a pool already this full with requests waiting: no request length is needed to
 # see that it cannot hold them (an agent that has seen no long request yet knows no length worth the name).
 FULL_RATIO = 0.92
+# Hysteresis of the alert (one episode, one alert): it enters where the ETA is under the horizon, and stays
+# while an ETA under the horizon was seen within STAY_WINDOW and the pool's peak over PEAK_WINDOW is at least
+# LEAVE_USAGE: the episode lasts while the pool is (nearly) full, whether or not each scrape shows a fresh
+# forecast; held KEEP_FIRING_FOR more after both lapse. The ETA itself comes and goes within a burst (the
+# capacity branch needs KV usage above its minute's minimum, which a gauge swinging 0.6-1.0 under preemption
+# is one scrape in two; the trends need their fits), and the alert followed it: fired and resolved two or
+# three times within one burst on a real vLLM.
+STAY_WINDOW = "2m"
+PEAK_WINDOW = "30s"
+LEAVE_USAGE = 0.8
+KEEP_FIRING_FOR = "30s"
+HORIZON = "on () group_left () (max(engine:kv_exhaustion_horizon_seconds) or vector(600))"
 
 
 def _straight(series: str, window: str) -> list[str]:
@@ -221,9 +233,12 @@ def forecast_rules() -> list[dict[str, Any]]:
                   f"  and {ON} deriv(engine:kv_cache_usage_ratio:max[1m]) > 0")},
         # The horizon is engine:kv_exhaustion_horizon_seconds where the config sets
         # forecast.kv_exhaustion_horizon_seconds (a generated rule, `rules render` shows it), else 600 s.
+        # Enter below the horizon; stay while the episode lasts (see STAY_WINDOW).
         {"alert": "EngineKvExhaustionPredicted",
-         "expr": ("engine:kv_exhaustion_eta_seconds\n"
-                  "< on () group_left () (max(engine:kv_exhaustion_horizon_seconds) or vector(600))"),
+         "expr": (f"engine:kv_exhaustion_eta_seconds\n< {HORIZON}\nor (\n"
+                  f"  min_over_time(engine:kv_exhaustion_eta_seconds[{STAY_WINDOW}])\n  < {HORIZON}\n"
+                  f"  and {ON} max_over_time(engine:kv_cache_usage_ratio:max[{PEAK_WINDOW}]) >= {LEAVE_USAGE}\n)"),
+         "keep_firing_for": KEEP_FIRING_FOR,
          "labels": {"severity": "warning"},
          "annotations": {
              "summary": ("KV cache of {{ $labels.job }} predicted to run out "
