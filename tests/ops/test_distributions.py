@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 import tomllib
+from packaging.requirements import Requirement
 
 import watchdog
 from tests.support.checkout import copy_checkout
@@ -96,7 +97,8 @@ def test_wheel_metadata(dists: Dists) -> None:
     assert meta["Description-Content-Type"] == "text/markdown"
     assert meta.get_payload().startswith("# inference-watchdog")
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert set(project["dependencies"]) <= set(meta.get_all("Requires-Dist") or [])
+    declared = {str(Requirement(d)) for d in project["dependencies"]}  # normalised: specifiers in one order
+    assert declared <= {str(Requirement(d)) for d in meta.get_all("Requires-Dist") or []}
     assert re.search(r"^inference-watchdog = watchdog\.cli:main$", entry_points, re.MULTILINE), entry_points
 
 

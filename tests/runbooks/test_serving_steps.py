@@ -538,7 +538,7 @@ def test_runbooks_show_prints_the_sequence_for_an_alert(tmp_path: Path, capsys: 
     assert code == 0
     data = yaml.safe_load(out)
     assert [s["kind"] for s in data["remediate"]] == ["notify", "drain", "wait_idle", "systemd", "canary", "readmit"]
-    assert data["remediate"][1]["action"] == "drain job={{ labels.job }}"
+    assert data["remediate"][1]["action"] == "drain job=<labels.job>"
     steps = data["suggestions"][0]["steps"]
     assert [s["verdict"] for s in steps] == ["suggested"] * 6
     assert steps[1]["action"] == ("inference-watchdog engine drain vllm-a --reason "

@@ -123,10 +123,17 @@ def run_query(
     rule stopped by the budget) or :class:`watchdog.promql.PromQLError` (the query; past the budget its
     message says which limit stopped it).
     """
-    from watchdog.promql import PromQLError, evaluate, parse_query
+    from watchdog.promql import parse_query
 
     query = parse_query(expr)  # fail fast on a bad query, before reading anything
-    store = load_capture(documents, rule_paths, t_ms, budget)
+    return evaluate_within(query, load_capture(documents, rule_paths, t_ms, budget), t_ms, budget)
+
+
+def evaluate_within(query: Any, store: Any, t_ms: int, budget: QueryBudget = COMMAND_BUDGET) -> Any:
+    """Evaluate a parsed ``query`` over ``store`` under ``budget``; past it, the
+    :class:`watchdog.promql.PromQLError` says which limit stopped it."""
+    from watchdog.promql import PromQLError, evaluate
+
     try:
         return evaluate(query, store, t_ms, budget.options())
     except PromQLError as exc:
@@ -264,7 +271,7 @@ def _unparsable(expr: str) -> bool:
 
 
 def _query(args: argparse.Namespace) -> int:
-    from watchdog.promql import PromQLError, api_text_lines, evaluate, parse_query, to_api_json
+    from watchdog.promql import PromQLError, api_text_lines, parse_query, to_api_json
     from watchdog.promql.parse import caret_lines, error_offset
     from watchdog.promtool.eval_input import default_rule_files
 
@@ -284,7 +291,7 @@ def _query(args: argparse.Namespace) -> int:
             rule_paths = [] if args.no_rules else (args.rules or default_rule_files())
             query = parse_query(args.expr)  # fail fast on a bad query, before reading anything
             store = load_capture(_read_documents(args.metrics_file), rule_paths, t_ms)
-            data = to_api_json(evaluate(query, store, t_ms))
+            data = to_api_json(evaluate_within(query, store, t_ms))
     except (QueryCommandError, PromQLError) as exc:
         kind = exc.kind
         message = str(exc)
