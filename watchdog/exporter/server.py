@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import logging
-import selectors
 import socket
 import ssl
 import threading
@@ -53,6 +52,7 @@ from watchdog.exporter.security import load_security
 from watchdog.exporter.selection import ExportSelection
 from watchdog.infra import httpdeadline as deadlines
 from watchdog.infra.httpdeadline import DeadlineHandle
+from watchdog.infra.wakeable import WakeableServer
 from watchdog.model import Labels, Sample, metric
 from watchdog.pods.directory import PodDirectory
 from watchdog.serving import health as serving_health
@@ -119,7 +119,7 @@ class ExporterStats:
         return out
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(WakeableServer, ThreadingHTTPServer):
     """ThreadingHTTPServer that wraps each connection in TLS inside the connection's own thread."""
 
     daemon_threads = True
@@ -127,34 +127,6 @@ class _Server(ThreadingHTTPServer):
     exporter: ExporterServer
     _open: Counter[str]
     _open_lock: threading.Lock
-
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
-        # Before the base class binds: a failed bind calls server_close(), which closes these too.
-        self._stopping = threading.Event()
-        self._wake_r, self._wake_w = socket.socketpair()
-        super().__init__(address, handler)
-
-    def serve_until_stopped(self) -> None:
-        """Accept connections until :meth:`stop_serving`. Unlike ``serve_forever`` it sleeps in ``select``
-        without a timeout (an idle exporter wakes for nothing); :meth:`stop_serving` wakes it at once."""
-        with selectors.DefaultSelector() as selector:
-            selector.register(self, selectors.EVENT_READ)
-            selector.register(self._wake_r, selectors.EVENT_READ)
-            while not self._stopping.is_set():
-                for key, _ in selector.select():
-                    if key.fileobj is self and not self._stopping.is_set():
-                        self._handle_request_noblock()  # type: ignore[attr-defined]  # serve_forever's step
-
-    def stop_serving(self) -> None:
-        """Make :meth:`serve_until_stopped` return promptly (from any other thread)."""
-        self._stopping.set()
-        with contextlib.suppress(OSError):  # already closed
-            self._wake_w.send(b"x")
-
-    def server_close(self) -> None:
-        super().server_close()
-        self._wake_r.close()
-        self._wake_w.close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Admit the connection if the caps allow (see module docstring), else close it at once."""

@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import selectors
 import socket
 import socketserver
 import threading
 from collections.abc import Callable
 from typing import Any
 
+from watchdog.infra.wakeable import WakeableServer
 from watchdog.serving.model import EngineVerdict, Verdict, VerdictSource
 
 log = logging.getLogger(__name__)
@@ -93,39 +93,11 @@ def parse_job(raw: bytes) -> str:
     return raw.split(b"\n", 1)[0].strip().decode("utf-8", "replace")
 
 
-class _Server(socketserver.ThreadingTCPServer):
+class _Server(WakeableServer, socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 64
     owner: AgentCheckServer
-
-    def __init__(self, address: tuple[str, int], handler: type[socketserver.BaseRequestHandler]) -> None:
-        # Before the base class binds: a failed bind calls server_close(), which closes these too.
-        self._stopping = threading.Event()
-        self._wake_r, self._wake_w = socket.socketpair()
-        super().__init__(address, handler)
-
-    def serve_until_stopped(self) -> None:
-        """Accept until :meth:`stop_serving`, sleeping in ``select`` without a timeout (an idle port wakes
-        the agent for nothing)."""
-        with selectors.DefaultSelector() as selector:
-            selector.register(self, selectors.EVENT_READ)
-            selector.register(self._wake_r, selectors.EVENT_READ)
-            while not self._stopping.is_set():
-                for key, _ in selector.select():
-                    if key.fileobj is self and not self._stopping.is_set():
-                        self._handle_request_noblock()  # type: ignore[attr-defined]  # serve_forever's step
-
-    def stop_serving(self) -> None:
-        """Make :meth:`serve_until_stopped` return promptly (from any other thread)."""
-        self._stopping.set()
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"x")
-
-    def server_close(self) -> None:
-        super().server_close()
-        self._wake_r.close()
-        self._wake_w.close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.owner.slots.acquire(blocking=False):
