@@ -81,11 +81,13 @@ class Outcome:
 
 class ClientLoad:
     """``clients`` threads, each sending one streaming completion after another to ``host:port`` (a
-    balancer) until :meth:`stop`; a request taking longer than ``timeout`` fails."""
+    balancer) until :meth:`stop`; a request taking longer than ``timeout`` fails. ``model`` is the name the
+    requests ask for (a real engine answers 404 to a name it does not serve; the simulator takes any)."""
 
     def __init__(self, port: int, clients: int = 4, max_tokens: int = 4, timeout: float = 10.0,
-                 pause: float = 0.01) -> None:
+                 pause: float = 0.01, model: str = "demo/model") -> None:
         self.port = port
+        self.model = model
         self.clients = clients
         self.max_tokens = max_tokens
         self.timeout = timeout
@@ -96,7 +98,7 @@ class ClientLoad:
         self._threads: list[threading.Thread] = []
 
     def _one(self) -> Outcome:
-        body = json.dumps({"model": "demo/model", "prompt": "hello there", "max_tokens": self.max_tokens,
+        body = json.dumps({"model": self.model, "prompt": "hello there", "max_tokens": self.max_tokens,
                            "stream": True}).encode()
         started = time.monotonic()
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
