@@ -14,10 +14,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.real_engines.balancer import (
+    Sample,
+    balancer_config,
+    describe,
+    held_proposals,
+    parse_engines,
+    requests_before,
+    verdict_changes,
+)
 from tests.real_engines.forecast_trace import access_counts, compress
 from tests.real_engines.lane import Outcome, Poll, copy_fixtures, forecast_verdict, out_of_order, page_values, table
 from tests.real_engines.load import LoadSpec, prompts, run_load
-from tests.real_engines.processes import parse_log_line
+from tests.real_engines.processes import agent_config, parse_log_line
+from tests.support.haproxy import ServerState
+from tests.support.llm import Outcome as Request
+from watchdog.config import load_config_text
+from watchdog.config.settings import settings_from_config
 
 
 def test_log_notifier_lines_become_alert_events() -> None:
@@ -203,3 +216,58 @@ def test_forecast_trace_writes_promtool_notation_and_counts_requests_between_sta
     ]) + "\n")
     (start, end, count), = access_counts(log, 2026)
     assert (end - start, count) == (10.0, 2)
+
+
+# -- the balancer scenario's bookkeeping -----------------------------------------------------------------
+
+
+def sample(at: float, verdict: str | None, proposed: str | None = None, requests: int = 0) -> Sample:
+    verdicts = {} if verdict is None else {"vllm": verdict}
+    server = ServerState("UP", 100, requests, 0, 0, "L7OK", "")
+    return Sample(at, True, verdicts, {"vllm": proposed}, {}, {"vllm": server})
+
+
+def test_the_engines_list_gives_verdicts_proposals_and_since() -> None:
+    body = json.dumps({"status": "success", "data": {"trusted": True, "engines": [
+        {"job": "vllm", "verdict": "admit", "proposed": "shed", "since": 100.5},
+        {"job": "sim", "verdict": "down", "proposed": None, "since": None}]}})
+    assert parse_engines(body) == (True, {"vllm": "admit", "sim": "down"}, {"vllm": "shed", "sim": None},
+                                   {"vllm": 100.5})
+    assert parse_engines(None) == (None, {}, {}, {})
+    assert parse_engines('{"status": "error", "errorType": "unavailable"}') == (None, {}, {}, {})
+    assert parse_engines("<html>") == (None, {}, {}, {})
+
+
+def test_verdict_changes_count_flaps_in_the_window_only_and_skip_unanswered_reads() -> None:
+    samples = [sample(1, "admit"), sample(2, "short-only"), sample(3, None), sample(4, "short-only"),
+               sample(5, "admit"), sample(6, "admit"), sample(9, "down")]
+    assert verdict_changes(samples, "vllm", 0, 6) == [(2, "admit", "short-only"), (5, "short-only", "admit")]
+    assert verdict_changes(samples, "vllm", 3, 8) == [(5, "short-only", "admit")]  # the one before 3 is out
+    assert verdict_changes(samples, "vllm", 6, 10) == [(9, "admit", "down")]
+    assert verdict_changes([sample(1, "admit"), sample(2, None), sample(3, "admit")], "vllm", 0, 9) == []
+    assert verdict_changes(samples, "sim", 0, 10) == []
+
+
+def test_held_proposals_and_request_counts() -> None:
+    samples = [sample(1, "admit", "shed", 10), sample(2, "admit", None, 12), sample(3, "admit", "shed", 15),
+               sample(4, "admit", "short-only", 20)]
+    assert held_proposals(samples, "vllm", 0, 3.5) == {"shed": 2}
+    assert held_proposals(samples, "vllm", 3.5, 9) == {"short-only": 1}
+    assert requests_before(samples, "vllm", 2.5) == 12
+    assert requests_before(samples, "vllm", 0.5) == 0
+
+
+def test_describe_groups_failed_requests_by_reason() -> None:
+    failed = [Request(0, 1, 0, "TimeoutError"), Request(0, 1, 0, "TimeoutError"), Request(0, 1, 503, "")]
+    assert describe(failed) == "3 failed (HTTP 503 x1, TimeoutError x2)"
+    assert describe([]) == "0 failed"
+
+
+def test_the_balancer_config_is_a_valid_agent_config_with_the_simulator_and_the_agent_check(tmp_path: Path) -> None:
+    base = agent_config("http://127.0.0.1:8411", "127.0.0.1:9851", tmp_path / "state", 8411, "tiny")
+    text = balancer_config(base, "http://127.0.0.1:7001/metrics", "127.0.0.1:7002")
+    settings = settings_from_config(load_config_text(text, "balancer.yaml"))
+    assert [e.job for e in settings.engines] == ["vllm", "sim"]
+    assert settings.engines[1].url == "http://127.0.0.1:7001/metrics"
+    assert settings.serving.agent_check.enabled and settings.serving.agent_check.listen == "127.0.0.1:7002"
+    assert settings.engines[0].probe is not None  # the lane's own engine keeps its canary probe
