@@ -381,6 +381,7 @@ def run(engine: Engine, sim_port: int, agent_listen: str, agent_check_port: int,
     """HAProxy in front of *engine* (job ``vllm``) and the simulator on *sim_port* (job ``sim``), the agent
     (already running with :func:`balancer_config`) answering on *agent_check_port*; play the scenario, stop
     HAProxy, write the samples to ``WORK/samples.jsonl``."""
+    work = work.resolve()  # HAProxy reads a stats socket path without a slash as host:port
     work.mkdir(parents=True, exist_ok=True)
     servers = [Server(REAL, engine.spec.port), Server(SIM, sim_port)]
     haproxy = HAProxy(work, servers, agent_check_port=agent_check_port, own_check=False).start()
