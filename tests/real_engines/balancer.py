@@ -21,7 +21,10 @@ so what it does is the agent's doing (:class:`tests.support.haproxy.HAProxy` wit
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
+import random
 import signal
 import threading
 import time
@@ -36,6 +39,7 @@ from tests.real_engines.processes import Engine, http_get
 from tests.support.haproxy import Engine as Server
 from tests.support.haproxy import HAProxy, ServerState
 from tests.support.llm import ClientLoad, Outcome
+from watchdog.exposition import parse_exposition
 
 REAL = "vllm"  # the lane's job for the real vLLM (tests/real_engines/processes.agent_config)
 SIM = "sim"
@@ -48,7 +52,10 @@ class Options:
 
     steady_s: float = 75.0
     clients: int = 4
-    max_tokens: int = 8
+    prompt_words: int = 200
+    """Words of each prompt, drawn at random (about 1.1 tokens a word with the tiny model's tokenizer): no
+    two prompts share a prefix, so vLLM's prefix cache does not shrink what they hold."""
+    max_tokens: int = 64
     client_timeout_s: float = 10.0
     out_within_s: float = 60.0
     back_within_s: float = 180.0
@@ -65,6 +72,12 @@ class Sample:
     since: dict[str, float]
     """When each job entered its verdict: the agent's tick (``since`` of ``/api/v1/engines``)."""
     servers: dict[str, ServerState]
+    free: dict[str, float] = field(default_factory=dict)
+    """Each job's free KV share as the agent read it (``scores.kv_free_ratio``), where known."""
+    wait: dict[str, float] = field(default_factory=dict)
+    """Each job's predicted queue wait in seconds (``scores.predicted_wait_seconds``), where known."""
+    raw_kv: float | None = None
+    """vLLM's own ``vllm:kv_cache_usage_perc`` (a 0..1 ratio), read from its ``/metrics`` about once a second."""
 
 
 @dataclass
@@ -76,24 +89,48 @@ class Phase:
     failures: list[str] = field(default_factory=list)
 
 
-Verdicts = tuple[bool | None, dict[str, str], dict[str, str | None], dict[str, float]]
-
-
-def parse_engines(body: str | None) -> Verdicts:
-    """``trusted``, each job's verdict, its ``proposed`` verdict and its ``since`` from a ``/api/v1/engines``
-    answer (pure); ``(None, {}, {}, {})`` for no answer or one without verdicts (the agent starting up
-    answers 503)."""
+def parse_engines(body: str | None) -> Sample:
+    """The agent's side of a sample from a ``/api/v1/engines`` answer (pure; ``at`` 0, no servers): ``trusted``,
+    each job's verdict, ``proposed`` verdict, ``since``, and the free KV share and predicted queue wait among
+    its scores where known. No answer, or one without verdicts (the agent starting up answers 503), gives an
+    empty sample."""
+    empty = Sample(0.0, None, {}, {}, {}, {})
     if not body:
-        return None, {}, {}, {}
+        return empty
     try:
         data = json.loads(body).get("data") or {}
     except (json.JSONDecodeError, AttributeError):
-        return None, {}, {}, {}
+        return empty
     engines = data.get("engines") or []
-    verdicts = {str(e["job"]): str(e["verdict"]) for e in engines}
-    proposed = {str(e["job"]): (str(e["proposed"]) if e.get("proposed") else None) for e in engines}
-    since = {str(e["job"]): float(e["since"]) for e in engines if e.get("since") is not None}
-    return data.get("trusted"), verdicts, proposed, since
+    scores = {str(e["job"]): e.get("scores") or {} for e in engines}
+    return Sample(
+        0.0, data.get("trusted"),
+        {str(e["job"]): str(e["verdict"]) for e in engines},
+        {str(e["job"]): (str(e["proposed"]) if e.get("proposed") else None) for e in engines},
+        {str(e["job"]): float(e["since"]) for e in engines if e.get("since") is not None},
+        {},
+        free={j: float(v["kv_free_ratio"]) for j, v in scores.items() if v.get("kv_free_ratio") is not None},
+        wait={j: float(v["predicted_wait_seconds"]) for j, v in scores.items()
+              if v.get("predicted_wait_seconds") is not None},
+    )
+
+
+def kv_usage(page: str | None) -> float | None:
+    """``vllm:kv_cache_usage_perc`` of a vLLM ``/metrics`` page (the first engine's), or None (pure)."""
+    for labels, value, _ts in parse_exposition(page or ""):
+        if dict(labels).get("__name__") == "vllm:kv_cache_usage_perc":
+            return value
+    return None
+
+
+def raw_spread(samples: list[Sample], start: float, end: float) -> str:
+    """``min..max, mean, N reads, M changes`` of vLLM's raw KV gauge in ``[start, end]`` (pure)."""
+    values = [s.raw_kv for s in samples if start <= s.at <= end and s.raw_kv is not None]
+    if not values:
+        return "-"
+    changes = sum(1 for a, b in itertools.pairwise(values) if a != b)
+    return (f"{min(values):.2f}..{max(values):.2f} (mean {sum(values) / len(values):.2f}, {len(values)} reads, "
+            f"{changes} changes between reads)")
 
 
 def verdict_changes(samples: list[Sample], job: str, start: float, end: float) -> list[tuple[float, str, str]]:
@@ -154,9 +191,10 @@ def describe(outcomes: list[Outcome]) -> str:
 class Watch:
     """Reads the agent's verdicts and HAProxy's servers every 0.2 s in a thread."""
 
-    def __init__(self, agent_listen: str, haproxy: HAProxy) -> None:
+    def __init__(self, agent_listen: str, haproxy: HAProxy, engine_metrics_url: str) -> None:
         self.url = f"http://{agent_listen}/api/v1/engines"
         self.haproxy = haproxy
+        self.engine_metrics_url = engine_metrics_url
         self.samples: list[Sample] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="balancer-watch", daemon=True)
@@ -172,13 +210,18 @@ class Watch:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
+        raw_at = 0.0
         while not self._stop.is_set():
-            trusted, verdicts, proposed, since = parse_engines(http_get(self.url, timeout=2.0))
+            seen = parse_engines(http_get(self.url, timeout=2.0))
             try:
                 servers = self.haproxy.servers()
             except OSError:
                 servers = {}
-            self.samples.append(Sample(time.time(), trusted, verdicts, proposed, since, servers))
+            raw = None
+            if time.time() - raw_at >= 1.0:
+                raw_at = time.time()
+                raw = kv_usage(http_get(self.engine_metrics_url, timeout=0.5))
+            self.samples.append(dataclasses.replace(seen, at=time.time(), servers=servers, raw_kv=raw))
             self._stop.wait(0.2)
 
     def snapshot(self) -> list[Sample]:
@@ -209,6 +252,28 @@ def out(job: str) -> Callable[[Sample], bool]:
 def verdict_is(job: str, wanted: frozenset[str] | set[str]) -> Callable[[Sample], bool]:
     """The agent's verdict of *job* is one of *wanted*."""
     return lambda s: s.verdicts.get(job) in wanted
+
+
+def prompt_maker(words: int, seed: int = 26) -> Callable[[], str]:
+    """Prompts of *words* words drawn from the tiny model's training text (its tokenizer's own words)."""
+    from tests.real_engines.tiny_model import TRAINING_TEXT
+
+    vocabulary = " ".join(TRAINING_TEXT).split()
+    rng = random.Random(seed)
+    lock = threading.Lock()
+
+    def make() -> str:
+        with lock:
+            return " ".join(rng.choice(vocabulary) for _ in range(words))
+
+    return make
+
+
+def spread(samples: list[Sample], job: str, start: float, end: float, what: str) -> str:
+    """``min..max`` of the free KV share (*what* ``free``) or predicted wait (``wait``) the agent read for
+    *job* in ``[start, end]``, or ``-`` (pure)."""
+    values = [getattr(s, what)[job] for s in samples if start <= s.at <= end and job in getattr(s, what)]
+    return f"{min(values):.2f}..{max(values):.2f}" if values else "-"
 
 
 def requests_before(samples: list[Sample], job: str, at: float) -> int:
@@ -248,7 +313,7 @@ class Scenario:
                             f"started (agent trusted: {both.trusted})")
         self.phases.append(settle)
         load = ClientLoad(haproxy.port, clients=o.clients, max_tokens=o.max_tokens, timeout=o.client_timeout_s,
-                          model=self.served_name).start()
+                          model=self.served_name, prompt=prompt_maker(o.prompt_words)).start()
         try:
             self.steady(haproxy, watch, load)
             self.freeze_and_thaw(haproxy, watch, load)
@@ -279,6 +344,9 @@ class Scenario:
         phase.notes.append(f"{end - start:.0f}s, {len(in_window)} samples: {REAL} verdicts seen {seen}, "
                            f"{len(flaps)} changes; {SIM} {len(sim_flaps)} changes; held by hysteresis "
                            f"(samples with a proposal) {held or 'none'}")
+        phase.notes.append(f"{REAL}'s own KV usage gauge: {raw_spread(samples, start, end)}; the agent's "
+                           f"readings: free KV {spread(samples, REAL, start, end, 'free')}, predicted wait "
+                           f"{spread(samples, REAL, start, end, 'wait')} s")
         phase.notes.append(f"clients: {len(done)} requests, {describe(bad)}; HAProxy sent {REAL} {served[REAL]}, "
                            f"{SIM} {served[SIM]}; {REAL} out of rotation in {out_samples} samples")
         if flaps:
@@ -385,7 +453,7 @@ def run(engine: Engine, sim_port: int, agent_listen: str, agent_check_port: int,
     work.mkdir(parents=True, exist_ok=True)
     servers = [Server(REAL, engine.spec.port), Server(SIM, sim_port)]
     haproxy = HAProxy(work, servers, agent_check_port=agent_check_port, own_check=False).start()
-    watch = Watch(agent_listen, haproxy).start()
+    watch = Watch(agent_listen, haproxy, engine.base_url + "/metrics").start()
     try:
         return Scenario(engine, served_name, opts, log).run(haproxy, watch)
     finally:

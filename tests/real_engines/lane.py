@@ -523,7 +523,8 @@ class Lane:
         a = self.args
         work = self.work / "balancer"
         work.mkdir(parents=True, exist_ok=True)
-        opts = balancer.Options(steady_s=a.balancer_steady_s, clients=a.balancer_clients)
+        opts = balancer.Options(steady_s=a.balancer_steady_s, clients=a.balancer_clients,
+                                prompt_words=a.balancer_prompt_words, max_tokens=a.balancer_max_tokens)
         scenario = write_scenario(work / "sim.yaml", [balancer.SIM], duration="7200s")
         lane_config = self.agent.config_path.read_text()
         with sim_engines(scenario, [balancer.SIM]) as sims:
@@ -732,6 +733,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--balancer-steady-s", type=float, default=75.0,
                         help="the balancer scenario's steady load through HAProxy (no verdict may flap)")
     parser.add_argument("--balancer-clients", type=int, default=4, help="clients of the balancer scenario")
+    parser.add_argument("--balancer-prompt-words", type=int, default=200,
+                        help="random words per prompt (about 1.1 tokens each) in the balancer scenario")
+    parser.add_argument("--balancer-max-tokens", type=int, default=64,
+                        help="max_tokens of each request in the balancer scenario")
     parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix ramp burst balancer kill")
     args = parser.parse_args(argv)
     lane = Lane(args)

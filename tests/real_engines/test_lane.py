@@ -4,6 +4,7 @@ result table, the fixture copy."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -19,7 +20,9 @@ from tests.real_engines.balancer import (
     balancer_config,
     describe,
     held_proposals,
+    kv_usage,
     parse_engines,
+    raw_spread,
     requests_before,
     verdict_changes,
 )
@@ -229,13 +232,24 @@ def sample(at: float, verdict: str | None, proposed: str | None = None, requests
 
 def test_the_engines_list_gives_verdicts_proposals_and_since() -> None:
     body = json.dumps({"status": "success", "data": {"trusted": True, "engines": [
-        {"job": "vllm", "verdict": "admit", "proposed": "shed", "since": 100.5},
-        {"job": "sim", "verdict": "down", "proposed": None, "since": None}]}})
-    assert parse_engines(body) == (True, {"vllm": "admit", "sim": "down"}, {"vllm": "shed", "sim": None},
-                                   {"vllm": 100.5})
-    assert parse_engines(None) == (None, {}, {}, {})
-    assert parse_engines('{"status": "error", "errorType": "unavailable"}') == (None, {}, {}, {})
-    assert parse_engines("<html>") == (None, {}, {}, {})
+        {"job": "vllm", "verdict": "admit", "proposed": "shed", "since": 100.5,
+         "scores": {"kv_free_ratio": 0.42, "predicted_wait_seconds": None}},
+        {"job": "sim", "verdict": "down", "proposed": None, "since": None, "scores": None}]}})
+    seen = parse_engines(body)
+    assert (seen.trusted, seen.verdicts, seen.proposed, seen.since) == (
+        True, {"vllm": "admit", "sim": "down"}, {"vllm": "shed", "sim": None}, {"vllm": 100.5})
+    assert (seen.free, seen.wait) == ({"vllm": 0.42}, {})
+    for nothing in (None, '{"status": "error", "errorType": "unavailable"}', "<html>"):
+        assert parse_engines(nothing) == Sample(0.0, None, {}, {}, {}, {})
+
+
+def test_the_raw_kv_gauge_is_read_from_vllm_s_page_and_summarised() -> None:
+    page = 'vllm:num_requests_running{engine="0",model_name="tiny"} 3.0\nvllm:kv_cache_usage_perc{engine="0"} 0.75\n'
+    assert kv_usage(page) == 0.75
+    assert kv_usage("up 1\n") is None and kv_usage(None) is None
+    samples = [dataclasses.replace(sample(t, "admit"), raw_kv=v) for t, v in ((1, 0.5), (2, 0.5), (3, 0.75), (4, 0.25))]
+    assert raw_spread(samples, 0, 3.5) == "0.50..0.75 (mean 0.58, 3 reads, 1 changes between reads)"
+    assert raw_spread(samples, 10, 20) == "-"
 
 
 def test_verdict_changes_count_flaps_in_the_window_only_and_skip_unanswered_reads() -> None:
