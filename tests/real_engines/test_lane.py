@@ -19,11 +19,13 @@ from tests.real_engines.balancer import (
     Sample,
     balancer_config,
     describe,
+    flaps,
     held_proposals,
     kv_usage,
     parse_engines,
     raw_spread,
     requests_before,
+    verdict_at,
     verdict_changes,
 )
 from tests.real_engines.forecast_trace import access_counts, compress
@@ -285,3 +287,12 @@ def test_the_balancer_config_is_a_valid_agent_config_with_the_simulator_and_the_
     assert settings.engines[1].url == "http://127.0.0.1:7001/metrics"
     assert settings.serving.agent_check.enabled and settings.serving.agent_check.listen == "127.0.0.1:7002"
     assert settings.engines[0].probe is not None  # the lane's own engine keeps its canary probe
+
+
+def test_a_verdict_that_settles_once_is_a_change_and_one_that_returns_is_a_flap() -> None:
+    assert flaps([(5, "admit", "short-only")], "admit") == []
+    assert flaps([(5, "admit", "short-only"), (20, "short-only", "admit")], "admit") == [(20, "short-only", "admit")]
+    assert flaps([(5, "admit", "short-only"), (20, "short-only", "shed")], "admit") == []
+    assert flaps([(5, "short-only", "admit")], "admit") == [(5, "short-only", "admit")]  # back to the start
+    samples = [sample(1, "admit"), sample(2, None), sample(3, "shed")]
+    assert verdict_at(samples, "vllm", 2.5) == "admit" and verdict_at(samples, "vllm", 0.5) is None
