@@ -3,9 +3,10 @@ steered by the real agent through its agent-check port (``serving.agent_check``)
 
 What it measures, each phase with client load through HAProxy (closed-loop streaming completions):
 
-1. **steady**: ``--balancer-steady-s`` seconds of load. The real vLLM's gauges are noisy (a 16-block KV pool
-   on a shared CPU: a few requests move the free share by tens of percent; the predicted wait swings with
-   every scrape). Its verdict must not change once (no flap), and no client request may fail.
+1. **steady**: ``--balancer-steady-s`` seconds of load. The real vLLM's KV gauge is noisy (a 16-block pool:
+   one request is 3 blocks, 19 %). Its verdict must not flap (return to a verdict it left in the phase), and
+   no client request may fail. The phase reports vLLM's raw gauge beside the agent's readings, so a run
+   shows how close the load came to a band edge (docs/engines.md has the runs).
 2. **freeze**: SIGSTOP the whole vLLM. From the fault: when the agent's verdict left ``admit``, when HAProxy's
    stats socket showed the server out (DOWN or DRAIN by the agent), how many requests HAProxy sent it after
    the agent's verdict and after it was out (must be 0), and the client requests that failed (the ones the
@@ -57,8 +58,9 @@ class Options:
     two prompts share a prefix, so vLLM's prefix cache does not shrink what they hold."""
     max_tokens: int = 128
     """Tokens of each answer, exactly (``ignore_eos``; the simulator ignores the field): with the prompt about
-    350 tokens, 3 of the 16 blocks, so 4 requests in flight leave 25 % free and 3 leave 44 %: the free share
-    swings across the short-only band (enter below 30 %, leave above 40 %) as requests start and end."""
+    340 tokens, 3 of the 16 blocks. Chosen so that 4 requests in flight would leave 25 % free, across the
+    short-only band; in the runs the gauge read far less in use (docs/engines.md), so more clients
+    (``--balancer-clients``) are the knob that pushes it."""
     client_timeout_s: float = 10.0
     out_within_s: float = 60.0
     back_within_s: float = 180.0

@@ -8,7 +8,9 @@ and confirmed in its ``/metrics`` ``ALERTS``) and which must stay silent. The ag
 probe against the engine (``engines[].probe``): a frozen engine core behind a live API server, and a
 model swapped behind the same served name, are scenarios too. It ends with a table, saves the engine's
 real ``/metrics`` pages under ``WORKDIR/captured/`` (``--capture`` also copies them into the committed
-fixtures, ``tests/fixtures/engines/real/``), and exits 1 when any expectation failed.
+fixtures, ``tests/fixtures/engines/real/``), and exits 1 when any expectation failed. The ``balancer`` group
+(:mod:`tests.real_engines.balancer`) puts HAProxy in front of the engine and a simulator, steered by the agent's
+agent-check port; ``--only balancer`` runs it alone.
 """
 
 from __future__ import annotations
