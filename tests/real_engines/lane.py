@@ -8,7 +8,9 @@ and confirmed in its ``/metrics`` ``ALERTS``) and which must stay silent. The ag
 probe against the engine (``engines[].probe``): a frozen engine core behind a live API server, and a
 model swapped behind the same served name, are scenarios too. It ends with a table, saves the engine's
 real ``/metrics`` pages under ``WORKDIR/captured/`` (``--capture`` also copies them into the committed
-fixtures, ``tests/fixtures/engines/real/``), and exits 1 when any expectation failed.
+fixtures, ``tests/fixtures/engines/real/``), and exits 1 when any expectation failed. The ``balancer`` group
+(:mod:`tests.real_engines.balancer`) puts HAProxy in front of the engine and a simulator, steered by the agent's
+agent-check port; ``--only balancer`` runs it alone.
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.real_engines import balancer
 from tests.real_engines.load import LoadResult, LoadSpec, run_load
 from tests.real_engines.processes import REPO, Agent, AlertEvent, Engine, EngineSpec, agent_config, wait_until
+from tests.support.llm import sim_engines, write_scenario
+from tests.support.ports import free_port
 from watchdog.exposition import parse_exposition
 
 ENGINE_ALERTS = (
@@ -511,6 +516,36 @@ class Lane:
         time.sleep(5)
         self.capture("after-burst")
 
+    def balancer(self) -> None:
+        """HAProxy in front of this vLLM and one engine simulator, steered by the agent's agent-check port
+        (issue 26; :mod:`tests.real_engines.balancer`): steady load (no verdict flap, no failed request),
+        SIGSTOP (time until HAProxy takes it out, requests sent it after the verdict, failed requests),
+        SIGCONT (time until it is readmitted). The agent runs with the simulator and ``serving.agent_check``
+        added to its config for the scenario, then with the lane's own config again."""
+        a = self.args
+        work = self.work / "balancer"
+        work.mkdir(parents=True, exist_ok=True)
+        opts = balancer.Options(steady_s=a.balancer_steady_s, clients=a.balancer_clients,
+                                prompt_words=a.balancer_prompt_words, max_tokens=a.balancer_max_tokens)
+        scenario = write_scenario(work / "sim.yaml", [balancer.SIM], duration="7200s")
+        lane_config = self.agent.config_path.read_text()
+        with sim_engines(scenario, [balancer.SIM]) as sims:
+            port = free_port()
+            sim_url = f"http://127.0.0.1:{sims[balancer.SIM].port}/metrics"
+            self.agent.stop()
+            self.agent.config_path.write_text(balancer.balancer_config(lane_config, sim_url, f"127.0.0.1:{port}"))
+            self.agent.start()
+            log(f"agent restarted with the simulator and its agent-check port 127.0.0.1:{port}")
+            try:
+                phases = balancer.run(self.engine, sims[balancer.SIM].port, self.agent.listen, port,
+                                      self.engine.spec.served_name, work, opts, log)
+            finally:
+                self.agent.stop()
+                self.agent.config_path.write_text(lane_config)
+                self.agent.start()
+        for phase in phases:
+            self.outcomes.append(Outcome(phase.name, (), (), 0, notes=phase.notes, failures=phase.failures))
+
     def kill_restart_freeze(self) -> None:
         """Kill and restart, freeze the whole engine, freeze only its core, swap the model: in that order
         (the swap leaves EngineOutputChanged firing, so it comes last)."""
@@ -697,7 +732,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="the agent's engine_scrape_interval_seconds (default: the agent's own default, 5)")
     parser.add_argument("--capture", action="store_true",
                         help=f"also copy the captured pages (WORKDIR/captured/) into {FIXTURES.relative_to(REPO)}/")
-    parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix ramp burst kill")
+    parser.add_argument("--balancer-steady-s", type=float, default=75.0,
+                        help="the balancer scenario's steady load through HAProxy (no verdict may flap)")
+    parser.add_argument("--balancer-clients", type=int, default=4, help="clients of the balancer scenario")
+    parser.add_argument("--balancer-prompt-words", type=int, default=200,
+                        help="random words per prompt (about 1.1 tokens each) in the balancer scenario")
+    parser.add_argument("--balancer-max-tokens", type=int, default=64,
+                        help="max_tokens of each request in the balancer scenario")
+    parser.add_argument("--only", nargs="*", default=[], help="scenario groups: prefix ramp burst balancer kill")
     args = parser.parse_args(argv)
     lane = Lane(args)
     began = time.time()
@@ -705,6 +747,7 @@ def main(argv: list[str] | None = None) -> int:
         "prefix": lane.prefix_scenarios,
         "ramp": lane.ramp,
         "burst": lane.burst,
+        "balancer": lane.balancer,  # before kill: the swapped model's changed output would drain the engine
         "kill": lane.kill_restart_freeze,
     }
     try:

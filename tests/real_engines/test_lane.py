@@ -4,6 +4,7 @@ result table, the fixture copy."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -14,10 +15,27 @@ from pathlib import Path
 
 import pytest
 
+from tests.real_engines.balancer import (
+    Sample,
+    balancer_config,
+    describe,
+    flaps,
+    held_proposals,
+    kv_usage,
+    parse_engines,
+    raw_spread,
+    requests_before,
+    verdict_at,
+    verdict_changes,
+)
 from tests.real_engines.forecast_trace import access_counts, compress
 from tests.real_engines.lane import Outcome, Poll, copy_fixtures, forecast_verdict, out_of_order, page_values, table
 from tests.real_engines.load import LoadSpec, prompts, run_load
-from tests.real_engines.processes import parse_log_line
+from tests.real_engines.processes import agent_config, parse_log_line
+from tests.support.haproxy import ServerState
+from tests.support.llm import Outcome as Request
+from watchdog.config import load_config_text
+from watchdog.config.settings import settings_from_config
 
 
 def test_log_notifier_lines_become_alert_events() -> None:
@@ -203,3 +221,78 @@ def test_forecast_trace_writes_promtool_notation_and_counts_requests_between_sta
     ]) + "\n")
     (start, end, count), = access_counts(log, 2026)
     assert (end - start, count) == (10.0, 2)
+
+
+# -- the balancer scenario's bookkeeping -----------------------------------------------------------------
+
+
+def sample(at: float, verdict: str | None, proposed: str | None = None, requests: int = 0) -> Sample:
+    verdicts = {} if verdict is None else {"vllm": verdict}
+    server = ServerState("UP", 100, requests, 0, 0, "L7OK", "")
+    return Sample(at, True, verdicts, {"vllm": proposed}, {}, {"vllm": server})
+
+
+def test_the_engines_list_gives_verdicts_proposals_and_since() -> None:
+    body = json.dumps({"status": "success", "data": {"trusted": True, "engines": [
+        {"job": "vllm", "verdict": "admit", "proposed": "shed", "since": 100.5,
+         "scores": {"kv_free_ratio": 0.42, "predicted_wait_seconds": None}},
+        {"job": "sim", "verdict": "down", "proposed": None, "since": None, "scores": None}]}})
+    seen = parse_engines(body)
+    assert (seen.trusted, seen.verdicts, seen.proposed, seen.since) == (
+        True, {"vllm": "admit", "sim": "down"}, {"vllm": "shed", "sim": None}, {"vllm": 100.5})
+    assert (seen.free, seen.wait) == ({"vllm": 0.42}, {})
+    for nothing in (None, '{"status": "error", "errorType": "unavailable"}', "<html>"):
+        assert parse_engines(nothing) == Sample(0.0, None, {}, {}, {}, {})
+
+
+def test_the_raw_kv_gauge_is_read_from_vllm_s_page_and_summarised() -> None:
+    page = 'vllm:num_requests_running{engine="0",model_name="tiny"} 3.0\nvllm:kv_cache_usage_perc{engine="0"} 0.75\n'
+    assert kv_usage(page) == 0.75
+    assert kv_usage("up 1\n") is None and kv_usage(None) is None
+    samples = [dataclasses.replace(sample(t, "admit"), raw_kv=v) for t, v in ((1, 0.5), (2, 0.5), (3, 0.75), (4, 0.25))]
+    assert raw_spread(samples, 0, 3.5) == "0.50..0.75 (mean 0.58, 3 reads, 1 changes between reads)"
+    assert raw_spread(samples, 10, 20) == "-"
+
+
+def test_verdict_changes_count_flaps_in_the_window_only_and_skip_unanswered_reads() -> None:
+    samples = [sample(1, "admit"), sample(2, "short-only"), sample(3, None), sample(4, "short-only"),
+               sample(5, "admit"), sample(6, "admit"), sample(9, "down")]
+    assert verdict_changes(samples, "vllm", 0, 6) == [(2, "admit", "short-only"), (5, "short-only", "admit")]
+    assert verdict_changes(samples, "vllm", 3, 8) == [(5, "short-only", "admit")]  # the one before 3 is out
+    assert verdict_changes(samples, "vllm", 6, 10) == [(9, "admit", "down")]
+    assert verdict_changes([sample(1, "admit"), sample(2, None), sample(3, "admit")], "vllm", 0, 9) == []
+    assert verdict_changes(samples, "sim", 0, 10) == []
+
+
+def test_held_proposals_and_request_counts() -> None:
+    samples = [sample(1, "admit", "shed", 10), sample(2, "admit", None, 12), sample(3, "admit", "shed", 15),
+               sample(4, "admit", "short-only", 20)]
+    assert held_proposals(samples, "vllm", 0, 3.5) == {"shed": 2}
+    assert held_proposals(samples, "vllm", 3.5, 9) == {"short-only": 1}
+    assert requests_before(samples, "vllm", 2.5) == 12
+    assert requests_before(samples, "vllm", 0.5) == 0
+
+
+def test_describe_groups_failed_requests_by_reason() -> None:
+    failed = [Request(0, 1, 0, "TimeoutError"), Request(0, 1, 0, "TimeoutError"), Request(0, 1, 503, "")]
+    assert describe(failed) == "3 failed (HTTP 503 x1, TimeoutError x2)"
+    assert describe([]) == "0 failed"
+
+
+def test_the_balancer_config_is_a_valid_agent_config_with_the_simulator_and_the_agent_check(tmp_path: Path) -> None:
+    base = agent_config("http://127.0.0.1:8411", "127.0.0.1:9851", tmp_path / "state", 8411, "tiny")
+    text = balancer_config(base, "http://127.0.0.1:7001/metrics", "127.0.0.1:7002")
+    settings = settings_from_config(load_config_text(text, "balancer.yaml"))
+    assert [e.job for e in settings.engines] == ["vllm", "sim"]
+    assert settings.engines[1].url == "http://127.0.0.1:7001/metrics"
+    assert settings.serving.agent_check.enabled and settings.serving.agent_check.listen == "127.0.0.1:7002"
+    assert settings.engines[0].probe is not None  # the lane's own engine keeps its canary probe
+
+
+def test_a_verdict_that_settles_once_is_a_change_and_one_that_returns_is_a_flap() -> None:
+    assert flaps([(5, "admit", "short-only")], "admit") == []
+    assert flaps([(5, "admit", "short-only"), (20, "short-only", "admit")], "admit") == [(20, "short-only", "admit")]
+    assert flaps([(5, "admit", "short-only"), (20, "short-only", "shed")], "admit") == []
+    assert flaps([(5, "short-only", "admit")], "admit") == [(5, "short-only", "admit")]  # back to the start
+    samples = [sample(1, "admit"), sample(2, None), sample(3, "shed")]
+    assert verdict_at(samples, "vllm", 2.5) == "admit" and verdict_at(samples, "vllm", 0.5) is None

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,11 +81,18 @@ class Outcome:
 
 class ClientLoad:
     """``clients`` threads, each sending one streaming completion after another to ``host:port`` (a
-    balancer) until :meth:`stop`; a request taking longer than ``timeout`` fails."""
+    balancer) until :meth:`stop`; a request taking longer than ``timeout`` fails. ``model`` is the name the
+    requests ask for (a real engine answers 404 to a name it does not serve; the simulator takes any);
+    ``prompt`` gives each request's prompt (default: always ``hello there``); ``fields`` are added to each
+    request's body (``{"ignore_eos": True}`` for a real vLLM's exact answer lengths)."""
 
     def __init__(self, port: int, clients: int = 4, max_tokens: int = 4, timeout: float = 10.0,
-                 pause: float = 0.01) -> None:
+                 pause: float = 0.01, model: str = "demo/model", prompt: Callable[[], str] | None = None,
+                 fields: dict[str, object] | None = None) -> None:
         self.port = port
+        self.model = model
+        self.prompt = prompt
+        self.fields = dict(fields or {})
         self.clients = clients
         self.max_tokens = max_tokens
         self.timeout = timeout
@@ -96,8 +103,9 @@ class ClientLoad:
         self._threads: list[threading.Thread] = []
 
     def _one(self) -> Outcome:
-        body = json.dumps({"model": "demo/model", "prompt": "hello there", "max_tokens": self.max_tokens,
-                           "stream": True}).encode()
+        prompt = self.prompt() if self.prompt else "hello there"
+        body = json.dumps({"model": self.model, "prompt": prompt, "max_tokens": self.max_tokens,
+                           "stream": True, **self.fields}).encode()
         started = time.monotonic()
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
         try:
