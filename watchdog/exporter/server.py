@@ -52,7 +52,7 @@ from watchdog.exporter.security import load_security
 from watchdog.exporter.selection import ExportSelection
 from watchdog.infra import httpdeadline as deadlines
 from watchdog.infra.httpdeadline import DeadlineHandle
-from watchdog.infra.wakeable import WakeableServer
+from watchdog.infra.wakeable import WakeableServer, serve_in_thread, stop_and_close
 from watchdog.model import Labels, Sample, metric
 from watchdog.pods.directory import PodDirectory
 from watchdog.serving import health as serving_health
@@ -348,19 +348,14 @@ class ExporterServer:
         self._server._open = Counter()
         self._server._open_lock = threading.Lock()
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_until_stopped, name="exporter", daemon=True)
-        self._thread.start()
+        self._thread = serve_in_thread(self._server, "exporter")
 
     def stop(self) -> None:
         """Stop accepting (at once: the accept loop is woken, not polled) and close the socket; requests
         in progress finish in their own daemon threads."""
         if self._server is not None:
-            self._server.stop_serving()
-            if self._thread is not None:
-                self._thread.join()
-                self._thread = None
-            self._server.server_close()
-            self._server = None
+            stop_and_close(self._server, self._thread)
+            self._server, self._thread = None, None
 
 
 @dataclass(frozen=True)

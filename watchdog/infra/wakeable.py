@@ -45,3 +45,19 @@ class WakeableServer(socketserver.BaseServer):
         super().server_close()
         self._wake_r.close()
         self._wake_w.close()
+
+
+def serve_in_thread(server: WakeableServer, name: str) -> threading.Thread:
+    """Run ``server``'s accept loop in a daemon thread named ``name``; returns the started thread."""
+    thread = threading.Thread(target=server.serve_until_stopped, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def stop_and_close(server: WakeableServer, thread: threading.Thread | None) -> None:
+    """Stop ``server``'s accept loop at once, wait for ``thread`` to end, and close the socket; requests in
+    progress finish in their own threads."""
+    server.stop_serving()
+    if thread is not None:
+        thread.join()
+    server.server_close()

@@ -47,7 +47,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from watchdog.infra.wakeable import WakeableServer
+from watchdog.infra.wakeable import WakeableServer, serve_in_thread, stop_and_close
 from watchdog.serving.model import EngineVerdict, Verdict, VerdictSource
 
 log = logging.getLogger(__name__)
@@ -173,15 +173,10 @@ class AgentCheckServer:
         self._server = server_class((self.host, self.port), Handler)
         self._server.owner = self
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_until_stopped, name="agent-check", daemon=True)
-        self._thread.start()
+        self._thread = serve_in_thread(self._server, "agent-check")
 
     def stop(self) -> None:
         """Stop accepting and close the socket; answers in progress finish in their own threads."""
         if self._server is not None:
-            self._server.stop_serving()
-            if self._thread is not None:
-                self._thread.join()
-                self._thread = None
-            self._server.server_close()
-            self._server = None
+            stop_and_close(self._server, self._thread)
+            self._server, self._thread = None, None
