@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import os
 import shutil
@@ -143,3 +144,43 @@ def agent_runner(tmp_path: Path) -> Iterator[list[AgentProcess]]:
         if agent.process.poll() is None:
             agent.process.send_signal(signal.SIGKILL)
             agent.process.wait(timeout=10)
+
+
+@dataclass(frozen=True)
+class DemoProcess:
+    """``inference-watchdog demo`` running as a subprocess on loopback."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    url: str
+    log: Path
+
+
+@contextlib.contextmanager
+def running_demo(workdir: Path, scenario: Path, duration_seconds: int) -> Iterator[DemoProcess]:
+    """The demo of ``scenario`` on a free port, yielded once its ``/-/ready`` answers 200 (fails with the
+    tail of its log if it exits first); on exit it is stopped with its process group, so with any engine
+    simulator it could not stop itself. Its output goes to ``workdir/demo.log``."""
+    from tests.support.polling import wait_until
+    from tests.support.processes import stop_process
+
+    port = free_port()
+    log = workdir / "demo.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [PYTHON, "-m", "watchdog", "demo", "--scenario", str(scenario), "--listen", f"127.0.0.1:{port}",
+             "--duration", str(duration_seconds)], cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    demo = DemoProcess(process, port, f"http://127.0.0.1:{port}", log)
+    try:
+        def ready() -> bool:
+            assert process.poll() is None, f"the demo exited:\n{log.read_text()[-3000:]}"
+            try:
+                return http_get(demo.url + "/-/ready", timeout=2).status == 200
+            except OSError:
+                return False
+
+        wait_until(ready, 30, "the demo to become ready")
+        yield demo
+    finally:
+        stop_process(process, group=True)

@@ -36,12 +36,11 @@ import pytest
 import yaml
 
 from tests.support.polling import wait_until
-from tests.support.processes import stop_process
 from watchdog.demo.runner import EngineProcess, demo_config
 from watchdog.demo.scenario import load_scenario
 from watchdog.rules.loader import RecordingRule, load_ruleset, ruleset_to_dict
 
-from .conftest import PYTHON, REPO, free_port, http_get, parse_metrics
+from .conftest import REPO, free_port, http_get, parse_metrics, running_demo
 
 PROMETHEUS = shutil.which("prometheus")
 SCENARIO = Path(__file__).resolve().parent / "fixtures" / "e2e-scenario.yaml"
@@ -214,35 +213,19 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     workdir = tmp_path_factory.mktemp("e2e")
     rule_file, recorded = render_rules(workdir)
     expected = set(load_scenario(str(SCENARIO)).expect_alerts)
-    demo_port = free_port()
-    demo_log = workdir / "demo.log"
-    with demo_log.open("wb") as out:
-        demo = subprocess.Popen(
-            [PYTHON, "-m", "watchdog", "demo", "--scenario", str(SCENARIO), "--listen", f"127.0.0.1:{demo_port}",
-             "--duration", "150"], cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     servers: list[Prometheus] = []
     try:
-        demo_url = f"http://127.0.0.1:{demo_port}"
-
-        def demo_ready() -> bool:
-            assert demo.poll() is None, f"the demo exited:\n{demo_log.read_text()[-3000:]}"
-            try:
-                return http_get(demo_url + "/-/ready", timeout=2).status == 200
-            except OSError:
-                return False
-
-        wait_until(demo_ready, 30, "the demo to become ready")
-        engines = engine_targets(demo_url)
-        servers.append(start_prometheus("with-rules", workdir, demo_port, rule_file,
-                                        drop=recorded | {"ALERTS", "ALERTS_FOR_STATE"}, engines=engines))
-        servers.append(start_prometheus("without-rules", workdir, demo_port, None, drop=set(), engines={}))
-        result = Run(demo_url, servers[0], servers[1], expected, engines)
-        watch_alerts(result, demo, demo_log)
-        yield result
+        with running_demo(workdir, SCENARIO, 150) as demo:
+            engines = engine_targets(demo.url)
+            servers.append(start_prometheus("with-rules", workdir, demo.port, rule_file,
+                                            drop=recorded | {"ALERTS", "ALERTS_FOR_STATE"}, engines=engines))
+            servers.append(start_prometheus("without-rules", workdir, demo.port, None, drop=set(), engines={}))
+            result = Run(demo.url, servers[0], servers[1], expected, engines)
+            watch_alerts(result, demo.process, demo.log)
+            yield result
     finally:
         for server in servers:
             stop(server.process)
-        stop_process(demo, group=True)  # and whatever engine simulator it could not stop
 
 
 # -- (a) alerts ------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from watchdog.rules.loader import RecordingRule, load_ruleset
 from watchdog.rules.render import RenderOptions, render_rules
 from watchdog.runbooks.links import runbook_url
 
-from .conftest import PYTHON, REPO, free_port, http_get
+from .conftest import free_port, http_get, running_demo
 from .test_dashboards_e2e import engine_targets
 
 PROMETHEUS = shutil.which("prometheus")
@@ -108,40 +108,24 @@ def central(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     check = subprocess.run(["promtool", "check", "rules", str(rule_file)], capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     alertmanager = RealAlertmanager(workdir / "alertmanager").start()
-    demo_port = free_port()
-    demo_log = workdir / "demo.log"
-    with demo_log.open("wb") as out:
-        demo = subprocess.Popen(
-            [PYTHON, "-m", "watchdog", "demo", "--scenario", str(SCENARIO), "--listen", f"127.0.0.1:{demo_port}",
-             "--duration", "120"], cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     prometheus: subprocess.Popen[bytes] | None = None
     try:
-        demo_url = f"http://127.0.0.1:{demo_port}"
+        with running_demo(workdir, SCENARIO, 120) as demo:
+            prometheus, url = start_prometheus(workdir, rule_file, f"127.0.0.1:{demo.port}", engine_targets(demo.url),
+                                               recorded | {"ALERTS", "ALERTS_FOR_STATE"},
+                                               alertmanager.url.removeprefix("http://"))
 
-        def demo_ready() -> bool:
-            assert demo.poll() is None, f"the demo exited:\n{demo_log.read_text()[-3000:]}"
-            try:
-                return http_get(demo_url + "/-/ready", timeout=2).status == 200
-            except OSError:
-                return False
+            def arrived() -> bool:
+                return any(a["labels"]["alertname"] == "GpuFallenOffBus" for a in alertmanager.alerts())
 
-        wait_until(demo_ready, 30, "the demo to become ready")
-        prometheus, url = start_prometheus(workdir, rule_file, f"127.0.0.1:{demo_port}", engine_targets(demo_url),
-                                           recorded | {"ALERTS", "ALERTS_FOR_STATE"},
-                                           alertmanager.url.removeprefix("http://"))
-
-        def arrived() -> bool:
-            return any(a["labels"]["alertname"] == "GpuFallenOffBus" for a in alertmanager.alerts())
-
-        wait_until(arrived, 90, "GpuFallenOffBus at the central Alertmanager")
-        time.sleep(3)  # a few more evaluations of every rule
-        rules = json.loads(http_get(url + "/api/v1/rules").text)["data"]["groups"]
-        yield {"alerts": alertmanager.alerts(), "rules": rules, "left_out": left_out,
-               "agent_alerts": json.loads(http_get(demo_url + "/api/v1/alerts").text)["data"]["alerts"]}
+            wait_until(arrived, 90, "GpuFallenOffBus at the central Alertmanager")
+            time.sleep(3)  # a few more evaluations of every rule
+            rules = json.loads(http_get(url + "/api/v1/rules").text)["data"]["groups"]
+            yield {"alerts": alertmanager.alerts(), "rules": rules, "left_out": left_out,
+                   "agent_alerts": json.loads(http_get(demo.url + "/api/v1/alerts").text)["data"]["alerts"]}
     finally:
         if prometheus is not None:
             stop_process(prometheus)
-        stop_process(demo, group=True)
         alertmanager.stop()
 
 
